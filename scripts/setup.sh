@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and benchmarking etcdq
+# needs. Idempotent: packages already present are not touched, and apt is only
+# asked when something is missing. Run as root (CI and the dev machines are).
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  g++ cmake ninja-build pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  librocksdb-dev libraft-dev libuv1-dev
+  libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
+  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # tests: the oracle and the real clients
+  etcd-server etcd-client python3 python3-etcd3 python3-grpcio
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian starts an etcd service when etcd-server is installed on a machine with
+# systemd; it would hold 2379. Tests never use 2379, but the quick start does.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
+  systemctl stop etcd || true
+fi

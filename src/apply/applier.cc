@@ -1,0 +1,106 @@
+#include "apply/applier.h"
+
+#include <spdlog/spdlog.h>
+
+#include "apply/entry.h"
+#include "etcdq/command.pb.h"
+
+namespace etcdq::apply {
+
+Applier::Applier(mvcc::Store* store)
+    : store_(store),
+      applied_index_(store->view()->applied_index()),
+      // No lease can be granted until the Lease service exists, so every
+      // non-zero lease is "not found", exactly as etcd answers for an
+      // unknown one.
+      leases_([](int64_t) { return false; }) {}
+
+Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Result>* results) {
+  if (index <= applied_index_) return {};  // applied before a restart
+  mvcc::Writer w(store_);
+  std::string_view rest = payload;
+  std::string_view bytes;
+  bool corrupt = false;
+  while (next_framed(&rest, &bytes, &corrupt)) {
+    results->emplace_back();
+    apply_command(w, bytes, &results->back());
+  }
+  if (corrupt) {
+    // A committed entry we cannot read: stopping beats diverging.
+    return errors::internal("log entry " + std::to_string(index) + " is truncated");
+  }
+  if (Error e = w.commit(index)) return e;
+  applied_index_ = index;
+  return {};
+}
+
+Error Applier::apply_noop(uint64_t index) {
+  if (index <= applied_index_) return {};
+  mvcc::Writer w(store_);
+  if (Error e = w.commit(index)) return e;
+  applied_index_ = index;
+  return {};
+}
+
+void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out) {
+  Command cmd;
+  if (!cmd.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    out->error = errors::internal("undecodable command in the log");
+    spdlog::error("skipping an undecodable command ({} bytes)", bytes.size());
+    return;
+  }
+  out->origin = cmd.origin();
+  out->proposal_id = cmd.proposal_id();
+  w.begin();
+  switch (cmd.request_case()) {
+    case Command::kPut: {
+      const auto& r = cmd.put();
+      etcdserverpb::PutResponse resp;
+      if (r.lease() != 0 && !leases_(r.lease())) {
+        out->error = errors::lease_not_found();
+      } else {
+        out->error = put(w, r, leases_, &resp);
+      }
+      w.end();
+      out->response = std::move(resp);
+      break;
+    }
+    case Command::kDeleteRange: {
+      etcdserverpb::DeleteRangeResponse resp;
+      out->error = delete_range(w, cmd.delete_range(), &resp);
+      w.end();
+      out->response = std::move(resp);
+      break;
+    }
+    case Command::kTxn: {
+      etcdserverpb::TxnResponse resp;
+      WriterState s(&w);
+      out->error = txn(s, cmd.txn(), leases_, &resp);
+      w.end();
+      out->response = std::move(resp);
+      break;
+    }
+    case Command::kCompaction: {
+      const auto& r = cmd.compaction();
+      etcdserverpb::CompactionResponse resp;
+      w.end();
+      if (r.revision() <= w.compact_revision()) {
+        out->error = errors::compacted();
+      } else if (r.revision() > w.revision()) {
+        out->error = errors::future_rev();
+      } else {
+        w.compact(r.revision());
+        if (r.physical()) out->wait_compaction = r.revision();
+      }
+      resp.mutable_header()->set_revision(w.revision());
+      out->response = std::move(resp);
+      break;
+    }
+    default:
+      w.end();
+      out->error = errors::internal("unknown command in the log");
+      break;
+  }
+}
+
+}  // namespace etcdq::apply

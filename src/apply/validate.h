@@ -1,0 +1,24 @@
+// Checks a client request before it is proposed, as etcd's v3rpc/key.go
+// does (checkRangeRequest, checkPutRequest, checkTxnRequest, checkIntervals):
+// a request that fails here is never proposed and changes nothing.
+// Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+
+#include "common/error.h"
+#include "etcd/api/etcdserverpb/rpc.pb.h"
+
+namespace etcdq::apply {
+
+Error validate_range(const etcdserverpb::RangeRequest& r);
+Error validate_put(const etcdserverpb::PutRequest& r);
+Error validate_delete_range(const etcdserverpb::DeleteRangeRequest& r);
+// `max_txn_ops`: --max-txn-ops (etcd default 128). Errors: too_many_ops(),
+// empty_key(), value_provided(), lease_provided(), duplicate_key().
+Error validate_txn(const etcdserverpb::TxnRequest& r, int64_t max_txn_ops);
+
+// True when no op on any branch writes (etcd serves such txns as reads).
+bool txn_is_read_only(const etcdserverpb::TxnRequest& r);
+
+}  // namespace etcdq::apply

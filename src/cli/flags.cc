@@ -1,0 +1,134 @@
+#include "cli/flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <sstream>
+
+namespace etcdq::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Error parse_urls(const std::string& flag, const std::string& s, std::vector<Url>* out) {
+  out->clear();
+  for (const auto& part : split(s, ',')) {
+    Url u;
+    if (Error e = parse_url(part, &u)) return {Code::kInvalidArgument, "--" + flag + ": " + e.message()};
+    out->push_back(u);
+  }
+  if (out->empty()) return {Code::kInvalidArgument, "--" + flag + " needs at least one URL"};
+  return {};
+}
+
+}  // namespace
+
+Error parse_url(const std::string& s, Url* out) {
+  auto p = s.find("://");
+  if (p == std::string::npos) return {Code::kInvalidArgument, "URL " + s + " has no scheme"};
+  out->text = s;
+  out->scheme = s.substr(0, p);
+  if (out->scheme != "http") {
+    return {Code::kInvalidArgument, "URL " + s + ": only http:// is supported (TLS is not implemented yet)"};
+  }
+  std::string rest = s.substr(p + 3);
+  if (auto slash = rest.find('/'); slash != std::string::npos) rest = rest.substr(0, slash);
+  auto colon = rest.rfind(':');
+  if (colon == std::string::npos) return {Code::kInvalidArgument, "URL " + s + " has no port"};
+  out->host = rest.substr(0, colon);
+  try {
+    out->port = std::stoi(rest.substr(colon + 1));
+  } catch (...) {
+    return {Code::kInvalidArgument, "URL " + s + " has a bad port"};
+  }
+  if (out->port <= 0 || out->port > 65535) return {Code::kInvalidArgument, "URL " + s + " has a bad port"};
+  if (out->host == "localhost") out->host = "127.0.0.1";
+  return {};
+}
+
+Error parse_initial_cluster(const std::string& s, std::vector<std::pair<std::string, Url>>* out) {
+  for (const auto& part : split(s, ',')) {
+    auto eq = part.find('=');
+    if (eq == std::string::npos) return {Code::kInvalidArgument, "--initial-cluster: " + part + " is not name=url"};
+    Url u;
+    if (Error e = parse_url(part.substr(eq + 1), &u)) return {Code::kInvalidArgument, "--initial-cluster: " + e.message()};
+    out->emplace_back(part.substr(0, eq), u);
+  }
+  return {};
+}
+
+Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
+  *exit_now = false;
+  CLI::App app{"etcdq: an etcd v3 compatible key-value store with durable work queues"};
+  std::string listen_client = "http://127.0.0.1:2379", advertise_client, listen_peer = "http://127.0.0.1:2380",
+              advertise_peer;
+  app.add_option("--name", c->name, "Human-readable name for this member")->envname("ETCD_NAME");
+  app.add_option("--data-dir", c->data_dir, "Path to the data directory (default <name>.etcdq)")
+      ->envname("ETCD_DATA_DIR");
+  app.add_option("--listen-client-urls", listen_client, "URLs to listen on for client traffic")
+      ->envname("ETCD_LISTEN_CLIENT_URLS");
+  app.add_option("--advertise-client-urls", advertise_client, "Client URLs to advertise to the cluster")
+      ->envname("ETCD_ADVERTISE_CLIENT_URLS");
+  app.add_option("--listen-peer-urls", listen_peer, "URLs to listen on for peer traffic")
+      ->envname("ETCD_LISTEN_PEER_URLS");
+  app.add_option("--initial-advertise-peer-urls", advertise_peer, "Peer URLs to advertise to the cluster")
+      ->envname("ETCD_INITIAL_ADVERTISE_PEER_URLS");
+  app.add_option("--initial-cluster", c->initial_cluster, "Initial cluster configuration: name=peerURL,...")
+      ->envname("ETCD_INITIAL_CLUSTER");
+  app.add_option("--initial-cluster-state", c->initial_cluster_state, "new or existing")
+      ->envname("ETCD_INITIAL_CLUSTER_STATE")
+      ->check(CLI::IsMember({"new", "existing"}));
+  app.add_option("--initial-cluster-token", c->initial_cluster_token, "Initial cluster token")
+      ->envname("ETCD_INITIAL_CLUSTER_TOKEN");
+  app.add_option("--max-request-bytes", c->max_request_bytes, "Maximum client request size in bytes")
+      ->envname("ETCD_MAX_REQUEST_BYTES")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-txn-ops", c->max_txn_ops, "Maximum number of operations in a transaction")
+      ->envname("ETCD_MAX_TXN_OPS")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat-interval", c->heartbeat_ms, "Time (ms) of a heartbeat interval")
+      ->envname("ETCD_HEARTBEAT_INTERVAL");
+  app.add_option("--election-timeout", c->election_ms, "Time (ms) for an election to time out")
+      ->envname("ETCD_ELECTION_TIMEOUT");
+  app.add_option("--log-level", c->log_level, "debug, info, warn, error, panic or fatal")
+      ->envname("ETCD_LOG_LEVEL")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "panic", "fatal"}));
+  app.add_flag("--version", c->print_version, "Print the version and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    *exit_now = true;
+    return {};
+  } catch (const CLI::ParseError& e) {
+    return {Code::kInvalidArgument, e.what()};
+  }
+  if (c->print_version) {
+    *exit_now = true;
+    return {};
+  }
+  if (c->data_dir.empty()) c->data_dir = c->name + ".etcdq";
+  if (advertise_client.empty()) advertise_client = listen_client;
+  if (advertise_peer.empty()) advertise_peer = listen_peer;
+  if (Error e = parse_urls("listen-client-urls", listen_client, &c->listen_client_urls)) return e;
+  if (Error e = parse_urls("advertise-client-urls", advertise_client, &c->advertise_client_urls)) return e;
+  if (Error e = parse_urls("listen-peer-urls", listen_peer, &c->listen_peer_urls)) return e;
+  if (Error e = parse_urls("initial-advertise-peer-urls", advertise_peer, &c->initial_advertise_peer_urls)) return e;
+  if (c->initial_cluster.empty()) {
+    for (const auto& u : c->initial_advertise_peer_urls) {
+      if (!c->initial_cluster.empty()) c->initial_cluster += ",";
+      c->initial_cluster += c->name + "=" + u.text;
+    }
+  }
+  return {};
+}
+
+}  // namespace etcdq::cli

@@ -1,0 +1,167 @@
+// etcdq: one member. Opens the state database, starts Raft, waits until the
+// log is applied, then serves clients until SIGTERM or SIGINT, when it stops
+// taking proposals, lets in-flight ones finish, and closes everything.
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+
+#include "apply/applier.h"
+#include "cli/flags.h"
+#include "mvcc/store.h"
+#include "raft/node.h"
+#include "server/identity.h"
+#include "server/maintenance_service.h"
+#include "server/server.h"
+#include "storage/engine.h"
+
+using namespace etcdq;
+
+namespace {
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_logger_mt("etcdq");
+  // JSON lines, as etcd logs.
+  logger->set_pattern(R"({"level":"%l","ts":"%Y-%m-%dT%H:%M:%S.%f%z","caller":"%s:%#","msg":"%v"})");
+  spdlog::set_default_logger(logger);
+  if (level == "debug") spdlog::set_level(spdlog::level::debug);
+  else if (level == "warn") spdlog::set_level(spdlog::level::warn);
+  else if (level == "error") spdlog::set_level(spdlog::level::err);
+  else if (level == "panic" || level == "fatal") spdlog::set_level(spdlog::level::critical);
+  else spdlog::set_level(spdlog::level::info);
+  spdlog::flush_on(spdlog::level::info);
+}
+
+int fail(const std::string& msg) {
+  spdlog::critical("{}", msg);
+  std::fprintf(stderr, "etcdq: %s\n", msg.c_str());
+  return 1;
+}
+
+// SIGTERM/SIGINT received since the mask was set, without waiting.
+bool stop_signal_pending(const sigset_t& sigs) {
+  timespec zero{0, 0};
+  return sigtimedwait(&sigs, nullptr, &zero) > 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every thread inherits this mask; only main takes the stop signals.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  cli::Config cfg;
+  bool exit_now = false;
+  if (Error e = cli::parse_flags(argc, argv, &cfg, &exit_now)) {
+    std::fprintf(stderr, "etcdq: %s\n", e.message().c_str());
+    return 2;
+  }
+  if (cfg.print_version) {
+    std::printf("etcdq Version: %s\nAPI Version: 3.5\n", ETCDQ_VERSION);
+    return 0;
+  }
+  if (exit_now) return 0;
+  setup_logging(cfg.log_level);
+
+  // Members of the initial cluster, with etcd's ids.
+  std::vector<std::pair<std::string, cli::Url>> initial;
+  if (Error e = cli::parse_initial_cluster(cfg.initial_cluster, &initial)) return fail(e.message());
+  std::map<std::string, std::vector<cli::Url>> by_name;
+  std::vector<std::string> order;
+  for (auto& [name, url] : initial) {
+    if (!by_name.count(name)) order.push_back(name);
+    by_name[name].push_back(url);
+  }
+  if (!by_name.count(cfg.name)) {
+    return fail("couldn't find local name \"" + cfg.name + "\" in the initial cluster configuration");
+  }
+  server::Context ctx{};
+  std::vector<uint64_t> ids;
+  std::vector<raft::Peer> peers;
+  for (const auto& name : order) {
+    server::MemberInfo m;
+    m.name = name;
+    for (const auto& u : by_name[name]) m.peer_urls.push_back(u.text);
+    m.id = server::member_id(m.peer_urls, cfg.initial_cluster_token);
+    if (name == cfg.name) {
+      for (const auto& u : cfg.advertise_client_urls) m.client_urls.push_back(u.text);
+      ctx.self = m;
+    }
+    ids.push_back(m.id);
+    peers.push_back({m.id, by_name[name].front().host_port()});
+    ctx.members.push_back(m);
+  }
+  ctx.cluster_id = server::cluster_id(ids);
+  ctx.limits.max_request_bytes = cfg.max_request_bytes;
+  ctx.limits.max_txn_ops = cfg.max_txn_ops;
+
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(cfg.data_dir) / "member", ec);
+  if (ec) return fail("cannot create data dir " + cfg.data_dir + ": " + ec.message());
+  spdlog::info("starting etcdq {} as member {:x} ({}) of cluster {:x}, data dir {}", ETCDQ_VERSION, ctx.self.id,
+               cfg.name, ctx.cluster_id, cfg.data_dir);
+
+  std::unique_ptr<storage::Engine> engine;
+  if (Error e = storage::Engine::open((fs::path(cfg.data_dir) / "member" / "db").string(), &engine)) {
+    return fail(e.message());
+  }
+  auto store = std::make_unique<mvcc::Store>(engine.get());
+  apply::Applier applier(store.get());
+
+  raft::NodeOptions ro;
+  ro.dir = (fs::path(cfg.data_dir) / "member" / "raft").string();
+  ro.id = ctx.self.id;
+  ro.address = by_name[cfg.name].front().host_port();
+  ro.bind_address = cfg.listen_peer_urls.front().host_port();
+  ro.initial_cluster = peers;
+  ro.heartbeat_ms = cfg.heartbeat_ms;
+  ro.election_ms = cfg.election_ms;
+  auto node = std::make_unique<raft::Node>(ro, &applier);
+  if (Error e = node->start()) return fail(e.message());
+  ctx.node = node.get();
+  ctx.store = store.get();
+
+  // Serve clients only once the log held at start is applied: before that
+  // a read could miss acknowledged writes.
+  int waited = 0;
+  while (!node->wait_ready(500)) {
+    if (stop_signal_pending(sigs)) {
+      spdlog::info("stopped before becoming ready");
+      node->stop();
+      return 0;
+    }
+    if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
+  }
+
+  server::ClientServer client_server(&ctx);
+  std::vector<std::string> listen;
+  for (const auto& u : cfg.listen_client_urls) listen.push_back(u.host_port());
+  if (Error e = client_server.start(listen)) {
+    node->stop();
+    return fail(e.message());
+  }
+  spdlog::info("ready to serve client requests on {}", cfg.listen_client_urls.front().text);
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  // In-flight proposals finish and are answered; new ones get "server stopped".
+  node->stop();
+  client_server.shutdown(1000);
+  spdlog::info("commands proposed: {} in {} log entries", node->commands_proposed(), node->entries_proposed());
+  node.reset();
+  store.reset();
+  engine.reset();
+  spdlog::info("stopped");
+  return 0;
+}

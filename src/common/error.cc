@@ -1,0 +1,36 @@
+#include "common/error.h"
+
+namespace etcdq::errors {
+
+Error empty_key() { return {Code::kInvalidArgument, "etcdserver: key is not provided"}; }
+Error key_not_found() { return {Code::kInvalidArgument, "etcdserver: key not found"}; }
+Error value_provided() { return {Code::kInvalidArgument, "etcdserver: value is provided"}; }
+Error lease_provided() { return {Code::kInvalidArgument, "etcdserver: lease is provided"}; }
+Error too_many_ops() {
+  return {Code::kInvalidArgument, "etcdserver: too many operations in txn request"};
+}
+Error duplicate_key() {
+  return {Code::kInvalidArgument, "etcdserver: duplicate key given in txn request"};
+}
+Error request_too_large() { return {Code::kInvalidArgument, "etcdserver: request is too large"}; }
+Error compacted() {
+  return {Code::kOutOfRange, "etcdserver: mvcc: required revision has been compacted"};
+}
+Error future_rev() {
+  return {Code::kOutOfRange, "etcdserver: mvcc: required revision is a future revision"};
+}
+Error no_space() {
+  return {Code::kResourceExhausted, "etcdserver: mvcc: database space exceeded"};
+}
+Error lease_not_found() { return {Code::kNotFound, "etcdserver: requested lease not found"}; }
+Error stopped() { return {Code::kUnavailable, "etcdserver: server stopped"}; }
+Error no_leader() { return {Code::kUnavailable, "etcdserver: no leader"}; }
+Error not_leader() { return {Code::kFailedPrecondition, "etcdserver: not leader"}; }
+Error timeout() { return {Code::kUnavailable, "etcdserver: request timed out"}; }
+Error leader_changed() {
+  return {Code::kUnavailable, "etcdserver: leader changed"};
+}
+Error not_capable() { return {Code::kUnavailable, "etcdserver: not capable"}; }
+Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }
+
+}  // namespace etcdq::errors

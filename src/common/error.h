@@ -1,0 +1,71 @@
+// The one error type of the server: an etcd error code plus etcd's exact
+// message. Clients match on these strings, so every message lives here and
+// nowhere else. Converted to grpc::Status only at the RPC boundary
+// (server/status.h). Source of the strings: etcd's
+// api/v3rpc/rpctypes/error.go and server/etcdserver/errors.go (v3.5).
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace etcdq {
+
+// Same numbering as grpc::StatusCode so the conversion is a cast.
+enum class Code : int {
+  kOk = 0,
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+};
+
+class Error {
+ public:
+  Error() = default;  // OK
+  Error(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  bool ok() const { return code_ == Code::kOk; }
+  explicit operator bool() const { return !ok(); }  // true when there is an error
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  bool operator==(const Error& o) const { return code_ == o.code_ && message_ == o.message_; }
+
+ private:
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+// etcd's errors, by the name etcd gives them (rpctypes.ErrGRPC*).
+namespace errors {
+Error empty_key();          // InvalidArgument "etcdserver: key is not provided"
+Error key_not_found();      // InvalidArgument "etcdserver: key not found"
+Error value_provided();     // InvalidArgument "etcdserver: value is provided"
+Error lease_provided();     // InvalidArgument "etcdserver: lease is provided"
+Error too_many_ops();       // InvalidArgument "etcdserver: too many operations in txn request"
+Error duplicate_key();      // InvalidArgument "etcdserver: duplicate key given in txn request"
+Error request_too_large();  // InvalidArgument "etcdserver: request is too large"
+Error compacted();          // OutOfRange "etcdserver: mvcc: required revision has been compacted"
+Error future_rev();         // OutOfRange "etcdserver: mvcc: required revision is a future revision"
+Error no_space();           // ResourceExhausted "etcdserver: mvcc: database space exceeded"
+Error lease_not_found();    // NotFound "etcdserver: requested lease not found"
+Error stopped();            // Unavailable "etcdserver: server stopped"
+Error no_leader();          // Unavailable "etcdserver: no leader"
+Error not_leader();         // FailedPrecondition "etcdserver: not leader"
+Error timeout();            // Unavailable "etcdserver: request timed out"
+Error leader_changed();     // Unavailable "etcdserver: leader changed"
+Error not_capable();        // Unavailable "etcdserver: not capable"
+Error internal(std::string what);  // Internal, for bugs and storage failures
+}  // namespace errors
+
+}  // namespace etcdq

@@ -1,0 +1,117 @@
+#include "mvcc/compactor.h"
+
+#include <spdlog/spdlog.h>
+
+#include "mvcc/codec.h"
+
+namespace etcdq::mvcc {
+namespace {
+constexpr int kBatchEntries = 4096;  // revlog entries per write: short pauses, few writes
+}
+
+Compactor::Compactor(storage::Engine* engine, int64_t finished)
+    : engine_(engine), target_(finished), finished_(finished), thread_([this] { run(); }) {}
+
+Compactor::~Compactor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  for (auto& [rev, done] : waiters_) done(false);
+}
+
+void Compactor::schedule(int64_t rev) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rev <= target_) return;
+    target_ = rev;
+  }
+  cv_.notify_all();
+}
+
+void Compactor::when_finished(int64_t rev, std::function<void(bool)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ < rev) {
+      waiters_.emplace(rev, std::move(done));
+      return;
+    }
+  }
+  done(true);
+}
+
+int64_t Compactor::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+void Compactor::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || target_ > finished_; });
+    if (stop_) return;
+    int64_t target = target_;
+    lock.unlock();
+    bool complete = compact_to(target);
+    lock.lock();
+    if (!complete) return;
+    finished_ = target;
+    std::vector<std::function<void(bool)>> ready;
+    while (!waiters_.empty() && waiters_.begin()->first <= finished_) {
+      ready.push_back(std::move(waiters_.begin()->second));
+      waiters_.erase(waiters_.begin());
+    }
+    lock.unlock();
+    for (auto& f : ready) f(true);
+    lock.lock();
+  }
+}
+
+bool Compactor::compact_to(int64_t rev) {
+  auto* db = engine_->db();
+  auto* revlog = engine_->cf(storage::Cf::kRevlog);
+  auto* history = engine_->cf(storage::Cf::kHistory);
+  std::unique_ptr<rocksdb::Iterator> log(db->NewIterator(rocksdb::ReadOptions(), revlog));
+  std::unique_ptr<rocksdb::Iterator> hist(db->NewIterator(rocksdb::ReadOptions(), history));
+  const std::string stop_key = revlog_key({rev + 1, 0});
+  int64_t removed = 0;
+  log->SeekToFirst();
+  while (log->Valid() && log->key().compare(stop_key) < 0) {
+    rocksdb::WriteBatch batch;
+    for (int n = 0; n < kBatchEntries && log->Valid() && log->key().compare(stop_key) < 0;
+         ++n, log->Next()) {
+      Revision r = decode_revlog_key(std::string_view(log->key().data(), log->key().size()));
+      auto v = log->value();
+      std::string_view user_key(v.data() + 1, v.size() - 1);
+      batch.Delete(revlog, log->key());
+      // Is this version the newest of its key at or below `rev`, and a put?
+      std::string hkey = history_key(user_key, r);
+      hist->Seek(history_key(user_key, {rev, INT64_MAX}));
+      bool newest = hist->Valid() && hist->key() == rocksdb::Slice(hkey);
+      bool is_put = static_cast<RecordType>(v[0]) == RecordType::kPut;
+      if (!(newest && is_put)) {
+        batch.Delete(history, hkey);
+        ++removed;
+      }
+    }
+    if (Error e = engine_->write(&batch)) {
+      spdlog::error("compaction to revision {} stopped: {}", rev, e.message());
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return false;
+  }
+  rocksdb::WriteBatch done;
+  done.Put(engine_->cf(storage::Cf::kMeta), rocksdb::Slice(kMetaCompactFinished.data(), kMetaCompactFinished.size()),
+           encode_i64(rev));
+  if (Error e = engine_->write(&done)) {
+    spdlog::error("compaction to revision {} not recorded: {}", rev, e.message());
+    return false;
+  }
+  spdlog::info("finished compaction to revision {}: removed {} versions", rev, removed);
+  return true;
+}
+
+}  // namespace etcdq::mvcc

@@ -1,0 +1,66 @@
+#include "mvcc/store.h"
+
+#include "mvcc/codec.h"
+#include "mvcc/compactor.h"
+
+#include <utility>
+
+namespace etcdq::mvcc {
+
+ReadView::ReadView(storage::Engine* engine, const rocksdb::Snapshot* snap, uint64_t applied_index,
+                   int64_t revision, int64_t compact_revision)
+    : engine_(engine),
+      snap_(snap),
+      applied_index_(applied_index),
+      revision_(revision),
+      compact_revision_(compact_revision) {}
+
+ReadView::~ReadView() { engine_->db()->ReleaseSnapshot(snap_); }
+
+std::unique_ptr<rocksdb::Iterator> ReadView::iterator(storage::Cf cf) const {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snap_;
+  return std::unique_ptr<rocksdb::Iterator>(engine_->db()->NewIterator(ro, engine_->cf(cf)));
+}
+
+bool ReadView::get(storage::Cf cf, std::string_view key, std::string* value) const {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snap_;
+  return engine_->db()->Get(ro, engine_->cf(cf), rocksdb::Slice(key.data(), key.size()), value).ok();
+}
+
+namespace {
+int64_t read_meta(storage::Engine* e, std::string_view name, int64_t dflt) {
+  std::string v;
+  auto s = e->db()->Get(rocksdb::ReadOptions(), e->cf(storage::Cf::kMeta),
+                        rocksdb::Slice(name.data(), name.size()), &v);
+  return s.ok() ? decode_i64(v) : dflt;
+}
+}  // namespace
+
+Store::Store(storage::Engine* engine) : engine_(engine) {
+  auto applied = static_cast<uint64_t>(read_meta(engine, kMetaAppliedIndex, 0));
+  int64_t rev = read_meta(engine, kMetaRevision, 1);
+  int64_t scheduled = read_meta(engine, kMetaCompactScheduled, 0);
+  int64_t finished = read_meta(engine, kMetaCompactFinished, 0);
+  publish(applied, rev, scheduled);
+  compactor_ = std::make_unique<Compactor>(engine, finished);
+  if (scheduled > finished) compactor_->schedule(scheduled);
+}
+
+Store::~Store() { compactor_.reset(); }
+
+std::shared_ptr<const ReadView> Store::view() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return view_;
+}
+
+void Store::publish(uint64_t applied_index, int64_t revision, int64_t compact_revision) {
+  auto v = std::make_shared<const ReadView>(engine_, engine_->db()->GetSnapshot(), applied_index,
+                                            revision, compact_revision);
+  std::shared_ptr<const ReadView> old;  // released outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  old = std::exchange(view_, std::move(v));
+}
+
+}  // namespace etcdq::mvcc

@@ -1,0 +1,69 @@
+// The revisioned key-value store of etcd's data model (DESIGN.md, "MVCC, as
+// etcd defines it"), kept entirely in RocksDB so the data set may exceed RAM.
+//
+// One revision counter, starting at 1 on an empty store. The apply thread is
+// the only writer (writer.h); after each committed batch it publishes a new
+// immutable ReadView (a RocksDB snapshot plus the counters at that point),
+// which readers on any thread take without waiting for apply.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "mvcc/reader.h"
+#include "storage/engine.h"
+
+namespace etcdq::mvcc {
+
+class Compactor;
+
+// The store as of one applied Raft index. Immutable; safe to share.
+class ReadView final : public Reader {
+ public:
+  ReadView(storage::Engine* engine, const rocksdb::Snapshot* snap, uint64_t applied_index,
+           int64_t revision, int64_t compact_revision);
+  ~ReadView() override;
+  ReadView(const ReadView&) = delete;
+  ReadView& operator=(const ReadView&) = delete;
+
+  std::unique_ptr<rocksdb::Iterator> iterator(storage::Cf cf) const override;
+  bool get(storage::Cf cf, std::string_view key, std::string* value) const override;
+
+  uint64_t applied_index() const { return applied_index_; }
+  int64_t revision() const { return revision_; }                  // current revision
+  int64_t compact_revision() const { return compact_revision_; }  // reads below fail
+
+ private:
+  storage::Engine* engine_;
+  const rocksdb::Snapshot* snap_;
+  uint64_t applied_index_;
+  int64_t revision_;
+  int64_t compact_revision_;
+};
+
+class Store {
+ public:
+  // Loads the counters from `engine` and resumes an unfinished compaction.
+  // `engine` must outlive the store.
+  explicit Store(storage::Engine* engine);
+  ~Store();
+
+  // The newest published view. Any thread.
+  std::shared_ptr<const ReadView> view() const;
+
+  storage::Engine* engine() const { return engine_; }
+  Compactor& compactor() { return *compactor_; }
+
+  // Apply thread: after a batch is written, make it visible to readers.
+  void publish(uint64_t applied_index, int64_t revision, int64_t compact_revision);
+
+ private:
+  storage::Engine* engine_;
+  std::unique_ptr<Compactor> compactor_;
+  mutable std::mutex mu_;  // guards view_ (the pointer, not the view)
+  std::shared_ptr<const ReadView> view_;
+};
+
+}  // namespace etcdq::mvcc

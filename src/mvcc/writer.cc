@@ -1,0 +1,115 @@
+#include "mvcc/writer.h"
+
+#include "mvcc/codec.h"
+#include "mvcc/compactor.h"
+
+namespace etcdq::mvcc {
+namespace {
+rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+}  // namespace
+
+Writer::Writer(Store* store)
+    : store_(store),
+      engine_(store->engine()),
+      batch_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true),
+      revision_(store->view()->revision()),
+      compact_revision_(store->view()->compact_revision()) {}
+
+std::unique_ptr<rocksdb::Iterator> Writer::iterator(storage::Cf cf) const {
+  auto* h = engine_->cf(cf);
+  auto* base = engine_->db()->NewIterator(rocksdb::ReadOptions(), h);
+  return std::unique_ptr<rocksdb::Iterator>(
+      const_cast<rocksdb::WriteBatchWithIndex&>(batch_).NewIteratorWithBase(h, base));
+}
+
+bool Writer::get(storage::Cf cf, std::string_view key, std::string* value) const {
+  auto s = const_cast<rocksdb::WriteBatchWithIndex&>(batch_).GetFromBatchAndDB(
+      engine_->db(), rocksdb::ReadOptions(), engine_->cf(cf), slice(key), value);
+  return s.ok();
+}
+
+void Writer::begin() { changes_ = 0; }
+
+bool Writer::get_latest(std::string_view key, mvccpb::KeyValue* kv) const {
+  std::string rec;
+  if (!get(storage::Cf::kLatest, key, &rec)) return false;
+  decode_record(rec, kv);
+  kv->set_key(key.data(), key.size());
+  return true;
+}
+
+bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mvccpb::KeyValue* prev) {
+  mvccpb::KeyValue old;
+  bool existed = get_latest(key, &old);
+  Revision rev = next_rev();
+  mvccpb::KeyValue kv;
+  kv.set_create_revision(existed ? old.create_revision() : rev.main);
+  kv.set_mod_revision(rev.main);
+  kv.set_version(existed ? old.version() + 1 : 1);
+  kv.set_lease(lease);
+  kv.set_value(value.data(), value.size());
+
+  std::string rec;
+  encode_record(kv, &rec);
+  batch_.Put(engine_->cf(storage::Cf::kLatest), slice(key), rec);
+  rec.insert(rec.begin(), static_cast<char>(RecordType::kPut));
+  batch_.Put(engine_->cf(storage::Cf::kHistory), history_key(key, rev), rec);
+  std::string log(1, static_cast<char>(RecordType::kPut));
+  log.append(key);
+  batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+  if (prev && existed) *prev = std::move(old);
+  return existed;
+}
+
+int64_t Writer::delete_range(std::string_view key, std::string_view end,
+                             std::vector<mvccpb::KeyValue>* prev) {
+  RangeResult live;
+  mvcc::range(*this, key, end, RangeOptions{}, revision_, compact_revision_, &live);
+  for (auto& kv : live.kvs) {
+    Revision rev = next_rev();
+    batch_.Delete(engine_->cf(storage::Cf::kLatest), kv.key());
+    batch_.Put(engine_->cf(storage::Cf::kHistory), history_key(kv.key(), rev),
+               std::string(1, static_cast<char>(RecordType::kDelete)));
+    std::string log(1, static_cast<char>(RecordType::kDelete));
+    log.append(kv.key());
+    batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+  }
+  if (prev) *prev = std::move(live.kvs);
+  return static_cast<int64_t>(live.count);
+}
+
+Error Writer::range(std::string_view key, std::string_view end, const RangeOptions& opts,
+                    RangeResult* out) const {
+  int64_t rev = revision_ + (changes_ > 0 ? 1 : 0);
+  return mvcc::range(*this, key, end, opts, rev, compact_revision_, out);
+}
+
+int64_t Writer::end() {
+  if (changes_ > 0) {
+    ++revision_;
+    meta_dirty_ = true;
+  }
+  changes_ = 0;
+  return revision_;
+}
+
+void Writer::compact(int64_t rev) {
+  compact_revision_ = rev;
+  scheduled_compaction_ = rev;
+  meta_dirty_ = true;
+}
+
+Error Writer::commit(uint64_t applied_index) {
+  auto* meta = engine_->cf(storage::Cf::kMeta);
+  batch_.Put(meta, slice(kMetaAppliedIndex), encode_i64(static_cast<int64_t>(applied_index)));
+  if (meta_dirty_) {
+    batch_.Put(meta, slice(kMetaRevision), encode_i64(revision_));
+    batch_.Put(meta, slice(kMetaCompactScheduled), encode_i64(compact_revision_));
+  }
+  if (Error e = engine_->write(batch_.GetWriteBatch())) return e;
+  store_->publish(applied_index, revision_, compact_revision_);
+  if (scheduled_compaction_ > 0) store_->compactor().schedule(scheduled_compaction_);
+  return {};
+}
+
+}  // namespace etcdq::mvcc

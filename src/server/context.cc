@@ -1,0 +1,17 @@
+#include "server/context.h"
+
+namespace etcdq::server {
+
+void Context::fill_header(etcdserverpb::ResponseHeader* h) const {
+  h->set_cluster_id(cluster_id);
+  h->set_member_id(self.id);
+  h->set_raft_term(node->progress().term);
+  if (h->revision() == 0) h->set_revision(store->view()->revision());
+}
+
+grpc::Status to_grpc(const Error& e) {
+  if (e.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(e.code()), e.message());
+}
+
+}  // namespace etcdq::server

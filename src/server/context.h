@@ -1,0 +1,43 @@
+// What every gRPC service of one member shares: the consensus node, the
+// store, who this member is, and the request limits. Services translate
+// requests into proposals or reads and results into responses; they hold no
+// state of their own.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+
+#include "apply/applier.h"
+#include "common/error.h"
+#include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "mvcc/store.h"
+#include "raft/node.h"
+#include "server/identity.h"
+
+namespace etcdq::server {
+
+struct Limits {
+  int64_t max_request_bytes = 1572864;  // --max-request-bytes, etcd's default 1.5 MiB
+  int64_t max_txn_ops = 128;            // --max-txn-ops
+};
+
+struct Context {
+  raft::Node* node;
+  mvcc::Store* store;
+  MemberInfo self;
+  uint64_t cluster_id;
+  std::vector<MemberInfo> members;  // the initial cluster (membership changes come with clusters)
+  Limits limits;
+
+  // etcd's header.fill: ids and term always; the current revision when the
+  // response did not set one.
+  void fill_header(etcdserverpb::ResponseHeader* h) const;
+};
+
+grpc::Status to_grpc(const Error& e);
+
+// Finishes a unary call with `e`, or OK.
+inline void finish(grpc::ServerUnaryReactor* r, const Error& e) { r->Finish(to_grpc(e)); }
+
+}  // namespace etcdq::server

@@ -1,0 +1,25 @@
+// Member and cluster ids, derived as etcd derives them
+// (server/etcdserver/api/membership/member.go and cluster.go, v3.4/3.5), so
+// the same flags give the same ids on every member:
+//   member id  = first 8 bytes (big-endian) of SHA-1(sorted peer URLs joined
+//                + cluster token)
+//   cluster id = first 8 bytes of SHA-1(sorted member ids, 8 bytes each BE)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace etcdq::server {
+
+uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluster_token);
+uint64_t cluster_id(std::vector<uint64_t> member_ids);
+
+struct MemberInfo {
+  uint64_t id = 0;
+  std::string name;
+  std::vector<std::string> peer_urls;
+  std::vector<std::string> client_urls;
+};
+
+}  // namespace etcdq::server

@@ -1,0 +1,153 @@
+#include "server/kv_service.h"
+
+#include <utility>
+
+#include "apply/kv.h"
+#include "apply/validate.h"
+#include "mvcc/compactor.h"
+
+namespace etcdq::server {
+namespace {
+
+using apply::Command;
+
+// etcd refuses a proposal whose encoding exceeds --max-request-bytes
+// (ErrRequestTooLarge in etcdserver/v3_server.go).
+Error check_size(const Context* ctx, const Command& cmd) {
+  if (static_cast<int64_t>(cmd.ByteSizeLong()) > ctx->limits.max_request_bytes) {
+    return errors::request_too_large();
+  }
+  return {};
+}
+
+// Proposes `cmd`; answers the call with the apply result of type Resp.
+template <typename Resp>
+void propose(Context* ctx, Command cmd, Resp* resp, grpc::ServerUnaryReactor* reactor) {
+  if (Error e = check_size(ctx, cmd)) return finish(reactor, e);
+  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+    if (r.error) return finish(reactor, r.error);
+    auto* out = std::get_if<Resp>(&r.response);
+    if (out == nullptr) return finish(reactor, errors::internal("apply returned the wrong response"));
+    resp->Swap(out);
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  });
+}
+
+bool txn_is_serializable(const etcdserverpb::TxnRequest& r) {
+  auto all = [](const auto& ops) {
+    for (const auto& op : ops) {
+      if (op.has_request_range() && !op.request_range().serializable()) return false;
+      if (op.has_request_txn() && !txn_is_serializable(op.request_txn())) return false;
+    }
+    return true;
+  };
+  return all(r.success()) && all(r.failure());
+}
+
+// Runs `read` now (serializable) or after the read barrier (linearizable).
+template <typename Read>
+void serve_read(Context* ctx, bool serializable, grpc::ServerUnaryReactor* reactor, Read read) {
+  auto run = [ctx, reactor, read](Error e) {
+    if (e) return finish(reactor, e);
+    auto view = ctx->store->view();
+    apply::ViewState s(*view);
+    finish(reactor, read(s));
+  };
+  if (serializable) {
+    run({});
+  } else {
+    ctx->node->read_barrier(run);
+  }
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* c, const etcdserverpb::RangeRequest* req,
+                                           etcdserverpb::RangeResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (Error e = apply::validate_range(*req)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  Context* ctx = ctx_;
+  serve_read(ctx, req->serializable(), reactor, [ctx, req, resp](apply::ViewState& s) {
+    Error e = apply::range(s, *req, resp);
+    if (!e) ctx->fill_header(resp->mutable_header());
+    return e;
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvService::Put(grpc::CallbackServerContext* c, const etcdserverpb::PutRequest* req,
+                                         etcdserverpb::PutResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (Error e = apply::validate_put(*req)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  Command cmd;
+  *cmd.mutable_put() = *req;
+  propose(ctx_, std::move(cmd), resp, reactor);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvService::DeleteRange(grpc::CallbackServerContext* c,
+                                                 const etcdserverpb::DeleteRangeRequest* req,
+                                                 etcdserverpb::DeleteRangeResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (Error e = apply::validate_delete_range(*req)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  Command cmd;
+  *cmd.mutable_delete_range() = *req;
+  propose(ctx_, std::move(cmd), resp, reactor);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const etcdserverpb::TxnRequest* req,
+                                         etcdserverpb::TxnResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (Error e = apply::validate_txn(*req, ctx_->limits.max_txn_ops)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  if (apply::txn_is_read_only(*req)) {
+    // etcd serves a txn without writes as a read, not through the log.
+    Context* ctx = ctx_;
+    serve_read(ctx, txn_is_serializable(*req), reactor, [ctx, req, resp](apply::ViewState& s) {
+      Error e = apply::txn(s, *req, [](int64_t) { return false; }, resp);
+      if (!e) ctx->fill_header(resp->mutable_header());
+      return e;
+    });
+    return reactor;
+  }
+  Command cmd;
+  *cmd.mutable_txn() = *req;
+  propose(ctx_, std::move(cmd), resp, reactor);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvService::Compact(grpc::CallbackServerContext* c,
+                                             const etcdserverpb::CompactionRequest* req,
+                                             etcdserverpb::CompactionResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_compaction() = *req;
+  Context* ctx = ctx_;
+  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+    if (r.error) return finish(reactor, r.error);
+    auto* out = std::get_if<etcdserverpb::CompactionResponse>(&r.response);
+    if (out) resp->Swap(out);
+    ctx->fill_header(resp->mutable_header());
+    if (r.wait_compaction == 0) return finish(reactor, {});
+    // physical=true: answer when the superseded versions are gone.
+    ctx->store->compactor().when_finished(r.wait_compaction, [reactor](bool done) {
+      finish(reactor, done ? Error() : errors::stopped());
+    });
+  });
+  return reactor;
+}
+
+}  // namespace etcdq::server

@@ -1,0 +1,52 @@
+#include "server/server.h"
+
+#include <chrono>
+
+#include "server/kv_service.h"
+#include "server/maintenance_service.h"
+
+namespace etcdq::server {
+
+constexpr int kGrpcOverheadBytes = 512 * 1024;
+
+struct ClientServer::Services {
+  explicit Services(Context* c) : kv(c), maintenance(c), cluster(c) {}
+  KvService kv;
+  MaintenanceService maintenance;
+  ClusterService cluster;
+};
+
+ClientServer::ClientServer(Context* ctx) : ctx_(ctx), services_(new Services(ctx)) {}
+
+ClientServer::~ClientServer() { shutdown(0); }
+
+Error ClientServer::start(const std::vector<std::string>& listen) {
+  grpc::ServerBuilder b;
+  std::vector<int> ports(listen.size(), 0);
+  for (size_t i = 0; i < listen.size(); ++i) {
+    b.AddListeningPort(listen[i], grpc::InsecureServerCredentials(), &ports[i]);
+  }
+  b.SetMaxReceiveMessageSize(static_cast<int>(ctx_->limits.max_request_bytes + kGrpcOverheadBytes));
+  b.SetMaxSendMessageSize(INT32_MAX);
+  // etcd's keepalive enforcement defaults: clients may ping every 5 s.
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  b.RegisterService(&services_->kv);
+  b.RegisterService(&services_->maintenance);
+  b.RegisterService(&services_->cluster);
+  server_ = b.BuildAndStart();
+  if (!server_) return errors::internal("cannot start the client server");
+  for (size_t i = 0; i < listen.size(); ++i) {
+    if (ports[i] == 0) return errors::internal("cannot listen for clients on " + listen[i]);
+  }
+  return {};
+}
+
+void ClientServer::shutdown(int grace_ms) {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace etcdq::server

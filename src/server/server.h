@@ -1,0 +1,35 @@
+// One member's client-facing gRPC server: the etcd v3 services on the
+// client listen addresses. gRPC's receive limit is --max-request-bytes plus
+// etcd's 512 KiB allowance for framing, so a slightly-too-large request gets
+// etcd's "request is too large" and a far larger one gRPC's own refusal,
+// exactly as with etcd (embed/serve.go, grpcOverheadBytes).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/context.h"
+
+namespace etcdq::server {
+
+class ClientServer {
+ public:
+  explicit ClientServer(Context* ctx);
+  ~ClientServer();
+
+  // Listens on each "host:port" and starts serving. Errors name the address.
+  Error start(const std::vector<std::string>& listen);
+  // Stops accepting calls; in-flight calls get until `grace_ms` to finish.
+  void shutdown(int grace_ms);
+
+ private:
+  struct Services;
+  Context* ctx_;
+  std::unique_ptr<Services> services_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace etcdq::server
