@@ -26,7 +26,7 @@ namespace {
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_logger_mt("etcdq");
   // JSON lines, as etcd logs.
-  logger->set_pattern(R"({"level":"%l","ts":"%Y-%m-%dT%H:%M:%S.%f%z","caller":"%s:%#","msg":"%v"})");
+  logger->set_pattern(R"({"level":"%l","ts":"%Y-%m-%dT%H:%M:%S.%f%z","msg":"%v"})");
   spdlog::set_default_logger(logger);
   if (level == "debug") spdlog::set_level(spdlog::level::debug);
   else if (level == "warn") spdlog::set_level(spdlog::level::warn);

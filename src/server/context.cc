@@ -2,11 +2,11 @@
 
 namespace etcdq::server {
 
-void Context::fill_header(etcdserverpb::ResponseHeader* h) const {
+void Context::fill_header(etcdserverpb::ResponseHeader* h, bool with_revision) const {
   h->set_cluster_id(cluster_id);
   h->set_member_id(self.id);
   h->set_raft_term(node->progress().term);
-  if (h->revision() == 0) h->set_revision(store->view()->revision());
+  if (with_revision && h->revision() == 0) h->set_revision(store->view()->revision());
 }
 
 grpc::Status to_grpc(const Error& e) {

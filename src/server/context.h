@@ -31,8 +31,9 @@ struct Context {
   Limits limits;
 
   // etcd's header.fill: ids and term always; the current revision when the
-  // response did not set one.
-  void fill_header(etcdserverpb::ResponseHeader* h) const;
+  // response did not set one, unless `with_revision` is false (etcd's
+  // Cluster service answers without a revision).
+  void fill_header(etcdserverpb::ResponseHeader* h, bool with_revision = true) const;
 };
 
 grpc::Status to_grpc(const Error& e);

@@ -64,7 +64,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberList(grpc::CallbackServerContext
     for (const auto& u : m.peer_urls) out->add_peerurls(u);
     for (const auto& u : m.client_urls) out->add_clienturls(u);
   }
-  ctx_->fill_header(resp->mutable_header());
+  ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
   finish(reactor, {});
   return reactor;
 }
