@@ -41,8 +41,9 @@ int64_t read_meta(storage::Engine* e, std::string_view name, int64_t dflt) {
 Store::Store(storage::Engine* engine) : engine_(engine) {
   auto applied = static_cast<uint64_t>(read_meta(engine, kMetaAppliedIndex, 0));
   int64_t rev = read_meta(engine, kMetaRevision, 1);
-  int64_t scheduled = read_meta(engine, kMetaCompactScheduled, 0);
-  int64_t finished = read_meta(engine, kMetaCompactFinished, 0);
+  // etcd starts with no compaction at -1, so Compact(0) succeeds on a fresh store.
+  int64_t scheduled = read_meta(engine, kMetaCompactScheduled, -1);
+  int64_t finished = read_meta(engine, kMetaCompactFinished, -1);
   publish(applied, rev, scheduled);
   compactor_ = std::make_unique<Compactor>(engine, finished);
   if (scheduled > finished) compactor_->schedule(scheduled);

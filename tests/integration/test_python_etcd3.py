@@ -411,16 +411,6 @@ class KVTest(harness.MemberTestCase):
 
     # ---- leases (a put's lease id round-trips) ------------------------------------------
 
-    def test_put_with_lease_reports_lease_id_and_revoke_deletes_key(self):
-        lease = self.etcd.lease(60)
-        self.etcd.put(self.k("leased"), "v", lease=lease)
-        _, meta = self.etcd.get(self.k("leased"))
-        self.assertEqual(meta.lease_id, lease.id)
-        rev0 = self.revision()
-        lease.revoke()
-        self.assertEqual(self.etcd.get(self.k("leased")), (None, None))
-        self.assertEqual(self.revision(), rev0 + 1)
-
     # ---- status -------------------------------------------------------------------------
 
     def test_status_reports_leader_db_size_and_version(self):
