@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <iostream>
 #include <sstream>
 
@@ -54,6 +55,19 @@ Error parse_url(const std::string& s, Url* out) {
   return {};
 }
 
+Error parse_duration_ms(const std::string& s, int64_t* ms) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  if (i == 0) return {Code::kInvalidArgument, "bad duration " + s};
+  double v = std::stod(s.substr(0, i));
+  std::string unit = s.substr(i);
+  double scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : -1;
+  if (scale < 0) return {Code::kInvalidArgument, "bad duration " + s + " (use ms, s, m or h)"};
+  *ms = static_cast<int64_t>(v * scale);
+  if (*ms <= 0) return {Code::kInvalidArgument, "duration " + s + " must be positive"};
+  return {};
+}
+
 Error parse_initial_cluster(const std::string& s, std::vector<std::pair<std::string, Url>>* out) {
   for (const auto& part : split(s, ',')) {
     auto eq = part.find('=');
@@ -101,6 +115,10 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   app.add_option("--log-level", c->log_level, "debug, info, warn, error, panic or fatal")
       ->envname("ETCD_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "panic", "fatal"}));
+  std::string progress = "10m";
+  app.add_option("--experimental-watch-progress-notify-interval", progress,
+                 "How often watchers with progress_notify get a progress response")
+      ->envname("ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL");
   app.add_flag("--version", c->print_version, "Print the version and exit");
   try {
     app.parse(argc, argv);
@@ -114,6 +132,9 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   if (c->print_version) {
     *exit_now = true;
     return {};
+  }
+  if (Error e = parse_duration_ms(progress, &c->watch_progress_notify_ms)) {
+    return {Code::kInvalidArgument, "--experimental-watch-progress-notify-interval: " + e.message()};
   }
   if (c->data_dir.empty()) c->data_dir = c->name + ".etcdq";
   if (advertise_client.empty()) advertise_client = listen_client;

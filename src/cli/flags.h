@@ -34,6 +34,7 @@ struct Config {
   unsigned heartbeat_ms = 100;
   unsigned election_ms = 1000;
   std::string log_level = "info";
+  int64_t watch_progress_notify_ms = 600000;  // etcd's default: 10 minutes
   bool print_version = false;
 };
 
@@ -44,5 +45,7 @@ Error parse_flags(int argc, char** argv, Config* out, bool* exit_now);
 // "a=http://h:p,b=..." -> (name, url) pairs, in order.
 Error parse_initial_cluster(const std::string& s, std::vector<std::pair<std::string, Url>>* out);
 Error parse_url(const std::string& s, Url* out);
+// Go-style durations as etcd takes them: "10m", "5s", "250ms", "1h".
+Error parse_duration_ms(const std::string& s, int64_t* ms);
 
 }  // namespace etcdq::cli

@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
   }
 
-  server::ClientServer client_server(&ctx);
+  server::ClientServer client_server(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
   std::vector<std::string> listen;
   for (const auto& u : cfg.listen_client_urls) listen.push_back(u.host_port());
   if (Error e = client_server.start(listen)) {
@@ -155,7 +155,8 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  // In-flight proposals finish and are answered; new ones get "server stopped".
+  // In-flight proposals finish and are answered; new ones get "server
+  // stopped"; every watch is canceled with that reason.
   node->stop();
   client_server.shutdown(1000);
   spdlog::info("commands proposed: {} in {} log entries", node->commands_proposed(), node->entries_proposed());

@@ -75,7 +75,9 @@ bool Compactor::compact_to(int64_t rev) {
   auto* history = engine_->cf(storage::Cf::kHistory);
   std::unique_ptr<rocksdb::Iterator> log(db->NewIterator(rocksdb::ReadOptions(), revlog));
   std::unique_ptr<rocksdb::Iterator> hist(db->NewIterator(rocksdb::ReadOptions(), history));
-  const std::string stop_key = revlog_key({rev + 1, 0});
+  // Changes at `rev` itself stay: a watch may start at the compaction
+  // revision (etcd refuses only start revisions below it).
+  const std::string stop_key = revlog_key({rev, 0});
   int64_t removed = 0;
   log->SeekToFirst();
   while (log->Valid() && log->key().compare(stop_key) < 0) {

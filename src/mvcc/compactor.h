@@ -1,8 +1,8 @@
 // Physical compaction, in the background. Apply only records the compaction
 // revision C (reads below C fail from then on, on every member alike); this
-// thread then removes, in small batches, every version that no read at or
-// above C can see: all revlog entries <= C, and each history version <= C
-// except the newest one of a key that is still live at C. Reads and writes
+// thread then removes, in small batches, every version that no read or watch
+// at or above C can see: the revlog entries below C, and each history
+// version below C except the newest one at or below C of a live key. Reads and writes
 // never wait for it (etcd's compaction pauses the backend in batches; ours
 // needs no pause because RocksDB snapshots isolate readers).
 //

@@ -2,6 +2,7 @@
 
 #include "mvcc/codec.h"
 #include "mvcc/compactor.h"
+#include "mvcc/watch_hub.h"
 
 #include <utility>
 
@@ -47,9 +48,13 @@ Store::Store(storage::Engine* engine) : engine_(engine) {
   publish(applied, rev, scheduled);
   compactor_ = std::make_unique<Compactor>(engine, finished);
   if (scheduled > finished) compactor_->schedule(scheduled);
+  hub_ = std::make_unique<WatchHub>(this);
 }
 
-Store::~Store() { compactor_.reset(); }
+Store::~Store() {
+  hub_.reset();
+  compactor_.reset();
+}
 
 std::shared_ptr<const ReadView> Store::view() const {
   std::lock_guard<std::mutex> lock(mu_);

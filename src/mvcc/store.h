@@ -18,6 +18,7 @@
 namespace etcdq::mvcc {
 
 class Compactor;
+class WatchHub;
 
 // The store as of one applied Raft index. Immutable; safe to share.
 class ReadView final : public Reader {
@@ -55,6 +56,7 @@ class Store {
 
   storage::Engine* engine() const { return engine_; }
   Compactor& compactor() { return *compactor_; }
+  WatchHub& watch_hub() { return *hub_; }
 
   // Apply thread: after a batch is written, make it visible to readers.
   void publish(uint64_t applied_index, int64_t revision, int64_t compact_revision);
@@ -62,6 +64,7 @@ class Store {
  private:
   storage::Engine* engine_;
   std::unique_ptr<Compactor> compactor_;
+  std::unique_ptr<WatchHub> hub_;
   mutable std::mutex mu_;  // guards view_ (the pointer, not the view)
   std::shared_ptr<const ReadView> view_;
 };

@@ -2,6 +2,7 @@
 
 #include "mvcc/codec.h"
 #include "mvcc/compactor.h"
+#include "mvcc/watch_hub.h"
 
 namespace etcdq::mvcc {
 namespace {
@@ -13,7 +14,8 @@ Writer::Writer(Store* store)
       engine_(store->engine()),
       batch_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true),
       revision_(store->view()->revision()),
-      compact_revision_(store->view()->compact_revision()) {}
+      compact_revision_(store->view()->compact_revision()),
+      collect_events_(store->watch_hub().active()) {}
 
 std::unique_ptr<rocksdb::Iterator> Writer::iterator(storage::Cf cf) const {
   auto* h = engine_->cf(cf);
@@ -57,6 +59,14 @@ bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mv
   std::string log(1, static_cast<char>(RecordType::kPut));
   log.append(key);
   batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+  if (collect_events_) {
+    events_.emplace_back();
+    auto& ev = events_.back();
+    ev.set_type(mvccpb::Event::PUT);
+    *ev.mutable_kv() = kv;
+    ev.mutable_kv()->set_key(key.data(), key.size());
+    if (existed) *ev.mutable_prev_kv() = old;
+  }
   if (prev && existed) *prev = std::move(old);
   return existed;
 }
@@ -73,6 +83,14 @@ int64_t Writer::delete_range(std::string_view key, std::string_view end,
     std::string log(1, static_cast<char>(RecordType::kDelete));
     log.append(kv.key());
     batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+    if (collect_events_) {
+      events_.emplace_back();
+      auto& ev = events_.back();
+      ev.set_type(mvccpb::Event::DELETE);
+      ev.mutable_kv()->set_key(kv.key());
+      ev.mutable_kv()->set_mod_revision(rev.main);
+      *ev.mutable_prev_kv() = kv;
+    }
   }
   if (prev) *prev = std::move(live.kvs);
   return static_cast<int64_t>(live.count);
@@ -107,7 +125,9 @@ Error Writer::commit(uint64_t applied_index) {
     batch_.Put(meta, slice(kMetaCompactScheduled), encode_i64(compact_revision_));
   }
   if (Error e = engine_->write(batch_.GetWriteBatch())) return e;
+  int64_t before = store_->view()->revision();
   store_->publish(applied_index, revision_, compact_revision_);
+  if (revision_ != before) store_->watch_hub().publish(std::move(events_), collect_events_, revision_);
   if (scheduled_compaction_ > 0) store_->compactor().schedule(scheduled_compaction_);
   return {};
 }

@@ -55,7 +55,8 @@ class Writer final : public Reader {
   // Records the compaction revision; physical removal starts after commit().
   void compact(int64_t rev);
 
-  // Writes the batch with `applied_index` and publishes the new view.
+  // Writes the batch with `applied_index`, publishes the new view, and
+  // hands the batch's events to the watch hub.
   Error commit(uint64_t applied_index);
 
  private:
@@ -69,6 +70,9 @@ class Writer final : public Reader {
   int64_t scheduled_compaction_ = 0;
   int64_t changes_ = 0;  // in the current txn
   bool meta_dirty_ = false;
+  // Events for the watch hub, built only when some watcher exists.
+  bool collect_events_;
+  std::vector<mvccpb::Event> events_;
 };
 
 }  // namespace etcdq::mvcc

@@ -4,19 +4,22 @@
 
 #include "server/kv_service.h"
 #include "server/maintenance_service.h"
+#include "server/watch_service.h"
 
 namespace etcdq::server {
 
 constexpr int kGrpcOverheadBytes = 512 * 1024;
 
 struct ClientServer::Services {
-  explicit Services(Context* c) : kv(c), maintenance(c), cluster(c) {}
+  Services(Context* c, std::chrono::milliseconds progress) : kv(c), watch(c, progress), maintenance(c), cluster(c) {}
   KvService kv;
+  WatchService watch;
   MaintenanceService maintenance;
   ClusterService cluster;
 };
 
-ClientServer::ClientServer(Context* ctx) : ctx_(ctx), services_(new Services(ctx)) {}
+ClientServer::ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval)
+    : ctx_(ctx), services_(new Services(ctx, watch_progress_interval)) {}
 
 ClientServer::~ClientServer() { shutdown(0); }
 
@@ -32,6 +35,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   b.RegisterService(&services_->kv);
+  b.RegisterService(&services_->watch);
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
   server_ = b.BuildAndStart();
@@ -44,6 +48,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
 
 void ClientServer::shutdown(int grace_ms) {
   if (!server_) return;
+  services_->watch.shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server_->Wait();
   server_.reset();

@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,12 +18,13 @@ namespace etcdq::server {
 
 class ClientServer {
  public:
-  explicit ClientServer(Context* ctx);
+  ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval);
   ~ClientServer();
 
   // Listens on each "host:port" and starts serving. Errors name the address.
   Error start(const std::vector<std::string>& listen);
-  // Stops accepting calls; in-flight calls get until `grace_ms` to finish.
+  // Ends every watch with a cancel and the reason, stops accepting calls;
+  // in-flight calls get until `grace_ms` to finish.
   void shutdown(int grace_ms);
 
  private:

@@ -1,0 +1,56 @@
+#include "mvcc/event_log.h"
+
+#include "mvcc/codec.h"
+
+namespace etcdq::mvcc {
+
+int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events, bool with_prev,
+                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out) {
+  auto log = r.iterator(storage::Cf::kRevlog);
+  std::unique_ptr<rocksdb::Iterator> hist;
+  size_t read = 0;
+  int64_t cur = 0;
+  for (log->Seek(revlog_key({from, 0})); log->Valid(); log->Next()) {
+    Revision rev = decode_revlog_key(std::string_view(log->key().data(), log->key().size()));
+    if (rev.main > to) break;
+    if (rev.main != cur) {
+      // Stop only between revisions: a revision's events go out together.
+      if (cur != 0 && read >= max_events) return rev.main - 1;
+      cur = rev.main;
+    }
+    ++read;
+    auto v = log->value();
+    std::string_view key(v.data() + 1, v.size() - 1);
+    if (!want(key)) continue;
+    if (!hist) hist = r.iterator(storage::Cf::kHistory);
+    mvccpb::Event ev;
+    bool is_put = static_cast<RecordType>(v[0]) == RecordType::kPut;
+    std::string hkey = history_key(key, rev);
+    hist->Seek(hkey);
+    if (is_put) {
+      ev.set_type(mvccpb::Event::PUT);
+      if (hist->Valid() && hist->key() == rocksdb::Slice(hkey) && hist->value().size() > 0) {
+        decode_record(std::string_view(hist->value().data() + 1, hist->value().size() - 1), ev.mutable_kv());
+      }
+    } else {
+      ev.set_type(mvccpb::Event::DELETE);
+      ev.mutable_kv()->set_mod_revision(rev.main);
+    }
+    ev.mutable_kv()->set_key(key.data(), key.size());
+    if (with_prev && hist->Valid()) {
+      hist->Next();  // the version before this one, if any is retained
+      std::string k;
+      Revision pr;
+      if (hist->Valid() &&
+          decode_history_key(std::string_view(hist->key().data(), hist->key().size()), &k, &pr) && k == key &&
+          hist->value().size() > 0 && static_cast<RecordType>(hist->value()[0]) == RecordType::kPut) {
+        decode_record(std::string_view(hist->value().data() + 1, hist->value().size() - 1), ev.mutable_prev_kv());
+        ev.mutable_prev_kv()->set_key(key.data(), key.size());
+      }
+    }
+    out->push_back(std::move(ev));
+  }
+  return to;
+}
+
+}  // namespace etcdq::mvcc

@@ -1,0 +1,22 @@
+// Reading history as watch events: the revlog in revision order, each
+// change resolved to its key-value (and the version before it) from the
+// history column family.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "etcd/api/mvccpb/kv.pb.h"
+#include "mvcc/reader.h"
+
+namespace etcdq::mvcc {
+
+// Appends the events of revisions [from, to] to `out`, in order, for the
+// keys `want(key)` accepts. Stops at a revision boundary once `max_events`
+// were read. Returns the last revision read completely (from - 1 if none).
+// prev_kv is filled when `with_prev` and the key had a live version before.
+int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events, bool with_prev,
+                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out);
+
+}  // namespace etcdq::mvcc

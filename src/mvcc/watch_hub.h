@@ -1,0 +1,119 @@
+// The watch hub: which watcher gets which change, as etcd's watchableStore
+// (server/mvcc/watchable_store.go) defines it, without ever making apply
+// wait for a client.
+//
+// A watcher is *synced* when it has seen every revision up to the last one
+// published: apply hands it each new revision's events at once (one batch
+// per revision, so a revision's events arrive together). A watcher that
+// starts in the past, or whose stream has no room when a revision is
+// published, is *unsynced*: the catch-up thread reads its events from
+// storage (the revlog, in revision order) and moves it back to synced
+// under the hub lock once it has reached the last published revision — no
+// gap, no duplicate at the seam. If its next revision has been compacted
+// meanwhile it is canceled with the compaction revision, never skipped.
+//
+// Memory for a stuck client is bounded by its stream's send buffer (the
+// sink's business): the hub itself keeps no events for unsynced watchers.
+//
+// Thread-safety: all public methods are safe from any thread. Sinks are
+// called with the hub lock held and must not block or call into the hub.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "etcd/api/mvccpb/kv.pb.h"
+
+namespace etcdq::mvcc {
+
+class Store;
+
+struct WatchBatch {
+  int64_t watch_id = 0;
+  int64_t revision = 0;  // for the response header
+  std::vector<mvccpb::Event> events;
+  // Non-zero: the watcher is canceled; its next revision was compacted.
+  int64_t compact_revision = 0;
+};
+
+// One client stream's side of the hub.
+class WatchSink {
+ public:
+  virtual ~WatchSink() = default;
+  // Takes the batch if the stream has room; false leaves the watcher to
+  // catch up from storage later.
+  virtual bool offer(WatchBatch&& batch) = 0;
+  virtual bool has_room() const = 0;
+};
+
+struct WatchSpec {
+  std::string key;
+  std::string end;  // range.h's convention: "" single key, "\0" from key
+  int64_t start_revision = 0;  // first revision wanted (> 0)
+  bool prev_kv = false;
+  bool no_put = false;
+  bool no_delete = false;
+};
+
+class WatchHub {
+ public:
+  explicit WatchHub(Store* store);
+  ~WatchHub();  // stops the catch-up thread
+
+  // Registers watcher `watch_id` of `sink`. Revisions below
+  // spec.start_revision are not delivered.
+  void add(WatchSink* sink, int64_t watch_id, const WatchSpec& spec);
+  // Returns whether it existed. After it returns, `sink` is not called for it.
+  bool remove(WatchSink* sink, int64_t watch_id);
+  void remove_all(WatchSink* sink);
+  // Every watcher of `sink` is synced (etcd answers a progress request then).
+  bool all_synced(WatchSink* sink) const;
+  bool is_synced(WatchSink* sink, int64_t watch_id) const;
+  // The last revision whose events were handed to synced watchers.
+  int64_t revision() const;
+  // Any watchers at all (apply skips building events when none).
+  bool active() const { return count_.load(std::memory_order_relaxed) > 0; }
+  // A sink has room again: unsynced watchers may catch up.
+  void wake();
+
+  // Apply thread, after the view at `revision` is published. `events` are
+  // in revision order; `complete` false means apply did not build them (no
+  // watcher existed when the entry started) and synced watchers must catch
+  // up from storage instead.
+  void publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision);
+
+ private:
+  struct Watcher;
+  using Key = std::pair<WatchSink*, int64_t>;
+
+  void run();
+  void catch_up(const std::shared_ptr<Watcher>& w);
+  void make_synced(const std::shared_ptr<Watcher>& w);    // lock held
+  void make_unsynced(Watcher* w, int64_t next_rev);         // lock held
+  void unlink_synced(Watcher* w);                           // lock held
+
+  Store* store_;
+  mutable std::mutex mu_;
+  std::map<Key, std::shared_ptr<Watcher>> all_;
+  std::unordered_map<std::string, std::vector<Watcher*>> synced_keys_;  // single-key watchers
+  std::vector<Watcher*> synced_ranges_;
+  std::map<Key, std::shared_ptr<Watcher>> unsynced_;
+  int64_t revision_ = 0;
+  std::atomic<int64_t> count_{0};
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool woken_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace etcdq::mvcc

@@ -1,0 +1,315 @@
+#include "server/watch_service.h"
+
+#include <deque>
+#include <map>
+
+namespace etcdq::server {
+
+using etcdserverpb::WatchCreateRequest;
+using etcdserverpb::WatchRequest;
+using etcdserverpb::WatchResponse;
+
+class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResponse>, public mvcc::WatchSink {
+ public:
+  WatchStream(WatchService* svc, Context* ctx) : svc_(svc), ctx_(ctx) { StartRead(&req_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side, or the call ended
+      close(grpc::Status::OK);
+      return;
+    }
+    switch (req_.request_union_case()) {
+      case WatchRequest::kCreateRequest: create(req_.create_request()); break;
+      case WatchRequest::kCancelRequest: cancel(req_.cancel_request().watch_id()); break;
+      case WatchRequest::kProgressRequest: progress_request(); break;
+      default: break;
+    }
+    StartRead(&req_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {  // the client is gone: nothing more can be sent
+      out_.clear();
+      queued_bytes_ = 0;
+      broken_ = true;
+    } else {
+      queued_bytes_ -= out_.front().second;
+      out_.pop_front();
+    }
+    pump();
+    // Drained: watchers that fell behind may catch up from storage now.
+    bool drained = out_.empty() && !broken_;
+    lock.unlock();
+    if (drained) ctx_->store->watch_hub().wake();
+  }
+
+  void OnCancel() override { close(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    svc_->forget(this);
+    delete this;
+  }
+
+  // --- mvcc::WatchSink (hub lock held) ---
+  bool offer(mvcc::WatchBatch&& b) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finishing_ || broken_) return true;  // nobody will read it; drop
+    if (queued_bytes_ >= WatchService::kMaxQueuedBytes) return false;
+    auto it = watchers_.find(b.watch_id);
+    bool fragment = it != watchers_.end() && it->second.fragment;
+    if (b.compact_revision != 0) {
+      watchers_.erase(b.watch_id);
+      WatchResponse r;
+      r.set_watch_id(b.watch_id);
+      r.set_canceled(true);
+      r.set_compact_revision(b.compact_revision);
+      header(&r, b.revision);
+      enqueue(std::move(r));
+      return true;
+    }
+    WatchResponse r;
+    r.set_watch_id(b.watch_id);
+    header(&r, b.revision);
+    for (auto& ev : b.events) *r.add_events() = std::move(ev);
+    if (fragment && static_cast<int64_t>(r.ByteSizeLong()) > ctx_->limits.max_request_bytes) {
+      enqueue_fragments(std::move(r));
+    } else {
+      enqueue(std::move(r));
+    }
+    return true;
+  }
+
+  bool has_room() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !finishing_ && !broken_ && queued_bytes_ < WatchService::kMaxQueuedBytes;
+  }
+
+  // Progress for watchers that asked for it, while they are synced.
+  void progress_tick() {
+    std::vector<int64_t> ids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, f] : watchers_) {
+        if (f.progress_notify) ids.push_back(id);
+      }
+    }
+    auto& hub = ctx_->store->watch_hub();
+    for (int64_t id : ids) {
+      if (!hub.is_synced(this, id)) continue;
+      WatchResponse r;
+      r.set_watch_id(id);
+      header(&r, hub.revision());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (watchers_.count(id)) enqueue(std::move(r));
+    }
+  }
+
+  void shutdown() {
+    ctx_->store->watch_hub().remove_all(this);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, f] : watchers_) {
+      WatchResponse r;
+      r.set_watch_id(id);
+      r.set_canceled(true);
+      r.set_cancel_reason(errors::stopped().message());
+      header(&r, 0);
+      enqueue(std::move(r));
+    }
+    watchers_.clear();
+    finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
+  }
+
+ private:
+  struct Flags {
+    bool fragment = false;
+    bool progress_notify = false;
+  };
+
+  void header(WatchResponse* r, int64_t revision) {
+    r->mutable_header()->set_revision(revision);
+    ctx_->fill_header(r->mutable_header());
+  }
+
+  void create(const WatchCreateRequest& c) {
+    auto& hub = ctx_->store->watch_hub();
+    int64_t rev = hub.revision();
+    std::string end = c.range_end();
+    mvcc::WatchSpec spec;
+    spec.key = c.key();
+    spec.end = end;
+    spec.start_revision = c.start_revision() > 0 ? c.start_revision() : rev + 1;
+    spec.prev_kv = c.prev_kv();
+    for (int f : c.filters()) {
+      if (f == WatchCreateRequest::NOPUT) spec.no_put = true;
+      if (f == WatchCreateRequest::NODELETE) spec.no_delete = true;
+    }
+    WatchResponse r;
+    r.set_created(true);
+    header(&r, rev);
+    int64_t id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::string err;
+      bool from_key = end.size() == 1 && end[0] == '\0';
+      if (!end.empty() && !from_key && c.key() >= end) {
+        err = "mvcc: watcher range is empty";
+      }
+      if (c.watch_id() != 0) {
+        id = c.watch_id();
+        if (watchers_.count(id)) err = "mvcc: duplicate watch ID provided on the WatchStream";
+      } else {
+        while (watchers_.count(next_id_)) ++next_id_;
+        id = next_id_++;
+      }
+      if (!err.empty()) {
+        r.set_watch_id(-1);
+        r.set_canceled(true);
+        r.set_cancel_reason(err);
+        enqueue(std::move(r));
+        return;
+      }
+      r.set_watch_id(id);
+      watchers_[id] = Flags{c.fragment(), c.progress_notify()};
+      enqueue(std::move(r));  // `created` goes out before any event
+    }
+    hub.add(this, id, spec);
+  }
+
+  void cancel(int64_t id) {
+    auto& hub = ctx_->store->watch_hub();
+    bool existed = hub.remove(this, id);
+    std::lock_guard<std::mutex> lock(mu_);
+    existed = watchers_.erase(id) > 0 || existed;
+    if (!existed) return;  // etcd answers nothing for an unknown id
+    WatchResponse r;
+    r.set_watch_id(id);
+    r.set_canceled(true);
+    header(&r, hub.revision());
+    enqueue(std::move(r));
+  }
+
+  void progress_request() {
+    auto& hub = ctx_->store->watch_hub();
+    if (!hub.all_synced(this)) return;  // etcd 3.5: only when every watcher is synced
+    WatchResponse r;
+    r.set_watch_id(-1);
+    header(&r, hub.revision());
+    std::lock_guard<std::mutex> lock(mu_);
+    enqueue(std::move(r));
+  }
+
+  void enqueue_fragments(WatchResponse&& whole) {
+    size_t limit = static_cast<size_t>(ctx_->limits.max_request_bytes);
+    WatchResponse part;
+    auto start = [&] {
+      part.Clear();
+      part.set_watch_id(whole.watch_id());
+      *part.mutable_header() = whole.header();
+    };
+    start();
+    for (int i = 0; i < whole.events_size(); ++i) {
+      size_t ev = whole.events(i).ByteSizeLong();
+      if (part.events_size() > 0 && part.ByteSizeLong() + ev + 8 > limit) {
+        part.set_fragment(true);
+        enqueue(std::move(part));
+        start();
+      }
+      *part.add_events() = std::move(*whole.mutable_events(i));
+    }
+    enqueue(std::move(part));
+  }
+
+  void enqueue(WatchResponse&& r) {  // mu_ held
+    if (broken_ || finishing_) return;
+    size_t bytes = r.ByteSizeLong();
+    out_.emplace_back(std::move(r), bytes);
+    queued_bytes_ += bytes;
+    pump();
+  }
+
+  void pump() {  // mu_ held
+    if (writing_) return;
+    if (!out_.empty() && !broken_) {
+      writing_ = true;
+      StartWrite(&out_.front().first);
+      return;
+    }
+    if (finishing_ && !finished_) {
+      finished_ = true;
+      Finish(final_status_);
+    }
+  }
+
+  void finish_locked(grpc::Status s) {
+    if (finishing_) return;
+    finishing_ = true;
+    final_status_ = std::move(s);
+    pump();
+  }
+
+  void close(grpc::Status s) {
+    ctx_->store->watch_hub().remove_all(this);
+    std::lock_guard<std::mutex> lock(mu_);
+    watchers_.clear();
+    finish_locked(std::move(s));
+  }
+
+  WatchService* svc_;
+  Context* ctx_;
+  WatchRequest req_;
+  mutable std::mutex mu_;  // guards everything below
+  std::deque<std::pair<WatchResponse, size_t>> out_;
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool broken_ = false;
+  bool finishing_ = false;
+  bool finished_ = false;
+  grpc::Status final_status_;
+  std::map<int64_t, Flags> watchers_;
+  int64_t next_id_ = 0;
+};
+
+WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
+    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {}
+
+WatchService::~WatchService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  progress_thread_.join();
+}
+
+grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::CallbackServerContext*) {
+  auto* s = new WatchStream(this, ctx_);
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.insert(s);
+  if (stopping_) s->shutdown();
+  return s;
+}
+
+void WatchService::forget(WatchStream* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.erase(s);
+}
+
+void WatchService::shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  for (auto* s : streams_) s->shutdown();
+  cv_.notify_all();
+}
+
+void WatchService::progress_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, progress_interval_, [this] { return stopping_; });
+    if (stopping_) return;
+    for (auto* s : streams_) s->progress_tick();
+  }
+}
+
+}  // namespace etcdq::server

@@ -1,0 +1,61 @@
+// etcd's Watch service: one bidirectional stream per client call, any
+// number of watchers on it (gRPC callback API: no thread per stream).
+//
+// Each stream keeps one write in flight and a queue behind it. The queue
+// is bounded (kMaxQueuedBytes): when it is full the hub stops handing this
+// stream events and its watchers catch up from storage once it drains, so
+// a client that stops reading costs at most that much memory and never
+// slows apply or another client.
+//
+// Responses follow etcd's v3rpc/watch.go: `created` first (header revision
+// = the current revision), events with the revision they were published
+// at, `canceled` with `compact_revision` when the start revision was
+// compacted, cancel confirmations, progress responses (watch_id -1 for a
+// WatchProgressRequest when all watchers are synced; per watcher for
+// progress_notify), and `fragment` splitting for watchers that asked.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
+#include "mvcc/watch_hub.h"
+#include "server/context.h"
+
+namespace etcdq::server {
+
+class WatchStream;
+
+class WatchService final : public etcdserverpb::Watch::CallbackService {
+ public:
+  // `progress_interval`: how often watchers with progress_notify get an
+  // empty response while synced (etcd's default is 10 minutes).
+  WatchService(Context* ctx, std::chrono::milliseconds progress_interval);
+  ~WatchService() override;
+
+  grpc::ServerBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>* Watch(
+      grpc::CallbackServerContext* c) override;
+
+  // Ends every stream: each watcher gets a cancel with the reason, then the
+  // stream closes with Unavailable "etcdserver: server stopped".
+  void shutdown();
+
+  static constexpr size_t kMaxQueuedBytes = 4 << 20;
+
+ private:
+  friend class WatchStream;
+  void forget(WatchStream* s);
+  void progress_loop();
+
+  Context* ctx_;
+  std::chrono::milliseconds progress_interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<WatchStream*> streams_;
+  bool stopping_ = false;
+  std::thread progress_thread_;
+};
+
+}  // namespace etcdq::server
