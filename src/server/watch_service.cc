@@ -65,7 +65,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       r.set_watch_id(b.watch_id);
       r.set_canceled(true);
       r.set_compact_revision(b.compact_revision);
-      header(&r, b.revision);
+      header(&r, 0);
       enqueue(std::move(r));
       return true;
     }
@@ -114,7 +114,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       r.set_watch_id(id);
       r.set_canceled(true);
       r.set_cancel_reason(errors::stopped().message());
-      header(&r, 0);
+      header(&r, ctx_->store->watch_hub().revision());
       enqueue(std::move(r));
     }
     watchers_.clear();
@@ -127,9 +127,10 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     bool progress_notify = false;
   };
 
+  // revision 0: none, as etcd sends for a compacted watcher's cancel.
   void header(WatchResponse* r, int64_t revision) {
     r->mutable_header()->set_revision(revision);
-    ctx_->fill_header(r->mutable_header());
+    ctx_->fill_header(r->mutable_header(), /*with_revision=*/revision != 0);
   }
 
   void create(const WatchCreateRequest& c) {
