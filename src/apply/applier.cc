@@ -7,13 +7,11 @@
 
 namespace etcdq::apply {
 
-Applier::Applier(mvcc::Store* store)
+Applier::Applier(mvcc::Store* store, lease::Lessor* lessor)
     : store_(store),
+      lessor_(lessor),
       applied_index_(store->view()->applied_index()),
-      // No lease can be granted until the Lease service exists, so every
-      // non-zero lease is "not found", exactly as etcd answers for an
-      // unknown one.
-      leases_([](int64_t) { return false; }) {}
+      leases_([lessor](int64_t id) { return lessor->exists(id); }) {}
 
 Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Result>* results) {
   if (index <= applied_index_) return {};  // applied before a restart
@@ -92,6 +90,26 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
         w.compact(r.revision());
         if (r.physical()) out->wait_compaction = r.revision();
       }
+      resp.mutable_header()->set_revision(w.revision());
+      out->response = std::move(resp);
+      break;
+    }
+    case Command::kLeaseGrant: {
+      const auto& r = cmd.lease_grant();
+      etcdserverpb::LeaseGrantResponse resp;
+      w.end();
+      int64_t ttl = 0;
+      out->error = lessor_->grant(w, r.id(), r.ttl(), &ttl);
+      resp.set_id(r.id());
+      resp.set_ttl(ttl);
+      resp.mutable_header()->set_revision(w.revision());
+      out->response = std::move(resp);
+      break;
+    }
+    case Command::kLeaseRevoke: {
+      etcdserverpb::LeaseRevokeResponse resp;
+      w.end();
+      out->error = lessor_->revoke(w, cmd.lease_revoke().id());
       resp.mutable_header()->set_revision(w.revision());
       out->response = std::move(resp);
       break;

@@ -18,6 +18,7 @@
 #include "apply/kv.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "lease/lessor.h"
 #include "mvcc/store.h"
 
 namespace etcdq::apply {
@@ -28,7 +29,8 @@ struct Result {
   uint64_t proposal_id = 0;
   Error error;  // the client's error (etcd's code and message); state unchanged
   std::variant<std::monostate, etcdserverpb::PutResponse, etcdserverpb::DeleteRangeResponse,
-               etcdserverpb::TxnResponse, etcdserverpb::CompactionResponse>
+               etcdserverpb::TxnResponse, etcdserverpb::CompactionResponse, etcdserverpb::LeaseGrantResponse,
+               etcdserverpb::LeaseRevokeResponse>
       response;
   // Compact(physical=true): answer once physical compaction reached this.
   int64_t wait_compaction = 0;
@@ -36,7 +38,7 @@ struct Result {
 
 class Applier {
  public:
-  explicit Applier(mvcc::Store* store);
+  Applier(mvcc::Store* store, lease::Lessor* lessor);
 
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return store_->view()->revision(); }
@@ -53,6 +55,7 @@ class Applier {
   void apply_command(mvcc::Writer& w, std::string_view bytes, Result* out);
 
   mvcc::Store* store_;
+  lease::Lessor* lessor_;
   uint64_t applied_index_;
   LeaseExists leases_;
 };

@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
     return fail(e.message());
   }
   auto store = std::make_unique<mvcc::Store>(engine.get());
-  apply::Applier applier(store.get());
+  lease::Lessor lessor(engine.get(), lease::min_ttl_seconds(cfg.election_ms));
+  apply::Applier applier(store.get(), &lessor);
 
   raft::NodeOptions ro;
   ro.dir = (fs::path(cfg.data_dir) / "member" / "raft").string();
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
   if (Error e = node->start()) return fail(e.message());
   ctx.node = node.get();
   ctx.store = store.get();
+  ctx.lessor = &lessor;
 
   // Serve clients only once the log held at start is applied: before that
   // a read could miss acknowledged writes.

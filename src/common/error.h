@@ -59,6 +59,8 @@ Error compacted();          // OutOfRange "etcdserver: mvcc: required revision h
 Error future_rev();         // OutOfRange "etcdserver: mvcc: required revision is a future revision"
 Error no_space();           // ResourceExhausted "etcdserver: mvcc: database space exceeded"
 Error lease_not_found();    // NotFound "etcdserver: requested lease not found"
+Error lease_exist();        // FailedPrecondition "etcdserver: lease already exists"
+Error lease_ttl_too_large();  // OutOfRange "etcdserver: too large lease TTL"
 Error stopped();            // Unavailable "etcdserver: server stopped"
 Error no_leader();          // Unavailable "etcdserver: no leader"
 Error not_leader();         // FailedPrecondition "etcdserver: not leader"

@@ -123,6 +123,24 @@ Revision decode_revlog_key(std::string_view rkey) {
   return {static_cast<int64_t>(get_be64(rkey.data())), static_cast<int64_t>(get_be64(rkey.data() + 8))};
 }
 
+std::string lease_table_key(int64_t id) {
+  std::string out(kLeaseTablePrefix);
+  put_be64(&out, static_cast<uint64_t>(id));
+  return out;
+}
+
+std::string lease_index_prefix(int64_t id) {
+  std::string out = "lkey/";
+  put_be64(&out, static_cast<uint64_t>(id));
+  return out;
+}
+
+std::string lease_index_key(int64_t id, std::string_view user_key) {
+  std::string out = lease_index_prefix(id);
+  out.append(user_key);
+  return out;
+}
+
 std::string encode_i64(int64_t v) {
   std::string out;
   put_le64(&out, v);

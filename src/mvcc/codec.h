@@ -42,6 +42,13 @@ bool decode_history_key(std::string_view hkey, std::string* user_key, Revision* 
 std::string revlog_key(Revision rev);
 Revision decode_revlog_key(std::string_view rkey);
 
+// meta column family: the lease table ("lease/" id -> TTL, owned by
+// lease/lessor.h) and the lease -> key index ("lkey/" id key -> "").
+std::string lease_table_key(int64_t id);
+std::string lease_index_key(int64_t id, std::string_view user_key);
+std::string lease_index_prefix(int64_t id);
+inline constexpr std::string_view kLeaseTablePrefix = "lease/";
+
 // meta column family keys
 inline constexpr std::string_view kMetaAppliedIndex = "applied_index";
 inline constexpr std::string_view kMetaRevision = "revision";

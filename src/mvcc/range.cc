@@ -81,6 +81,16 @@ void range_history(const Reader& r, std::string_view key, std::string_view end, 
 
 }  // namespace
 
+std::vector<std::string> keys_of_lease(const Reader& reader, int64_t id) {
+  std::vector<std::string> keys;
+  std::string prefix = lease_index_prefix(id);
+  auto it = reader.iterator(storage::Cf::kMeta);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    keys.emplace_back(it->key().data() + prefix.size(), it->key().size() - prefix.size());
+  }
+  return keys;
+}
+
 bool in_range(std::string_view k, std::string_view key, std::string_view end) {
   if (end.empty()) return k == key;
   return k >= key && !past_end(k, end);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -30,6 +31,9 @@ struct RangeResult {
 // 0 < opts.rev < compact_rev.
 Error range(const Reader& reader, std::string_view key, std::string_view end,
             const RangeOptions& opts, int64_t current_rev, int64_t compact_rev, RangeResult* out);
+
+// The keys attached to lease `id`, in key order.
+std::vector<std::string> keys_of_lease(const Reader& reader, int64_t id);
 
 // True when `k` lies in the range (key, end) as defined above.
 bool in_range(std::string_view k, std::string_view key, std::string_view end);

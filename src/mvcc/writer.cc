@@ -59,6 +59,10 @@ bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mv
   std::string log(1, static_cast<char>(RecordType::kPut));
   log.append(key);
   batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+  // The lease -> keys index follows the key's lease.
+  auto* meta = engine_->cf(storage::Cf::kMeta);
+  if (existed && old.lease() != 0 && old.lease() != lease) batch_.Delete(meta, lease_index_key(old.lease(), key));
+  if (lease != 0 && (!existed || old.lease() != lease)) batch_.Put(meta, lease_index_key(lease, key), "");
   if (collect_events_) {
     events_.emplace_back();
     auto& ev = events_.back();
@@ -83,6 +87,7 @@ int64_t Writer::delete_range(std::string_view key, std::string_view end,
     std::string log(1, static_cast<char>(RecordType::kDelete));
     log.append(kv.key());
     batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+    if (kv.lease() != 0) batch_.Delete(engine_->cf(storage::Cf::kMeta), lease_index_key(kv.lease(), kv.key()));
     if (collect_events_) {
       events_.emplace_back();
       auto& ev = events_.back();
@@ -110,6 +115,12 @@ int64_t Writer::end() {
   changes_ = 0;
   return revision_;
 }
+
+void Writer::put_meta(std::string_view key, std::string_view value) {
+  batch_.Put(engine_->cf(storage::Cf::kMeta), slice(key), slice(value));
+}
+
+void Writer::delete_meta(std::string_view key) { batch_.Delete(engine_->cf(storage::Cf::kMeta), slice(key)); }
 
 void Writer::compact(int64_t rev) {
   compact_revision_ = rev;

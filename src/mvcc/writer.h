@@ -55,6 +55,11 @@ class Writer final : public Reader {
   // Records the compaction revision; physical removal starts after commit().
   void compact(int64_t rev);
 
+  // Other replicated records in the meta column family (the lease table),
+  // written in this entry's batch.
+  void put_meta(std::string_view key, std::string_view value);
+  void delete_meta(std::string_view key);
+
   // Writes the batch with `applied_index`, publishes the new view, and
   // hands the batch's events to the watch hub.
   Error commit(uint64_t applied_index);

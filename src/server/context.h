@@ -11,6 +11,7 @@
 #include "apply/applier.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "lease/lessor.h"
 #include "mvcc/store.h"
 #include "raft/node.h"
 #include "server/identity.h"
@@ -25,6 +26,7 @@ struct Limits {
 struct Context {
   raft::Node* node;
   mvcc::Store* store;
+  lease::Lessor* lessor;
   MemberInfo self;
   uint64_t cluster_id;
   std::vector<MemberInfo> members;  // the initial cluster (membership changes come with clusters)

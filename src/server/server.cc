@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "server/kv_service.h"
+#include "server/lease_service.h"
 #include "server/maintenance_service.h"
 #include "server/watch_service.h"
 
@@ -11,9 +12,11 @@ namespace etcdq::server {
 constexpr int kGrpcOverheadBytes = 512 * 1024;
 
 struct ClientServer::Services {
-  Services(Context* c, std::chrono::milliseconds progress) : kv(c), watch(c, progress), maintenance(c), cluster(c) {}
+  Services(Context* c, std::chrono::milliseconds progress)
+      : kv(c), watch(c, progress), lease(c, c->lessor), maintenance(c), cluster(c) {}
   KvService kv;
   WatchService watch;
+  LeaseService lease;
   MaintenanceService maintenance;
   ClusterService cluster;
 };
@@ -36,6 +39,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   b.RegisterService(&services_->kv);
   b.RegisterService(&services_->watch);
+  b.RegisterService(&services_->lease);
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
   server_ = b.BuildAndStart();
@@ -47,6 +51,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
 }
 
 void ClientServer::shutdown(int grace_ms) {
+  services_->lease.stop();
   if (!server_) return;
   services_->watch.shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));

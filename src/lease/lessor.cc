@@ -1,0 +1,106 @@
+#include "lease/lessor.h"
+
+#include <algorithm>
+
+#include "mvcc/codec.h"
+#include "mvcc/range.h"
+
+namespace etcdq::lease {
+
+int64_t min_ttl_seconds(unsigned election_timeout_ms) {
+  // etcd: (3 * electionTicks / 2) heartbeats, rounded up to a second; with
+  // ticks of one heartbeat that is 1.5 election timeouts.
+  int64_t ms = 3 * static_cast<int64_t>(election_timeout_ms) / 2;
+  return (ms + 999) / 1000;
+}
+
+Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) {
+  std::unique_ptr<rocksdb::Iterator> it(
+      engine->db()->NewIterator(rocksdb::ReadOptions(), engine->cf(storage::Cf::kMeta)));
+  auto now = Clock::now();
+  std::string prefix(mvcc::kLeaseTablePrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (it->key().size() != prefix.size() + 8) continue;
+    uint64_t id = 0;
+    for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it->key()[prefix.size() + i]);
+    int64_t ttl = mvcc::decode_i64(std::string_view(it->value().data(), it->value().size()));
+    leases_[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
+  }
+}
+
+Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_ttl) {
+  ttl = std::max(ttl, min_ttl_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (leases_.count(id)) return errors::lease_exist();
+  w.put_meta(mvcc::lease_table_key(id), mvcc::encode_i64(ttl));
+  leases_[id] = Lease{ttl, Clock::now() + std::chrono::seconds(ttl)};
+  *granted_ttl = ttl;
+  return {};
+}
+
+Error Lessor::revoke(mvcc::Writer& w, int64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!leases_.count(id)) return errors::lease_not_found();
+  }
+  // All attached keys go in one revision, in key order (etcd's Revoke).
+  w.begin();
+  for (const auto& key : mvcc::keys_of_lease(w, id)) w.delete_range(key, "", nullptr);
+  w.end();
+  w.delete_meta(mvcc::lease_table_key(id));
+  std::lock_guard<std::mutex> lock(mu_);
+  leases_.erase(id);
+  return {};
+}
+
+bool Lessor::exists(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leases_.count(id) > 0;
+}
+
+int64_t Lessor::renew(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return 0;
+  it->second.expiry = Clock::now() + std::chrono::seconds(it->second.ttl);
+  return it->second.ttl;
+}
+
+std::optional<Lessor::Info> Lessor::info(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return std::nullopt;
+  auto left = std::chrono::duration_cast<std::chrono::seconds>(it->second.expiry - Clock::now()).count();
+  return Info{it->second.ttl, std::max<int64_t>(left, 0)};
+}
+
+std::vector<int64_t> Lessor::ids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> out;
+  out.reserve(leases_.size());
+  for (const auto& [id, l] : leases_) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int64_t> Lessor::expired(Clock::time_point now, size_t max) const {
+  std::vector<std::pair<Clock::time_point, int64_t>> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, l] : leases_) {
+      if (l.expiry <= now) due.emplace_back(l.expiry, id);
+    }
+  }
+  std::sort(due.begin(), due.end());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < due.size() && i < max; ++i) out.push_back(due[i].second);
+  return out;
+}
+
+void Lessor::restart_clocks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = Clock::now();
+  for (auto& [id, l] : leases_) l.expiry = now + std::chrono::seconds(l.ttl);
+}
+
+}  // namespace etcdq::lease

@@ -1,0 +1,183 @@
+#include "server/lease_service.h"
+
+#include <chrono>
+
+#include "mvcc/range.h"
+
+namespace etcdq::server {
+namespace {
+
+using etcdserverpb::LeaseKeepAliveRequest;
+using etcdserverpb::LeaseKeepAliveResponse;
+
+constexpr auto kExpiryCheck = std::chrono::milliseconds(100);
+constexpr size_t kMaxRevokesInFlight = 1000;
+
+// Answers each keep-alive request with the lease's TTL (0: unknown lease),
+// one at a time, in order.
+class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse> {
+ public:
+  KeepAliveStream(Context* ctx, lease::Lessor* lessor) : ctx_(ctx), lessor_(lessor) { StartRead(&req_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    resp_.Clear();
+    resp_.set_id(req_.id());
+    resp_.set_ttl(lessor_->renew(req_.id()));
+    ctx_->fill_header(resp_.mutable_header());
+    StartWrite(&resp_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    StartRead(&req_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Context* ctx_;
+  lease::Lessor* lessor_;
+  LeaseKeepAliveRequest req_;
+  LeaseKeepAliveResponse resp_;
+};
+
+}  // namespace
+
+LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor)
+    : ctx_(ctx),
+      lessor_(lessor),
+      // etcd's id generator: member id in the top 16 bits, then a time-based
+      // counter, so ids from different members and runs do not collide.
+      id_suffix_(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count())
+                 << 8),
+      expiry_thread_([this] { expiry_loop(); }) {}
+
+LeaseService::~LeaseService() { stop(); }
+
+void LeaseService::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (expiry_thread_.joinable()) expiry_thread_.join();
+}
+
+int64_t LeaseService::next_lease_id() {
+  for (;;) {
+    uint64_t suffix = id_suffix_.fetch_add(1) & ((1ULL << 48) - 1);
+    uint64_t id = ((ctx_->self.id & 0xffff) << 48) | suffix;
+    id &= (1ULL << 63) - 1;
+    if (id != 0 && !lessor_->exists(static_cast<int64_t>(id))) return static_cast<int64_t>(id);
+  }
+}
+
+grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* c,
+                                                   const etcdserverpb::LeaseGrantRequest* req,
+                                                   etcdserverpb::LeaseGrantResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (req->ttl() > lease::kMaxLeaseTtlSeconds) {
+    finish(reactor, errors::lease_ttl_too_large());
+    return reactor;
+  }
+  apply::Command cmd;
+  *cmd.mutable_lease_grant() = *req;
+  if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
+  Context* ctx = ctx_;
+  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+    if (r.error) return finish(reactor, r.error);
+    if (auto* out = std::get_if<etcdserverpb::LeaseGrantResponse>(&r.response)) resp->Swap(out);
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext* c,
+                                                    const etcdserverpb::LeaseRevokeRequest* req,
+                                                    etcdserverpb::LeaseRevokeResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  apply::Command cmd;
+  *cmd.mutable_lease_revoke() = *req;
+  Context* ctx = ctx_;
+  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+    if (r.error) return finish(reactor, r.error);
+    if (auto* out = std::get_if<etcdserverpb::LeaseRevokeResponse>(&r.response)) resp->Swap(out);
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  });
+  return reactor;
+}
+
+grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
+    grpc::CallbackServerContext*) {
+  return new KeepAliveStream(ctx_, lessor_);
+}
+
+grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerContext* c,
+                                                        const etcdserverpb::LeaseTimeToLiveRequest* req,
+                                                        etcdserverpb::LeaseTimeToLiveResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  resp->set_id(req->id());
+  auto info = lessor_->info(req->id());
+  if (!info) {
+    resp->set_ttl(-1);  // etcd answers an unknown lease with TTL -1, not an error
+  } else {
+    resp->set_ttl(info->remaining_seconds);
+    resp->set_grantedttl(info->granted_ttl);
+    if (req->keys()) {
+      auto view = ctx_->store->view();
+      for (auto& k : mvcc::keys_of_lease(*view, req->id())) resp->add_keys(std::move(k));
+    }
+  }
+  ctx_->fill_header(resp->mutable_header());
+  finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext* c,
+                                                    const etcdserverpb::LeaseLeasesRequest*,
+                                                    etcdserverpb::LeaseLeasesResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  for (int64_t id : lessor_->ids()) resp->add_leases()->set_id(id);
+  ctx_->fill_header(resp->mutable_header());
+  finish(reactor, {});
+  return reactor;
+}
+
+void LeaseService::expiry_loop() {
+  bool was_leader = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, kExpiryCheck, [this] { return stop_; });
+    if (stop_) return;
+    bool leader = ctx_->node->progress().is_leader;
+    if (leader && !was_leader) lessor_->restart_clocks();  // a new leader gives every lease its full TTL
+    was_leader = leader;
+    if (!leader || revoking_.size() >= kMaxRevokesInFlight) continue;
+    lock.unlock();
+    auto due = lessor_->expired(lease::Clock::now(), kMaxRevokesInFlight);
+    lock.lock();
+    for (int64_t id : due) {
+      if (stop_ || revoking_.size() >= kMaxRevokesInFlight) break;
+      if (!revoking_.insert(id).second) continue;
+      apply::Command cmd;
+      cmd.mutable_lease_revoke()->set_id(id);
+      lock.unlock();
+      ctx_->node->propose(std::move(cmd), [this, id](apply::Result&&) {
+        std::lock_guard<std::mutex> l(mu_);
+        revoking_.erase(id);
+      });
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace etcdq::server
