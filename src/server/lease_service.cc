@@ -73,8 +73,12 @@ void LeaseService::stop() {
 int64_t LeaseService::next_lease_id() {
   for (;;) {
     uint64_t suffix = id_suffix_.fetch_add(1) & ((1ULL << 48) - 1);
-    uint64_t id = ((ctx_->self.id & 0xffff) << 48) | suffix;
-    id &= (1ULL << 63) - 1;
+    // Top 16 bits from the member id, kept below 0x8000 (ids are positive
+    // int64) and at least 0x1000, so every id prints as 16 hex digits, as
+    // most of etcd's do (clients and tools that parse ids expect that width).
+    uint64_t prefix = ctx_->self.id & 0x7fff;
+    if (prefix < 0x1000) prefix |= 0x1000;
+    uint64_t id = (prefix << 48) | suffix;
     if (id != 0 && !lessor_->exists(static_cast<int64_t>(id))) return static_cast<int64_t>(id);
   }
 }
