@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
   ctx.node = node.get();
   ctx.store = store.get();
   ctx.lessor = &lessor;
+  lease::IdGenerator lease_ids(ctx.self.id);
+  ctx.lease_ids = &lease_ids;
 
   // Serve clients only once the log held at start is applied: before that
   // a read could miss acknowledged writes.

@@ -11,6 +11,7 @@
 #include "apply/applier.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "lease/id.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
 #include "raft/node.h"
@@ -27,6 +28,7 @@ struct Context {
   raft::Node* node;
   mvcc::Store* store;
   lease::Lessor* lessor;
+  lease::IdGenerator* lease_ids;
   MemberInfo self;
   uint64_t cluster_id;
   std::vector<MemberInfo> members;  // the initial cluster (membership changes come with clusters)

@@ -51,12 +51,6 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
 LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor)
     : ctx_(ctx),
       lessor_(lessor),
-      // etcd's id generator: member id in the top 16 bits, then a time-based
-      // counter, so ids from different members and runs do not collide.
-      id_suffix_(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count())
-                 << 8),
       expiry_thread_([this] { expiry_loop(); }) {}
 
 LeaseService::~LeaseService() { stop(); }
@@ -72,14 +66,8 @@ void LeaseService::stop() {
 
 int64_t LeaseService::next_lease_id() {
   for (;;) {
-    uint64_t suffix = id_suffix_.fetch_add(1) & ((1ULL << 48) - 1);
-    // Top 16 bits from the member id, kept below 0x8000 (ids are positive
-    // int64) and at least 0x1000, so every id prints as 16 hex digits, as
-    // most of etcd's do (clients and tools that parse ids expect that width).
-    uint64_t prefix = ctx_->self.id & 0x7fff;
-    if (prefix < 0x1000) prefix |= 0x1000;
-    uint64_t id = (prefix << 48) | suffix;
-    if (id != 0 && !lessor_->exists(static_cast<int64_t>(id))) return static_cast<int64_t>(id);
+    int64_t id = ctx_->lease_ids->next();
+    if (!lessor_->exists(id)) return id;
   }
 }
 

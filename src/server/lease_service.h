@@ -44,7 +44,6 @@ class LeaseService final : public etcdserverpb::Lease::CallbackService {
 
   Context* ctx_;
   lease::Lessor* lessor_;
-  std::atomic<uint64_t> id_suffix_;
   std::mutex mu_;  // guards revoking_, stop_
   std::condition_variable cv_;
   std::set<int64_t> revoking_;  // revokes proposed, not yet applied

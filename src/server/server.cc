@@ -2,7 +2,10 @@
 
 #include <chrono>
 
+#include "server/election_service.h"
 #include "server/kv_service.h"
+#include "server/local_client.h"
+#include "server/lock_service.h"
 #include "server/lease_service.h"
 #include "server/maintenance_service.h"
 #include "server/watch_service.h"
@@ -13,10 +16,14 @@ constexpr int kGrpcOverheadBytes = 512 * 1024;
 
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
-      : kv(c), watch(c, progress), lease(c, c->lessor), maintenance(c), cluster(c) {}
+      : local(c), kv(c), watch(c, progress), lease(c, c->lessor), lock(&local), election(&local), maintenance(c),
+        cluster(c) {}
+  LocalClient local;  // for the Lock and Election recipes
   KvService kv;
   WatchService watch;
   LeaseService lease;
+  LockService lock;
+  ElectionService election;
   MaintenanceService maintenance;
   ClusterService cluster;
 };
@@ -40,6 +47,8 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.RegisterService(&services_->kv);
   b.RegisterService(&services_->watch);
   b.RegisterService(&services_->lease);
+  b.RegisterService(&services_->lock);
+  b.RegisterService(&services_->election);
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
   server_ = b.BuildAndStart();

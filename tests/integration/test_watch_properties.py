@@ -159,7 +159,7 @@ class Writer(threading.Thread):
     def __init__(self, wid, member, history, rng, ops, stop):
         super().__init__(daemon=True, name="writer-%d" % wid)
         self.wid = wid
-        self.kv = member.kv(member.channel())
+        self.kv = member.kv(wl.ready_channel(member))
         self.history = history
         self.rng = rng
         self.ops = ops
@@ -294,6 +294,7 @@ class Round:
         self.seed = seed
         self.rng = random.Random(seed)
         self.member = test.new_member()
+        self.kv = self.member.kv(wl.ready_channel(self.member))
         self.history = History()
         self.compactions = []        # revisions, in order
         self.streams = []
@@ -304,7 +305,7 @@ class Round:
     # -- setup ----------------------------------------------------------------
     def open_streams(self):
         for c in range(CHANNELS):
-            ch = self.member.channel()
+            ch = wl.ready_channel(self.member)
             for s in range(STREAMS_PER_CHANNEL):
                 n = len(self.streams)
                 self.streams.append(wl.WatchStream(ch, name="prop-stream-%d" % n))
@@ -384,7 +385,7 @@ class Round:
         c = max((self.compactions[-1] + 1) if self.compactions else 2, cur - self.rng.randint(15, 45))
         if c > cur:
             return None
-        self.member.kv().Compact(pb.CompactionRequest(revision=c, physical=self.rng.random() < 0.5),
+        self.kv.Compact(pb.CompactionRequest(revision=c, physical=self.rng.random() < 0.5),
                                  timeout=RPC_TIMEOUT_S)
         self.compactions.append(c)
         return c
@@ -421,12 +422,12 @@ class Round:
             w.join(120)
         writer_errors = [w.error for w in writers if w.error]
         self.test.assertEqual(writer_errors, [], "writers failed (seed %d)" % self.seed)
-        final = self.member.kv().Range(pb.RangeRequest(key=b"c"), timeout=RPC_TIMEOUT_S).header.revision
+        final = self.kv.Range(pb.RangeRequest(key=b"c"), timeout=RPC_TIMEOUT_S).header.revision
         self.history.record(final, [], [])
         write_s = time.monotonic() - t0
         events, state, problems = self.history.replay(final)
         # The replay's final state must be what the store holds now.
-        kvs = self.member.kv().Range(harness.all_keys_request(), timeout=RPC_TIMEOUT_S).kvs
+        kvs = self.kv.Range(harness.all_keys_request(), timeout=RPC_TIMEOUT_S).kvs
         if {kv.key: kv_tuple(kv) for kv in kvs} != state:
             problems.append("the store's final state differs from the replay of acknowledged writes")
         if problems:

@@ -149,12 +149,31 @@ def create_request(key, range_end=b"", start_revision=0, prev_kv=False, filters=
         fragment=fragment))
 
 
-def open_call(channel, request_iterator, timeout=None):
-    """The raw bidi call: an iterator of WatchResponse."""
+def open_call(channel, request_iterator, timeout=None, wait_for_ready=True):
+    """The raw bidi call: an iterator of WatchResponse.
+
+    wait_for_ready: the call waits for a connection instead of failing at once when
+    the channel's connection attempt failed. harness.CHANNEL_OPTIONS sets
+    grpc.min_reconnect_backoff_ms to 100, which gRPC core also takes as its minimum
+    connect timeout: on a busy 2-core machine a fresh channel's first handshake then
+    sometimes times out ("connection attempt timed out before receiving SETTINGS
+    frame", seen with etcd and etcdq alike), and a call that does not wait fails.
+    """
     rpc = channel.stream_stream(WATCH_METHOD,
                                 request_serializer=WatchRequest.SerializeToString,
                                 response_deserializer=WatchResponse.FromString)
-    return rpc(request_iterator, timeout=timeout)
+    return rpc(request_iterator, timeout=timeout, wait_for_ready=wait_for_ready)
+
+
+def ready_channel(member, timeout=20.0, options=None):
+    """A channel to `member` that is connected (see open_call on why this matters)."""
+    if options is None:
+        ch = member.channel()
+    else:
+        ch = grpc.insecure_channel(member.endpoint, options=options)
+        member._channels.append(ch)   # closed by member.cleanup()
+    grpc.channel_ready_future(ch).result(timeout=timeout)
+    return ch
 
 
 class WatchStream:
@@ -167,7 +186,7 @@ class WatchStream:
     every response before it is logged.
     """
 
-    def __init__(self, channel, on_response=None, read=True, name="watch"):
+    def __init__(self, channel, on_response=None, read=True, name="watch", wait_for_ready=True):
         self.name = name
         self._requests = queue.Queue()
         self._cond = threading.Condition()
@@ -176,7 +195,7 @@ class WatchStream:
         self.done_at = None
         self.status = None
         self.on_response = on_response
-        self.call = open_call(channel, self._request_iter())
+        self.call = open_call(channel, self._request_iter(), wait_for_ready=wait_for_ready)
         self._thread = None
         if read:
             self._thread = threading.Thread(target=self._read, name=name, daemon=True)

@@ -1,0 +1,165 @@
+#include "server/local_client.h"
+
+#include <atomic>
+
+#include "apply/kv.h"
+#include "apply/validate.h"
+
+namespace etcdq::server {
+namespace {
+
+class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
+                            public std::enable_shared_from_this<InternalWatch> {
+ public:
+  InternalWatch(LocalClient* client, std::function<void(std::vector<mvccpb::Event>&&)> fn)
+      : client_(client), fn_(std::move(fn)) {}
+
+  void start(const mvcc::WatchSpec& spec) { client_->context()->store->watch_hub().add(this, 0, spec); }
+
+  // Hub lock held: hand the events to the executor. A recipe watches one
+  // key or a small prefix, so the queue stays small.
+  bool offer(mvcc::WatchBatch&& b) override {
+    auto self = weak_from_this().lock();
+    if (!self) return true;  // being destroyed: it is about to leave the hub
+    auto events = std::make_shared<std::vector<mvccpb::Event>>(std::move(b.events));
+    bool compacted = b.compact_revision != 0;
+    client_->post([self, events, compacted] {
+      if (self->canceled_) return;
+      if (compacted) {
+        // Cannot happen for a recipe watching from a fresh revision; treat
+        // as "something changed" so the recipe re-reads.
+        self->fn_({});
+        return;
+      }
+      self->fn_(std::move(*events));
+    });
+    return true;
+  }
+  bool has_room() const override { return true; }
+
+  void cancel() override {
+    if (canceled_.exchange(true)) return;
+    client_->context()->store->watch_hub().remove(this, 0);
+  }
+  ~InternalWatch() override { cancel(); }
+
+ private:
+  LocalClient* client_;
+  std::function<void(std::vector<mvccpb::Event>&&)> fn_;
+  std::atomic<bool> canceled_{false};
+};
+
+template <typename Resp>
+void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
+  Context* ctx = c->context();
+  if (static_cast<int64_t>(cmd.ByteSizeLong()) > ctx->limits.max_request_bytes) {
+    c->post([done] { done(errors::request_too_large(), Resp()); });
+    return;
+  }
+  ctx->node->propose(std::move(cmd), [c, ctx, done](apply::Result&& r) {
+    Resp resp;
+    if (!r.error) {
+      if (auto* out = std::get_if<Resp>(&r.response)) resp.Swap(out);
+      ctx->fill_header(resp.mutable_header());
+    }
+    c->post([done, e = r.error, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });
+  });
+}
+
+}  // namespace
+
+LocalClient::LocalClient(Context* ctx) : ctx_(ctx), thread_([this] { run(); }) {}
+
+LocalClient::~LocalClient() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void LocalClient::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void LocalClient::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    auto fn = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnResponse> done) {
+  if (Error e = apply::validate_txn(req, ctx_->limits.max_txn_ops)) {
+    post([done, e] { done(e, {}); });
+    return;
+  }
+  if (apply::txn_is_read_only(req)) {
+    auto shared = std::make_shared<etcdserverpb::TxnRequest>(std::move(req));
+    ctx_->node->read_barrier([this, shared, done](Error e) {
+      etcdserverpb::TxnResponse resp;
+      if (!e) {
+        auto view = ctx_->store->view();
+        apply::ViewState s(*view);
+        e = apply::txn(s, *shared, [](int64_t) { return false; }, &resp);
+        if (!e) ctx_->fill_header(resp.mutable_header());
+      }
+      post([done, e, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });
+    });
+    return;
+  }
+  apply::Command cmd;
+  *cmd.mutable_txn() = std::move(req);
+  propose<etcdserverpb::TxnResponse>(this, std::move(cmd), std::move(done));
+}
+
+void LocalClient::range(etcdserverpb::RangeRequest req, Done<etcdserverpb::RangeResponse> done) {
+  auto shared = std::make_shared<etcdserverpb::RangeRequest>(std::move(req));
+  ctx_->node->read_barrier([this, shared, done](Error e) {
+    etcdserverpb::RangeResponse resp;
+    if (!e) {
+      auto view = ctx_->store->view();
+      apply::ViewState s(*view);
+      e = apply::range(s, *shared, &resp);
+      if (!e) ctx_->fill_header(resp.mutable_header());
+    }
+    post([done, e, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });
+  });
+}
+
+void LocalClient::del(std::string key, Done<etcdserverpb::DeleteRangeResponse> done) {
+  apply::Command cmd;
+  cmd.mutable_delete_range()->set_key(std::move(key));
+  propose<etcdserverpb::DeleteRangeResponse>(this, std::move(cmd), std::move(done));
+}
+
+void LocalClient::lease_grant(int64_t ttl, Done<etcdserverpb::LeaseGrantResponse> done) {
+  apply::Command cmd;
+  cmd.mutable_lease_grant()->set_ttl(ttl);
+  cmd.mutable_lease_grant()->set_id(ctx_->lease_ids->next());
+  propose<etcdserverpb::LeaseGrantResponse>(this, std::move(cmd), std::move(done));
+}
+
+std::shared_ptr<LocalClient::Watch> LocalClient::watch(std::string key, std::string end, int64_t start_rev,
+                                                       std::function<void(std::vector<mvccpb::Event>&&)> on_events) {
+  auto w = std::make_shared<InternalWatch>(this, std::move(on_events));
+  mvcc::WatchSpec spec;
+  spec.key = std::move(key);
+  spec.end = std::move(end);
+  spec.start_revision = start_rev;
+  w->start(spec);
+  return w;
+}
+
+}  // namespace etcdq::server

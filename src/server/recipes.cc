@@ -1,0 +1,125 @@
+#include "server/recipes.h"
+
+#include <cstdio>
+
+namespace etcdq::server {
+namespace {
+
+class WaitDeletes final : public Recipe, public std::enable_shared_from_this<WaitDeletes> {
+ public:
+  WaitDeletes(LocalClient* c, std::string prefix, int64_t max_rev,
+              std::function<void(Error, etcdserverpb::ResponseHeader)> done)
+      : c_(c), prefix_(std::move(prefix)), max_rev_(max_rev), done_(std::move(done)) {}
+
+  // etcd's waitDeletes: find the newest key created before ours, wait for
+  // its deletion, repeat until none is left.
+  void step() {
+    if (canceled_) return;
+    etcdserverpb::RangeRequest r;
+    r.set_key(prefix_);
+    r.set_range_end(prefix_end(prefix_));
+    r.set_sort_target(etcdserverpb::RangeRequest::CREATE);
+    r.set_sort_order(etcdserverpb::RangeRequest::DESCEND);
+    r.set_limit(1);
+    r.set_max_create_revision(max_rev_);
+    auto self = shared_from_this();
+    c_->range(r, [self](Error e, etcdserverpb::RangeResponse resp) {
+      if (self->canceled_) return;
+      if (e) return self->finish(e, {});
+      if (resp.kvs_size() == 0) return self->finish({}, resp.header());
+      std::string key = resp.kvs(0).key();
+      self->watch_ = self->c_->watch(key, "", resp.header().revision(),
+                                     [self](std::vector<mvccpb::Event>&& evs) {
+                                       if (self->canceled_) return;
+                                       bool deleted = evs.empty();  // empty: re-read
+                                       for (const auto& ev : evs) deleted |= ev.type() == mvccpb::Event::DELETE;
+                                       if (!deleted) return;
+                                       self->watch_->cancel();
+                                       self->watch_.reset();  // breaks the self-reference through the callback
+                                       self->step();
+                                     });
+    });
+  }
+
+  void cancel() override {
+    canceled_ = true;
+    if (watch_) watch_->cancel();
+    watch_.reset();
+  }
+
+ private:
+  void finish(Error e, etcdserverpb::ResponseHeader h) {
+    cancel();
+    done_(e, h);
+  }
+
+  LocalClient* c_;
+  std::string prefix_;
+  int64_t max_rev_;
+  std::function<void(Error, etcdserverpb::ResponseHeader)> done_;
+  std::shared_ptr<LocalClient::Watch> watch_;
+  bool canceled_ = false;
+};
+
+}  // namespace
+
+std::string session_key(const std::string& prefix, int64_t lease) {
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));
+  return prefix + hex;
+}
+
+std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // all keys
+}
+
+std::shared_ptr<Recipe> wait_deletes(LocalClient* c, std::string prefix, int64_t max_create_rev,
+                                     std::function<void(Error, etcdserverpb::ResponseHeader)> done) {
+  auto w = std::make_shared<WaitDeletes>(c, std::move(prefix), max_create_rev, std::move(done));
+  w->step();
+  return w;
+}
+
+void put_if_absent(LocalClient* c, const std::string& prefix, const std::string& key, const std::string& value,
+                   int64_t lease, std::function<void(Error, etcdserverpb::TxnResponse, int64_t)> done) {
+  etcdserverpb::TxnRequest t;
+  auto* cmp = t.add_compare();
+  cmp->set_key(key);
+  cmp->set_target(etcdserverpb::Compare::CREATE);
+  cmp->set_result(etcdserverpb::Compare::EQUAL);
+  cmp->set_create_revision(0);
+  auto* put = t.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  t.add_failure()->mutable_request_range()->set_key(key);
+  // The current holder, to finish the uncontended case in one round trip.
+  for (auto* branch : {t.mutable_success(), t.mutable_failure()}) {
+    auto* owner = branch->Add()->mutable_request_range();
+    owner->set_key(prefix);
+    owner->set_range_end(prefix_end(prefix));
+    owner->set_sort_target(etcdserverpb::RangeRequest::CREATE);
+    owner->set_sort_order(etcdserverpb::RangeRequest::ASCEND);
+    owner->set_limit(1);
+  }
+  c->txn(std::move(t), [done](Error e, etcdserverpb::TxnResponse resp) {
+    if (e) return done(e, resp, 0);
+    int64_t rev = resp.header().revision();
+    if (!resp.succeeded()) {
+      const auto& got = resp.responses(0).response_range();
+      if (got.kvs_size() == 0) return done(errors::internal("session key vanished"), resp, 0);
+      rev = got.kvs(0).create_revision();
+    }
+    done({}, resp, rev);
+  });
+}
+
+}  // namespace etcdq::server

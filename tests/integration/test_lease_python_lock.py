@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""python-etcd3's Lock (Debian's python3-etcd3 0.12) against the member under test.
+
+That Lock uses no Lock service: acquire() grants a lease, then a Txn
+"create_revision(/locks/<name>) == 0 -> put /locks/<name> = <uuid> with the
+lease, else get", and while it fails it waits on a Watch of the key; release()
+is a Txn "value == <uuid> -> delete". So it exercises KV, Lease and Watch.
+Expectations were first checked against Debian's etcd 3.4.
+
+Note on the client: Lock.__enter__ ignores acquire()'s result (False after its
+10 s timeout), so the tests check lock.is_acquired() inside every critical
+section instead of trusting the with-statement.
+
+    /usr/bin/python3 tests/integration/test_lease_python_lock.py [-k pattern]
+    ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_lease_python_lock.py
+"""
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+
+MIN_TTL = 2
+ITERATIONS = int(os.environ.get("LOCK_ITERATIONS", "15"))
+
+
+def timing(text):
+    sys.stderr.write("LOCK-TIMING %s: %s\n" % (harness.binary_under_test(), text))
+    sys.stderr.flush()
+
+
+class PythonLockTest(harness.MemberTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.member = cls.new_class_member()
+
+    def setUp(self):
+        self.name = self._testMethodName
+
+    def test_two_threads_contending_for_a_lock_never_overlap_and_lose_no_update(self):
+        inside = [0]                       # holders inside the critical section right now
+        overlaps = []
+        not_acquired = []
+        errors = []
+        counter = {"value": 0}             # a read-modify-write that loses updates without exclusion
+        intervals = []                     # (enter, leave, thread) for the overlap check
+        guard = threading.Lock()           # protects the bookkeeping only, never the counter
+        start = threading.Barrier(2)
+
+        def worker(tag):
+            client = self.member.client()
+            try:
+                start.wait(10)
+                for i in range(ITERATIONS):
+                    with client.lock(self.name, ttl=10) as lock:
+                        entered = time.monotonic()
+                        if not lock.is_acquired():
+                            not_acquired.append("%s iteration %d" % (tag, i))
+                        with guard:
+                            inside[0] += 1
+                            if inside[0] != 1:
+                                overlaps.append("%s iteration %d saw %d holders" % (tag, i, inside[0]))
+                        v = counter["value"]
+                        time.sleep(0.02)   # give the other thread every chance to interleave
+                        counter["value"] = v + 1
+                        with guard:
+                            inside[0] -= 1
+                        intervals.append((entered, time.monotonic(), tag))
+                    time.sleep(0.005)
+            except Exception as e:         # noqa: BLE001 - reported by the test
+                errors.append("%s: %r" % (tag, e))
+
+        threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in ("A", "B")]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        elapsed = time.monotonic() - t0
+        self.assertFalse(any(t.is_alive() for t in threads), "a worker is stuck")
+        self.assertEqual(errors, [])
+        self.assertEqual(not_acquired, [], "the with-statement ran without holding the lock")
+        self.assertEqual(overlaps, [])
+        intervals.sort()
+        for (s1, e1, t1), (s2, e2, t2) in zip(intervals, intervals[1:]):
+            self.assertLessEqual(e1, s2, "critical sections of %s and %s overlap" % (t1, t2))
+        self.assertEqual(counter["value"], 2 * ITERATIONS)
+        self.assertEqual(len({tag for _, _, tag in intervals}), 2)
+        # Released at the end: nobody holds it, a third client gets it at once.
+        client = self.member.client()
+        self.assertEqual(client.get("/locks/" + self.name), (None, None))
+        lock = client.lock(self.name, ttl=10)
+        self.assertTrue(lock.acquire(timeout=2))
+        lock.release()
+        timing("%d contended acquisitions in %.2f s" % (2 * ITERATIONS, elapsed))
+
+    def test_lock_key_carries_the_holders_lease_and_is_deleted_on_release(self):
+        client = self.member.client()
+        with client.lock(self.name, ttl=30) as lock:
+            self.assertTrue(lock.is_acquired())
+            value, meta = client.get("/locks/" + self.name)
+            self.assertEqual(value, lock.uuid)
+            self.assertEqual(meta.lease_id, lock.lease.id)
+            info = client.get_lease_info(lock.lease.id)
+            self.assertEqual(info.grantedTTL, 30)
+            self.assertEqual(list(info.keys), [("/locks/" + self.name).encode()])
+            other = self.member.client().lock(self.name, ttl=30)
+            self.assertFalse(other.acquire(timeout=1))
+            self.assertFalse(other.is_acquired())
+            self.assertFalse(other.release())          # the other's release must not free it
+            self.assertTrue(lock.is_acquired())
+        self.assertEqual(client.get("/locks/" + self.name), (None, None))
+
+    def test_lock_is_released_when_the_with_block_raises(self):
+        client = self.member.client()
+        with self.assertRaises(ZeroDivisionError):
+            with client.lock(self.name, ttl=30) as lock:
+                self.assertTrue(lock.is_acquired())
+                1 / 0
+        self.assertEqual(client.get("/locks/" + self.name), (None, None))
+        other = self.member.client().lock(self.name, ttl=30)
+        self.assertTrue(other.acquire(timeout=2))
+        other.release()
+
+    def test_waiter_acquires_soon_after_the_holder_releases(self):
+        holder = self.member.client().lock(self.name, ttl=30)
+        self.assertTrue(holder.acquire(timeout=2))
+        waiter_client = self.member.client()
+        acquired_at = []
+
+        def wait():
+            lock = waiter_client.lock(self.name, ttl=30)
+            if lock.acquire(timeout=10):
+                acquired_at.append(time.monotonic())
+                lock.release()
+
+        t = threading.Thread(target=wait, daemon=True)
+        t.start()
+        time.sleep(1.0)
+        self.assertEqual(acquired_at, [])
+        released = time.monotonic()
+        self.assertTrue(holder.release())
+        t.join(15)
+        self.assertEqual(len(acquired_at), 1, "the waiter never got the lock")
+        timing("waiter got the lock %.3f s after release" % (acquired_at[0] - released))
+        self.assertLess(acquired_at[0] - released, 1.0)
+
+    def test_lock_expires_when_the_holders_lease_is_not_refreshed(self):
+        holder_client = self.member.client()
+        holder = holder_client.lock(self.name, ttl=MIN_TTL)
+        self.assertTrue(holder.acquire(timeout=2))
+        granted = time.monotonic()
+        waiter = self.member.client().lock(self.name, ttl=30)
+        ok = waiter.acquire(timeout=MIN_TTL + 5)
+        got = time.monotonic() - granted
+        timing("lock with TTL %d s taken over %.3f s after the holder acquired it" % (MIN_TTL, got))
+        self.assertTrue(ok, "the lock was never freed by its lease expiring")
+        self.assertGreaterEqual(got, MIN_TTL, "the lock was freed before its TTL ran out")
+        self.assertLessEqual(got, MIN_TTL + 1.5)
+        self.assertTrue(waiter.is_acquired())
+        self.assertFalse(holder.is_acquired())
+        self.assertFalse(holder.release(), "the expired holder's release must not free the new holder's lock")
+        self.assertTrue(waiter.is_acquired())
+        self.assertEqual(holder_client.get_lease_info(holder.lease.id).TTL, -1)
+        waiter.release()
+
+    def test_refreshed_lock_outlives_its_ttl(self):
+        holder = self.member.client().lock(self.name, ttl=MIN_TTL)
+        self.assertTrue(holder.acquire(timeout=2))
+        stop = threading.Event()
+        refresh_errors = []
+
+        def refresh():
+            while not stop.wait(0.5):
+                try:
+                    resp = holder.refresh()
+                    if [r.TTL for r in resp] != [MIN_TTL]:
+                        refresh_errors.append([r.TTL for r in resp])
+                except Exception as e:     # noqa: BLE001 - reported by the test
+                    refresh_errors.append(repr(e))
+
+        t = threading.Thread(target=refresh, daemon=True)
+        t.start()
+        try:
+            waiter = self.member.client().lock(self.name, ttl=30)
+            self.assertFalse(waiter.acquire(timeout=3 * MIN_TTL), "lock taken although its lease was refreshed")
+            self.assertTrue(holder.is_acquired())
+        finally:
+            stop.set()
+            t.join(5)
+        self.assertEqual(refresh_errors, [])
+        self.assertTrue(holder.release())
+        self.assertTrue(waiter.acquire(timeout=2))
+        waiter.release()
+
+
+if __name__ == "__main__":
+    harness.main()
