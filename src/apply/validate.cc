@@ -19,7 +19,7 @@ Error validate_op(const RequestOp& op, int64_t max_txn_ops) {
     case RequestOp::kRequestPut: return validate_put(op.request_put());
     case RequestOp::kRequestDeleteRange: return validate_delete_range(op.request_delete_range());
     case RequestOp::kRequestTxn: return validate_ops_count(op.request_txn(), max_txn_ops);
-    default: return {};
+    default: return errors::key_not_found();  // an empty op: etcd's checkRequestOp says so
   }
 }
 

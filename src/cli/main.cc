@@ -115,6 +115,21 @@ int main(int argc, char** argv) {
   if (Error e = storage::Engine::open((fs::path(cfg.data_dir) / "member" / "db").string(), &engine)) {
     return fail(e.message());
   }
+  {
+    uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
+    if (server::keep_identity(engine.get(), &member, &cluster)) {
+      spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
+                   cfg.data_dir, member, cluster, ctx.self.id);
+      for (auto& m : ctx.members) {
+        if (m.id == ctx.self.id) m.id = member;
+      }
+      for (auto& p : peers) {
+        if (p.id == ctx.self.id) p.id = member;
+      }
+      ctx.self.id = member;
+      ctx.cluster_id = cluster;
+    }
+  }
   auto store = std::make_unique<mvcc::Store>(engine.get());
   lease::Lessor lessor(engine.get(), lease::min_ttl_seconds(cfg.election_ms));
   apply::Applier applier(store.get(), &lessor);

@@ -405,7 +405,8 @@ Error Node::start() {
   int rv = raft_bootstrap(&m->raft, &conf);
   raft_configuration_close(&conf);
   if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
-    return errors::internal("cannot bootstrap the Raft log in " + opts_.dir + ": " + raft_errmsg(&m->raft));
+    return errors::internal("cannot bootstrap the Raft log in " + opts_.dir + ": " + raft_strerror(rv) + " " +
+                            raft_errmsg(&m->raft));
   }
   raft_set_heartbeat_timeout(&m->raft, opts_.heartbeat_ms);
   raft_set_election_timeout(&m->raft, opts_.election_ms);
@@ -414,6 +415,15 @@ Error Node::start() {
   raft_set_pre_vote(&m->raft, true);
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
     return errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft));
+  }
+  // The state database may never be ahead of the log that produced it: the
+  // log was damaged, truncated or replaced. Serving would mean skipping new
+  // entries as "already applied" (etcd refuses to start on a bad WAL too).
+  if (raft_last_index(&m->raft) < m->applier->applied_index()) {
+    return errors::internal("the Raft log in " + opts_.dir + " ends at index " +
+                            std::to_string(raft_last_index(&m->raft)) + " but the state database has applied index " +
+                            std::to_string(m->applier->applied_index()) +
+                            ": the log is damaged or was replaced; restore the data dir from a backup");
   }
   uv_async_init(&m->loop, &m->wake, Impl::on_wake);
   m->wake.data = m;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "apply/applier.h"
+#include "etcdq/command.pb.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
 #include "lease/id.h"
@@ -41,6 +42,12 @@ struct Context {
 };
 
 grpc::Status to_grpc(const Error& e);
+
+// etcd refuses a proposal whose encoding exceeds --max-request-bytes
+// (ErrRequestTooLarge, etcdserver/v3_server.go). What it measures is its
+// InternalRaftRequest, which adds a request header (about 13 bytes) to the
+// request; we count the same so the same requests pass.
+Error check_request_size(const Context& ctx, const apply::Command& cmd);
 
 // Finishes a unary call with `e`, or OK.
 inline void finish(grpc::ServerUnaryReactor* r, const Error& e) { r->Finish(to_grpc(e)); }

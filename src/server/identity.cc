@@ -23,6 +23,35 @@ uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluste
   return first8(d);
 }
 
+bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster) {
+  auto* db = engine->db();
+  auto* meta = engine->cf(storage::Cf::kMeta);
+  std::string m, c;
+  if (db->Get(rocksdb::ReadOptions(), meta, "member_id", &m).ok() && m.size() == 8 &&
+      db->Get(rocksdb::ReadOptions(), meta, "cluster_id", &c).ok() && c.size() == 8) {
+    uint64_t sm = 0, sc = 0;
+    for (int i = 0; i < 8; ++i) {
+      sm = (sm << 8) | static_cast<uint8_t>(m[i]);
+      sc = (sc << 8) | static_cast<uint8_t>(c[i]);
+    }
+    bool changed = sm != *member || sc != *cluster;
+    *member = sm;
+    *cluster = sc;
+    return changed;
+  }
+  auto be = [](uint64_t v) {
+    std::string s;
+    for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return s;
+  };
+  rocksdb::WriteBatch b;
+  b.Put(meta, "member_id", be(*member));
+  b.Put(meta, "cluster_id", be(*cluster));
+  engine->write(&b);
+  engine->sync_wal();
+  return false;
+}
+
 uint64_t cluster_id(std::vector<uint64_t> member_ids) {
   std::sort(member_ids.begin(), member_ids.end());
   std::string b;

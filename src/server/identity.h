@@ -10,10 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "storage/engine.h"
+
 namespace etcdq::server {
 
 uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluster_token);
 uint64_t cluster_id(std::vector<uint64_t> member_ids);
+
+// The ids a data dir was created with. A member keeps them for life, as
+// etcd does, even when it restarts with other peer URLs: the ids in the
+// Raft log must not change. On a new data dir, stores `member` and
+// `cluster`; otherwise replaces them with the stored ones (returns true
+// if they differed).
+bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster);
 
 struct MemberInfo {
   uint64_t id = 0;

@@ -11,19 +11,10 @@ namespace {
 
 using apply::Command;
 
-// etcd refuses a proposal whose encoding exceeds --max-request-bytes
-// (ErrRequestTooLarge in etcdserver/v3_server.go).
-Error check_size(const Context* ctx, const Command& cmd) {
-  if (static_cast<int64_t>(cmd.ByteSizeLong()) > ctx->limits.max_request_bytes) {
-    return errors::request_too_large();
-  }
-  return {};
-}
-
 // Proposes `cmd`; answers the call with the apply result of type Resp.
 template <typename Resp>
 void propose(Context* ctx, Command cmd, Resp* resp, grpc::ServerUnaryReactor* reactor) {
-  if (Error e = check_size(ctx, cmd)) return finish(reactor, e);
+  if (Error e = check_request_size(*ctx, cmd)) return finish(reactor, e);
   ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     auto* out = std::get_if<Resp>(&r.response);

@@ -52,8 +52,8 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
 template <typename Resp>
 void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
   Context* ctx = c->context();
-  if (static_cast<int64_t>(cmd.ByteSizeLong()) > ctx->limits.max_request_bytes) {
-    c->post([done] { done(errors::request_too_large(), Resp()); });
+  if (Error e = check_request_size(*ctx, cmd)) {
+    c->post([done, e] { done(e, Resp()); });
     return;
   }
   ctx->node->propose(std::move(cmd), [c, ctx, done](apply::Result&& r) {

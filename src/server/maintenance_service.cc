@@ -10,9 +10,8 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
   auto* reactor = c->DefaultReactor();
   raft::Progress p = ctx_->node->progress();
   resp->set_version(kEtcdApiVersion);
-  int64_t size = ctx_->store->engine()->size_bytes();
-  resp->set_dbsize(size);
-  resp->set_dbsizeinuse(size);
+  resp->set_dbsize(ctx_->store->engine()->size_bytes());
+  resp->set_dbsizeinuse(ctx_->store->engine()->in_use_bytes());
   resp->set_leader(p.leader_id);
   resp->set_raftindex(p.commit_index);
   resp->set_raftterm(p.term);

@@ -3,6 +3,8 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <vector>
 
 namespace etcdq::storage {
@@ -80,13 +82,23 @@ Error Engine::sync_wal() {
 
 int64_t Engine::size_bytes() const {
   uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
+    std::error_code fec;
+    if (f.is_regular_file(fec)) total += f.file_size(fec);
+  }
+  return total > 4096 ? static_cast<int64_t>(total) : 4096;
+}
+
+int64_t Engine::in_use_bytes() const {
+  uint64_t total = 0;
   for (auto* h : handles_) {
     uint64_t v = 0;
-    if (db_->GetIntProperty(h, "rocksdb.total-sst-files-size", &v)) total += v;
+    if (db_->GetIntProperty(h, "rocksdb.estimate-live-data-size", &v)) total += v;
     if (db_->GetIntProperty(h, "rocksdb.cur-size-all-mem-tables", &v)) total += v;
   }
-  // A fresh store has nothing flushed yet; report one page rather than 0.
-  return total > 4096 ? static_cast<int64_t>(total) : 4096;
+  int64_t in_use = total > 4096 ? static_cast<int64_t>(total) : 4096;
+  return std::min(in_use, size_bytes());
 }
 
 }  // namespace etcdq::storage

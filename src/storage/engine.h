@@ -43,8 +43,13 @@ class Engine {
   Error write(rocksdb::WriteBatch* batch);
   // Makes every write so far durable (fsync of RocksDB's WAL).
   Error sync_wal();
-  // Bytes on disk for SST files plus memtables; never 0 (etcdctl divides by it).
+  // Bytes the database takes on disk (every file in its directory: SST
+  // files, RocksDB's WAL, manifests), as etcd's dbSize is its file's size.
+  // Never 0 (etcdctl divides by it).
   int64_t size_bytes() const;
+  // RocksDB's estimate of the live data plus memtables (etcd's
+  // dbSizeInUse); never 0 and never above size_bytes().
+  int64_t in_use_bytes() const;
   const std::string& dir() const { return dir_; }
 
  private:

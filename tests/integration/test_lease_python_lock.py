@@ -27,6 +27,7 @@ Two notes on the client:
     /usr/bin/python3 tests/integration/test_lease_python_lock.py [-k pattern]
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_lease_python_lock.py
 """
+import importlib.metadata
 import os
 import sys
 import threading
@@ -36,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tenacity  # noqa: E402
 from etcd3 import exceptions as etcd3_exceptions, locks as etcd3_locks  # noqa: E402
+
+from etcd3.etcdrpc import rpc_pb2 as pb  # noqa: E402
 
 import harness  # noqa: E402
 
@@ -149,6 +152,8 @@ class PythonLockTest(harness.MemberTestCase):
             except Exception as e:         # noqa: BLE001 - reported by the test
                 errors.append("%s: %r" % (tag, e))
 
+        leases = self.member.lease_stub()
+        before = {l.ID for l in leases.LeaseLeases(pb.LeaseLeasesRequest(), timeout=10).leases}
         threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in ("A", "B")]
         t0 = time.monotonic()
         for t in threads:
@@ -165,13 +170,19 @@ class PythonLockTest(harness.MemberTestCase):
             self.assertLessEqual(e1, s2, "critical sections of %s and %s overlap" % (t1, t2))
         self.assertEqual(counter["value"], 2 * ITERATIONS)
         self.assertEqual(len({tag for _, _, tag in intervals}), 2)
+        # Every attempt grants a lease (TTL 10 s, none revoked yet): leases beyond one per
+        # acquisition are attempts that found the lock taken, so the threads did contend.
+        after = {l.ID for l in leases.LeaseLeases(pb.LeaseLeasesRequest(), timeout=10).leases}
+        failed_attempts = len(after - before) - 2 * ITERATIONS
+        self.assertGreater(failed_attempts, 0, "the two threads never contended")
         # Released at the end: nobody holds it, a third client gets it at once.
         client = self.member.client()
         self.assertEqual(client.get("/locks/" + self.name), (None, None))
         lock = client.lock(self.name, ttl=10)
         self.assertTrue(lock.acquire(timeout=2))
         lock.release()
-        timing("%d contended acquisitions in %.2f s" % (2 * ITERATIONS, elapsed))
+        timing("%d acquisitions, %d attempts that found the lock taken, in %.2f s"
+               % (2 * ITERATIONS, failed_attempts, elapsed))
 
     def test_lock_key_carries_the_holders_lease_and_is_deleted_on_release(self):
         client = self.member.client()
@@ -277,5 +288,5 @@ if __name__ == "__main__":
     if LOCK_ACQUIRE_PATCHED:
         sys.stderr.write("note: tenacity %s cannot run python-etcd3 0.12's Lock.acquire retry loop; "
                          "using the same algorithm without tenacity (see the module docstring)\n"
-                         % getattr(tenacity, "__version__", "?"))
+                         % importlib.metadata.version("tenacity"))
     harness.main()

@@ -19,10 +19,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import etcd3  # noqa: E402
 from etcd3 import events as etcd3_events  # noqa: E402
 from etcd3 import exceptions as etcd3_exceptions  # noqa: E402
-from etcd3.etcdrpc import rpc_pb2  # noqa: E402
+
 
 import harness  # noqa: E402
 import watchlib as wl  # noqa: E402
