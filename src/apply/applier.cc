@@ -5,6 +5,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include "apply/entry.h"
+#include "apply/validate.h"
 #include "etcdq/command.pb.h"
 
 namespace etcdq::apply {
@@ -12,9 +13,10 @@ namespace {
 constexpr int kMaxCommandNesting = 1024;
 }  // namespace
 
-Applier::Applier(mvcc::Store* store, lease::Lessor* lessor)
+Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms)
     : store_(store),
       lessor_(lessor),
+      alarms_(alarms),
       applied_index_(store->view()->applied_index()),
       leases_([lessor](int64_t id) { return lessor->exists(id); }) {}
 
@@ -34,6 +36,14 @@ Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Resul
   }
   if (Error e = w.commit(index)) return e;
   applied_index_ = index;
+  return {};
+}
+
+// etcd's capped and corrupt appliers: what an active alarm refuses.
+Error Applier::capped(const Command& cmd) const {
+  bool writes = cmd.has_put() || cmd.has_lease_grant() || (cmd.has_txn() && !txn_is_read_only(cmd.txn()));
+  if (alarms_->active(etcdserverpb::CORRUPT) && !cmd.has_alarm()) return errors::corrupt();
+  if (alarms_->active(etcdserverpb::NOSPACE) && writes) return errors::no_space();
   return {};
 }
 
@@ -59,6 +69,10 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
   }
   out->origin = cmd.origin();
   out->proposal_id = cmd.proposal_id();
+  if (Error e = capped(cmd)) {
+    out->error = e;
+    return;
+  }
   w.begin();
   switch (cmd.request_case()) {
     case Command::kPut: {
@@ -121,6 +135,22 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
       w.end();
       out->error = lessor_->revoke(w, cmd.lease_revoke().id());
       resp.mutable_header()->set_revision(w.revision());
+      out->response = std::move(resp);
+      break;
+    }
+    case Command::kAlarm: {
+      const auto& r = cmd.alarm();
+      etcdserverpb::AlarmResponse resp;
+      w.end();
+      std::vector<etcdserverpb::AlarmMember> changed;
+      if (r.action() == etcdserverpb::AlarmRequest::ACTIVATE) {
+        changed = alarms_->activate(w, r.memberid(), r.alarm());
+      } else if (r.action() == etcdserverpb::AlarmRequest::DEACTIVATE) {
+        changed = alarms_->deactivate(w, r.memberid(), r.alarm());
+      } else {
+        changed = alarms_->list(r.memberid(), r.alarm());
+      }
+      for (auto& m : changed) *resp.add_alarms() = std::move(m);
       out->response = std::move(resp);
       break;
     }

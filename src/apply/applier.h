@@ -15,9 +15,11 @@
 #include <variant>
 #include <vector>
 
+#include "apply/alarms.h"
 #include "apply/kv.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "etcdq/command.pb.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
 
@@ -30,7 +32,7 @@ struct Result {
   Error error;  // the client's error (etcd's code and message); state unchanged
   std::variant<std::monostate, etcdserverpb::PutResponse, etcdserverpb::DeleteRangeResponse,
                etcdserverpb::TxnResponse, etcdserverpb::CompactionResponse, etcdserverpb::LeaseGrantResponse,
-               etcdserverpb::LeaseRevokeResponse>
+               etcdserverpb::LeaseRevokeResponse, etcdserverpb::AlarmResponse>
       response;
   // Compact(physical=true): answer once physical compaction reached this.
   int64_t wait_compaction = 0;
@@ -38,7 +40,7 @@ struct Result {
 
 class Applier {
  public:
-  Applier(mvcc::Store* store, lease::Lessor* lessor);
+  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms);
 
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return store_->view()->revision(); }
@@ -53,9 +55,11 @@ class Applier {
 
  private:
   void apply_command(mvcc::Writer& w, std::string_view bytes, Result* out);
+  Error capped(const Command& cmd) const;
 
   mvcc::Store* store_;
   lease::Lessor* lessor_;
+  Alarms* alarms_;
   uint64_t applied_index_;
   LeaseExists leases_;
 };

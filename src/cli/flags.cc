@@ -108,6 +108,9 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   app.add_option("--max-txn-ops", c->max_txn_ops, "Maximum number of operations in a transaction")
       ->envname("ETCD_MAX_TXN_OPS")
       ->check(CLI::PositiveNumber);
+  app.add_option("--quota-backend-bytes", c->quota_backend_bytes,
+                 "Raise the NOSPACE alarm when the database exceeds this many bytes (0: 2 GiB)")
+      ->envname("ETCD_QUOTA_BACKEND_BYTES");
   app.add_option("--heartbeat-interval", c->heartbeat_ms, "Time (ms) of a heartbeat interval")
       ->envname("ETCD_HEARTBEAT_INTERVAL");
   app.add_option("--election-timeout", c->election_ms, "Time (ms) for an election to time out")

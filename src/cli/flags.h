@@ -31,6 +31,7 @@ struct Config {
   std::string initial_cluster_token = "etcd-cluster";
   int64_t max_request_bytes = 1572864;
   int64_t max_txn_ops = 128;
+  int64_t quota_backend_bytes = 0;  // 0: etcd's default (2 GiB); < 0: no quota
   unsigned heartbeat_ms = 100;
   unsigned election_ms = 1000;
   std::string log_level = "info";

@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   ctx.cluster_id = server::cluster_id(ids);
   ctx.limits.max_request_bytes = cfg.max_request_bytes;
   ctx.limits.max_txn_ops = cfg.max_txn_ops;
+  ctx.limits.quota_bytes = cfg.quota_backend_bytes == 0 ? (2LL << 30) : cfg.quota_backend_bytes;
 
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -136,7 +137,8 @@ int main(int argc, char** argv) {
   }
   auto store = std::make_unique<mvcc::Store>(engine.get());
   lease::Lessor lessor(engine.get(), lease::min_ttl_seconds(cfg.election_ms));
-  apply::Applier applier(store.get(), &lessor);
+  apply::Alarms alarms(engine.get());
+  apply::Applier applier(store.get(), &lessor, &alarms);
 
   raft::NodeOptions ro;
   ro.dir = (fs::path(cfg.data_dir) / "member" / "raft").string();
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
   ctx.lessor = &lessor;
   lease::IdGenerator lease_ids(ctx.self.id);
   ctx.lease_ids = &lease_ids;
+  ctx.alarms = &alarms;
 
   // Serve clients only once the log held at start is applied: before that
   // a read could miss acknowledged writes.

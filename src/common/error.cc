@@ -25,6 +25,7 @@ Error no_space() {
 Error lease_not_found() { return {Code::kNotFound, "etcdserver: requested lease not found"}; }
 Error lease_exist() { return {Code::kFailedPrecondition, "etcdserver: lease already exists"}; }
 Error lease_ttl_too_large() { return {Code::kOutOfRange, "etcdserver: too large lease TTL"}; }
+Error corrupt() { return {Code::kDataLoss, "etcdserver: corrupt cluster"}; }
 Error stopped() { return {Code::kUnavailable, "etcdserver: server stopped"}; }
 Error no_leader() { return {Code::kUnavailable, "etcdserver: no leader"}; }
 Error not_leader() { return {Code::kFailedPrecondition, "etcdserver: not leader"}; }

@@ -61,6 +61,7 @@ Error no_space();           // ResourceExhausted "etcdserver: mvcc: database spa
 Error lease_not_found();    // NotFound "etcdserver: requested lease not found"
 Error lease_exist();        // FailedPrecondition "etcdserver: lease already exists"
 Error lease_ttl_too_large();  // OutOfRange "etcdserver: too large lease TTL"
+Error corrupt();            // DataLoss "etcdserver: corrupt cluster"
 Error stopped();            // Unavailable "etcdserver: server stopped"
 Error no_leader();          // Unavailable "etcdserver: no leader"
 Error not_leader();         // FailedPrecondition "etcdserver: not leader"

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unordered_set>
+
 #include "mvcc/codec.h"
 
 namespace etcdq::mvcc {
@@ -82,20 +84,33 @@ bool Compactor::compact_to(int64_t rev) {
   log->SeekToFirst();
   while (log->Valid() && log->key().compare(stop_key) < 0) {
     rocksdb::WriteBatch batch;
+    std::unordered_set<std::string> seen;  // keys already swept in this batch
     for (int n = 0; n < kBatchEntries && log->Valid() && log->key().compare(stop_key) < 0;
          ++n, log->Next()) {
-      Revision r = decode_revlog_key(std::string_view(log->key().data(), log->key().size()));
       auto v = log->value();
       std::string_view user_key(v.data() + 1, v.size() - 1);
       batch.Delete(revlog, log->key());
-      // Is this version the newest of its key at or below `rev`, and a put?
-      std::string hkey = history_key(user_key, r);
-      hist->Seek(history_key(user_key, {rev, INT64_MAX}));
-      bool newest = hist->Valid() && hist->key() == rocksdb::Slice(hkey);
-      bool is_put = static_cast<RecordType>(v[0]) == RecordType::kPut;
-      if (!(newest && is_put)) {
-        batch.Delete(history, hkey);
-        ++removed;
+      if (!seen.emplace(user_key).second) continue;
+      // Sweep every version of this key at or below `rev`, newest first:
+      // keep the newest if it is a put, remove the rest. Older versions kept
+      // by an earlier compaction have no revlog entry any more, so they are
+      // found here, through the key, not through the log.
+      std::string k;
+      Revision r;
+      bool newest = true;
+      for (hist->Seek(history_key(user_key, {rev, INT64_MAX})); hist->Valid(); hist->Next()) {
+        if (!decode_history_key(std::string_view(hist->key().data(), hist->key().size()), &k, &r) ||
+            k != user_key) {
+          break;
+        }
+        bool is_put = hist->value().size() > 0 && static_cast<RecordType>(hist->value()[0]) == RecordType::kPut;
+        // A change at `rev` itself stays, with its revlog entry (a watch may
+        // start there).
+        if (!(newest && (is_put || r.main == rev))) {
+          batch.Delete(history, hist->key());
+          ++removed;
+        }
+        newest = false;
       }
     }
     if (Error e = engine_->write(&batch)) {

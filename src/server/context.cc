@@ -1,5 +1,7 @@
 #include "server/context.h"
 
+#include "apply/validate.h"
+
 namespace etcdq::server {
 
 void Context::fill_header(etcdserverpb::ResponseHeader* h, bool with_revision) const {
@@ -15,6 +17,23 @@ Error check_request_size(const Context& ctx, const apply::Command& cmd) {
     return errors::request_too_large();
   }
   return {};
+}
+
+Error check_quota(Context& ctx, const apply::Command& cmd) {
+  if (ctx.alarms->active(etcdserverpb::CORRUPT)) return errors::corrupt();
+  bool adds = cmd.has_put() || cmd.has_lease_grant() || (cmd.has_txn() && !apply::txn_is_read_only(cmd.txn()));
+  if (!adds) return {};
+  if (ctx.alarms->active(etcdserverpb::NOSPACE)) return errors::no_space();
+  if (ctx.limits.quota_bytes <= 0) return {};
+  if (ctx.store->engine()->size_bytes() + static_cast<int64_t>(cmd.ByteSizeLong()) <= ctx.limits.quota_bytes) {
+    return {};
+  }
+  apply::Command raise;
+  raise.mutable_alarm()->set_action(etcdserverpb::AlarmRequest::ACTIVATE);
+  raise.mutable_alarm()->set_memberid(ctx.self.id);
+  raise.mutable_alarm()->set_alarm(etcdserverpb::NOSPACE);
+  ctx.node->propose(std::move(raise), [](apply::Result&&) {});
+  return errors::no_space();
 }
 
 grpc::Status to_grpc(const Error& e) {

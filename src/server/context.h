@@ -23,6 +23,7 @@ namespace etcdq::server {
 struct Limits {
   int64_t max_request_bytes = 1572864;  // --max-request-bytes, etcd's default 1.5 MiB
   int64_t max_txn_ops = 128;            // --max-txn-ops
+  int64_t quota_bytes = 2LL << 30;      // --quota-backend-bytes (etcd's default 2 GiB; <= 0: none)
 };
 
 struct Context {
@@ -30,6 +31,7 @@ struct Context {
   mvcc::Store* store;
   lease::Lessor* lessor;
   lease::IdGenerator* lease_ids;
+  apply::Alarms* alarms;
   MemberInfo self;
   uint64_t cluster_id;
   std::vector<MemberInfo> members;  // the initial cluster (membership changes come with clusters)
@@ -48,6 +50,12 @@ grpc::Status to_grpc(const Error& e);
 // InternalRaftRequest, which adds a request header (about 13 bytes) to the
 // request; we count the same so the same requests pass.
 Error check_request_size(const Context& ctx, const apply::Command& cmd);
+
+// etcd's quota (etcdserver/quota.go): a request that adds data fails with
+// errors::no_space() while the NOSPACE alarm is raised, or when the database
+// plus the request would exceed --quota-backend-bytes, in which case this
+// member raises NOSPACE through the log. Reads and deletes always pass.
+Error check_quota(Context& ctx, const apply::Command& cmd);
 
 // Finishes a unary call with `e`, or OK.
 inline void finish(grpc::ServerUnaryReactor* r, const Error& e) { r->Finish(to_grpc(e)); }

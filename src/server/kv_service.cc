@@ -15,6 +15,7 @@ using apply::Command;
 template <typename Resp>
 void propose(Context* ctx, Command cmd, Resp* resp, grpc::ServerUnaryReactor* reactor) {
   if (Error e = check_request_size(*ctx, cmd)) return finish(reactor, e);
+  if (Error e = check_quota(*ctx, cmd)) return finish(reactor, e);
   ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     auto* out = std::get_if<Resp>(&r.response);

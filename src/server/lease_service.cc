@@ -82,6 +82,10 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
   apply::Command cmd;
   *cmd.mutable_lease_grant() = *req;
   if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
+  if (Error e = check_quota(*ctx_, cmd)) {
+    finish(reactor, e);
+    return reactor;
+  }
   Context* ctx = ctx_;
   ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);

@@ -17,17 +17,35 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
   resp->set_raftterm(p.term);
   resp->set_raftappliedindex(p.applied_index);
   resp->set_islearner(false);
+  for (const auto& a : ctx_->alarms->list(0, etcdserverpb::NONE)) {
+    resp->add_errors("memberID:" + std::to_string(a.memberid()) + " alarm:" + etcdserverpb::AlarmType_Name(a.alarm()) +
+                     " ");
+  }
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});
   return reactor;
 }
 
 grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext* c,
-                                                    const etcdserverpb::AlarmRequest*,
+                                                    const etcdserverpb::AlarmRequest* req,
                                                     etcdserverpb::AlarmResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  ctx_->fill_header(resp->mutable_header());
-  finish(reactor, {});
+  Context* ctx = ctx_;
+  // etcd's alarm answers carry no revision in their header.
+  if (req->action() == etcdserverpb::AlarmRequest::GET) {
+    for (auto& m : ctx->alarms->list(req->memberid(), req->alarm())) *resp->add_alarms() = std::move(m);
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    finish(reactor, {});
+    return reactor;
+  }
+  apply::Command cmd;
+  *cmd.mutable_alarm() = *req;
+  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+    if (r.error) return finish(reactor, r.error);
+    if (auto* out = std::get_if<etcdserverpb::AlarmResponse>(&r.response)) resp->Swap(out);
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    finish(reactor, {});
+  });
   return reactor;
 }
 

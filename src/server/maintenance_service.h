@@ -1,5 +1,5 @@
 // etcd's Maintenance service: Status (what `etcdctl endpoint status` shows),
-// Alarm (no alarms are raised yet: the list is empty) and Defragment
+// Alarm (get, activate, deactivate; apply/alarms.h) and Defragment
 // (RocksDB compacts its files in the background; nothing stops meanwhile).
 // Hash, HashKV, Snapshot, MoveLeader and Downgrade answer Unimplemented.
 #pragma once

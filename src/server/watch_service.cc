@@ -73,7 +73,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     r.set_watch_id(b.watch_id);
     header(&r, b.revision);
     for (auto& ev : b.events) *r.add_events() = std::move(ev);
-    if (fragment && static_cast<int64_t>(r.ByteSizeLong()) > ctx_->limits.max_request_bytes) {
+    if (fragment && static_cast<int64_t>(r.ByteSizeLong()) > fragment_limit()) {
       enqueue_fragments(std::move(r));
     } else {
       enqueue(std::move(r));
@@ -157,10 +157,11 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       if (!end.empty() && !from_key && c.key() >= end) {
         err = "mvcc: watcher range is empty";
       }
-      if (c.watch_id() != 0) {
+      if (err.empty() && c.watch_id() != 0) {
         id = c.watch_id();
         if (watchers_.count(id)) err = "mvcc: duplicate watch ID provided on the WatchStream";
-      } else {
+      } else if (err.empty()) {
+        // A rejected create takes no id (etcd checks the range first).
         while (watchers_.count(next_id_)) ++next_id_;
         id = next_id_++;
       }
@@ -201,8 +202,12 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     enqueue(std::move(r));
   }
 
+  // etcd splits only what its gRPC limit could not carry: --max-request-bytes
+  // plus the 512 KiB allowance (grpcOverheadBytes in v3rpc's watch server).
+  int64_t fragment_limit() const { return ctx_->limits.max_request_bytes + 512 * 1024; }
+
   void enqueue_fragments(WatchResponse&& whole) {
-    size_t limit = static_cast<size_t>(ctx_->limits.max_request_bytes);
+    size_t limit = static_cast<size_t>(fragment_limit());
     WatchResponse part;
     auto start = [&] {
       part.Clear();

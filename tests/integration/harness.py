@@ -43,8 +43,9 @@ LOG_TAIL_LINES = 40
 # accept big Range answers (a durability check reads every key at once).
 CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 500),
+    # Also gRPC's minimum connect timeout: 100 ms timed out handshakes on a busy 2-core machine.
+    ("grpc.min_reconnect_backoff_ms", 2000),
+    ("grpc.max_reconnect_backoff_ms", 2000),
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
 ]

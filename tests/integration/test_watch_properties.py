@@ -26,7 +26,8 @@ Then, for each watch:
   - the events are exactly the replay's events for its range, from its start
     revision (start 0: the created header's revision + 1), filtered, with prev_kv
     exactly when asked (absent is tolerated only where the previous version was
-    compacted: mod_revision - 1 < compaction);
+    compacted: mod_revision - 1 < compaction; against etcd anywhere, see
+    PREV_KV_BEST_EFFORT);
   - a live watch got all of them; a watch the client canceled got a prefix made of
     whole revisions and a canceled confirmation;
   - a watch created after a compaction with a start revision below it is answered
@@ -35,9 +36,10 @@ Then, for each watch:
     whole-revision prefix of its events, all below it; watches that started at or
     above every compaction (e.g. "now") are never canceled by compaction.
 
-etcd 3.4 (the oracle) differs in one place, tolerated only for it: compaction at
-revision c removes a tombstone at c, so a watch starting at c misses a DELETE at c.
-etcdq keeps the changes at c (src/mvcc/compactor.cc) and must deliver them.
+etcd 3.4 (the oracle) differs in two places, tolerated only for it: compaction at
+revision c removes a tombstone at c, so a watch starting at c misses a DELETE at c
+(etcdq keeps the changes at c, src/mvcc/compactor.cc, and must deliver them); and its
+prev_kv is best effort (PREV_KV_BEST_EFFORT below).
 
     /usr/bin/python3 tests/integration/test_watch_properties.py
     WATCH_PROP_SEED=1234 ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_watch_properties.py
@@ -71,6 +73,13 @@ STREAMS_PER_CHANNEL = 3
 CHANNELS = 2
 RPC_TIMEOUT_S = 10.0
 CATCH_UP_TIMEOUT_S = 20.0
+
+# etcd fills prev_kv in its send loop with a Range at mod_revision - 1 and silently leaves
+# it out when that Range fails (v3rpc/watch.go sendLoop). Seen with etcd 3.4 here: a synced
+# watch got three events at revision 1949 without prev_kv, compaction at 1947 (seed
+# 985976). So for the oracle an absent prev_kv is tolerated anywhere (a present one must
+# still be exact); etcdq reads prev_kv from the history it replays and is held to it.
+PREV_KV_BEST_EFFORT = harness.is_reference_etcd()
 
 KEYS = sorted([b"a/%d" % i for i in range(6)] + [b"b/%d" % i for i in range(6)] + [b"c", b"c/x"])
 PREFIXES = [b"a/", b"b/", b"c"]
@@ -551,7 +560,8 @@ class Round:
         while i < len(exp) and j < len(got):
             rev, ev, prev = exp[i]
             gev, gprev = got[j]
-            if gev == ev and (gprev == prev or (gprev is None and prev is not None and rev - 1 < max_c)):
+            if gev == ev and (gprev == prev or (gprev is None and prev is not None
+                                                and (rev - 1 < max_c or PREV_KV_BEST_EFFORT))):
                 i += 1
                 j += 1
                 continue

@@ -35,12 +35,14 @@ class MvccRules : public ::testing::Test {
     ASSERT_FALSE(storage::Engine::open(dir_.string(), &engine_));
     store_ = std::make_unique<mvcc::Store>(engine_.get());
     lessor_ = std::make_unique<lease::Lessor>(engine_.get(), 2);
-    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get());
+    alarms_ = std::make_unique<apply::Alarms>(engine_.get());
+    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get(), alarms_.get());
     index_ = applier_->applied_index();
   }
   void close() {
     applier_.reset();
     lessor_.reset();
+    alarms_.reset();
     store_.reset();
     engine_.reset();
   }
@@ -91,6 +93,7 @@ class MvccRules : public ::testing::Test {
   std::unique_ptr<storage::Engine> engine_;
   std::unique_ptr<mvcc::Store> store_;
   std::unique_ptr<lease::Lessor> lessor_;
+  std::unique_ptr<apply::Alarms> alarms_;
   std::unique_ptr<apply::Applier> applier_;
   uint64_t index_ = 0;
   Error last_error_;
