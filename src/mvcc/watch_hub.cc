@@ -36,9 +36,18 @@ struct WatchHub::Watcher {
 };
 
 WatchHub::WatchHub(Store* store)
-    : store_(store), revision_(store->view()->revision()), thread_([this] { run(); }) {}
+    : store_(store),
+      revision_(store->view()->revision()),
+      thread_([this] { run(); }),
+      dispatch_thread_([this] { dispatch_loop(); }) {}
 
 WatchHub::~WatchHub() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    dispatch_stop_ = true;
+  }
+  queue_cv_.notify_all();
+  dispatch_thread_.join();
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     stop_ = true;
@@ -123,7 +132,7 @@ void WatchHub::make_synced(const std::shared_ptr<Watcher>& w) {
   if (w->spec.end.empty()) {
     synced_keys_[w->spec.key].push_back(w.get());
   } else {
-    synced_ranges_.push_back(w.get());
+    synced_ranges_[{w->spec.key, w->spec.end}].push_back(w.get());
   }
 }
 
@@ -137,7 +146,12 @@ void WatchHub::unlink_synced(Watcher* w) {
       if (v.empty()) synced_keys_.erase(it);
     }
   } else {
-    synced_ranges_.erase(std::remove(synced_ranges_.begin(), synced_ranges_.end(), w), synced_ranges_.end());
+    auto it = synced_ranges_.find({w->spec.key, w->spec.end});
+    if (it != synced_ranges_.end()) {
+      auto& v = it->second;
+      v.erase(std::remove(v.begin(), v.end(), w), v.end());
+      if (v.empty()) synced_ranges_.erase(it);
+    }
   }
 }
 
@@ -149,6 +163,40 @@ void WatchHub::make_unsynced(Watcher* w, int64_t next_rev) {
 }
 
 void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (queued_events_ + events.size() > kMaxQueuedEvents) {
+      // Delivery is far behind: drop what is queued; watchers read it from
+      // storage instead (an incomplete batch makes every synced one catch up).
+      queue_.clear();
+      queued_events_ = 0;
+      queue_.push_back(Published{{}, false, revision});
+    } else {
+      queued_events_ += events.size();
+      queue_.push_back(Published{std::move(events), complete, revision});
+    }
+  }
+  queue_cv_.notify_one();
+}
+
+void WatchHub::dispatch_loop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  for (;;) {
+    queue_cv_.wait(lock, [this] { return dispatch_stop_ || !queue_.empty(); });
+    if (dispatch_stop_) return;
+    Published p = std::move(queue_.front());
+    queue_.pop_front();
+    queued_events_ -= std::min(queued_events_, p.events.size());
+    lock.unlock();
+    dispatch(std::move(p));
+    lock.lock();
+  }
+}
+
+void WatchHub::dispatch(Published&& p) {
+  std::vector<mvccpb::Event>& events = p.events;
+  bool complete = p.complete;
+  int64_t revision = p.revision;
   bool lagging;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -185,8 +233,9 @@ void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64
           if (auto it = synced_keys_.find(key); it != synced_keys_.end()) {
             for (Watcher* w : it->second) consider(w, events[k]);
           }
-          for (Watcher* w : synced_ranges_) {
-            if (w->wants(key)) consider(w, events[k]);
+          for (auto& [range, ws] : synced_ranges_) {
+            if (!in_range(key, range.first, range.second)) continue;
+            for (Watcher* w : ws) consider(w, events[k]);
           }
         }
         for (auto& [w, batch] : out) {

@@ -3,8 +3,11 @@
 // wait for a client.
 //
 // A watcher is *synced* when it has seen every revision up to the last one
-// published: apply hands it each new revision's events at once (one batch
-// per revision, so a revision's events arrive together). A watcher that
+// dispatched: apply queues each committed entry's events (it never waits for
+// delivery), and the hub's dispatch thread hands every synced watcher its
+// events, one batch per revision, so a revision's events arrive together.
+// If the queue grows past kMaxQueuedEvents the hub drops it and every synced
+// watcher catches up from storage instead: memory stays bounded. A watcher that
 // starts in the past, or whose stream has no room when a revision is
 // published, is *unsynced*: the catch-up thread reads its events from
 // storage (the revlog, in revision order) and moves it back to synced
@@ -21,6 +24,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -84,17 +88,26 @@ class WatchHub {
   // A sink has room again: unsynced watchers may catch up.
   void wake();
 
-  // Apply thread, after the view at `revision` is published. `events` are
-  // in revision order; `complete` false means apply did not build them (no
-  // watcher existed when the entry started) and synced watchers must catch
-  // up from storage instead.
+  // Apply thread, after the view at `revision` is published; never waits
+  // for delivery. `events` are in revision order; `complete` false means
+  // apply did not build them (no watcher existed when the entry started) and
+  // synced watchers must catch up from storage instead.
   void publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision);
+
+  static constexpr size_t kMaxQueuedEvents = 200000;
 
  private:
   struct Watcher;
   using Key = std::pair<WatchSink*, int64_t>;
 
+  struct Published {
+    std::vector<mvccpb::Event> events;
+    bool complete;
+    int64_t revision;
+  };
   void run();
+  void dispatch_loop();
+  void dispatch(Published&& p);
   void catch_up(const std::shared_ptr<Watcher>& w);
   void make_synced(const std::shared_ptr<Watcher>& w);    // lock held
   void make_unsynced(Watcher* w, int64_t next_rev);         // lock held
@@ -104,7 +117,9 @@ class WatchHub {
   mutable std::mutex mu_;
   std::map<Key, std::shared_ptr<Watcher>> all_;
   std::unordered_map<std::string, std::vector<Watcher*>> synced_keys_;  // single-key watchers
-  std::vector<Watcher*> synced_ranges_;
+  // Range watchers grouped by their range: an event is matched against each
+  // distinct range once (clients tend to share a few prefixes).
+  std::map<std::pair<std::string, std::string>, std::vector<Watcher*>> synced_ranges_;
   std::map<Key, std::shared_ptr<Watcher>> unsynced_;
   int64_t revision_ = 0;
   std::atomic<int64_t> count_{0};
@@ -114,6 +129,13 @@ class WatchHub {
   bool woken_ = false;
   bool stop_ = false;
   std::thread thread_;
+
+  std::mutex queue_mu_;  // guards queue_, queued_events_, dispatch_stop_
+  std::condition_variable queue_cv_;
+  std::deque<Published> queue_;
+  size_t queued_events_ = 0;
+  bool dispatch_stop_ = false;
+  std::thread dispatch_thread_;
 };
 
 }  // namespace etcdq::mvcc
