@@ -16,11 +16,13 @@ extern "C" {
 #include <unordered_map>
 
 #include "apply/entry.h"
+#include "raft/completion_pool.h"
 
 namespace etcdq::raft {
 namespace {
 
 constexpr unsigned kTickMs = 10;
+constexpr int kCompletionThreads = 2;
 // libraft takes a snapshot (our cheap one: sync RocksDB's WAL) every this
 // many entries and keeps this many behind it for slow followers.
 constexpr unsigned kSnapshotThreshold = 8192;
@@ -42,6 +44,7 @@ struct Node::Impl {
   Node* node;
   NodeOptions* opts;
   apply::Applier* applier;
+  std::unique_ptr<CompletionPool> completions;
   uint64_t origin = 0;
   std::atomic<uint64_t> next_id{1};
 
@@ -139,8 +142,19 @@ struct Node::Impl {
       spdlog::critical("apply of log entry {} failed, stopping: {}", index, e.message());
       std::_Exit(70);
     }
+    // Answer this entry's proposals on the completion threads.
+    auto answers = std::make_shared<std::vector<std::pair<ProposalDone, apply::Result>>>();
     for (auto& r : results) {
-      if (r.origin == origin) complete(r.proposal_id, std::move(r));
+      if (r.origin != origin) continue;
+      auto it = waiters.find(r.proposal_id);
+      if (it == waiters.end()) continue;
+      answers->emplace_back(std::move(it->second), std::move(r));
+      waiters.erase(it);
+    }
+    if (!answers->empty()) {
+      completions->post([answers] {
+        for (auto& [done, r] : *answers) done(std::move(r));
+      });
     }
     return 0;
   }
@@ -366,6 +380,7 @@ Node::Node(NodeOptions opts, apply::Applier* applier) : opts_(std::move(opts)), 
   impl_->node = this;
   impl_->opts = &opts_;
   impl_->applier = applier;
+  impl_->completions = std::make_unique<CompletionPool>(kCompletionThreads);
   std::random_device rd;
   do {
     impl_->origin = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -500,6 +515,7 @@ void Node::stop() {
   }
   uv_async_send(&m->wake);
   m->thread.join();
+  m->completions.reset();  // answers every proposal still queued
 }
 
 Progress Node::progress() const {

@@ -1,0 +1,39 @@
+#include "raft/completion_pool.h"
+
+namespace etcdq::raft {
+
+CompletionPool::CompletionPool(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+}
+
+CompletionPool::~CompletionPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void CompletionPool::post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void CompletionPool::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+}  // namespace etcdq::raft
