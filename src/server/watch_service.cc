@@ -14,8 +14,9 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   WatchStream(WatchService* svc, Context* ctx) : svc_(svc), ctx_(ctx) { StartRead(&req_); }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client closed its side, or the call ended
-      close(grpc::Status::OK);
+    if (!ok) {
+      // The client closed its sending side: its watches stay, as in etcd
+      // (the stream ends when the call is canceled or the client goes).
       return;
     }
     switch (req_.request_union_case()) {
