@@ -16,7 +16,7 @@ extern "C" {
 #include <unordered_map>
 
 #include "apply/entry.h"
-#include "raft/completion_pool.h"
+#include "common/executor.h"
 
 namespace etcdq::raft {
 namespace {
@@ -44,7 +44,7 @@ struct Node::Impl {
   Node* node;
   NodeOptions* opts;
   apply::Applier* applier;
-  std::unique_ptr<CompletionPool> completions;
+  std::unique_ptr<Executor> completions;  // answers proposals off this thread
   uint64_t origin = 0;
   std::atomic<uint64_t> next_id{1};
 
@@ -380,7 +380,7 @@ Node::Node(NodeOptions opts, apply::Applier* applier) : opts_(std::move(opts)), 
   impl_->node = this;
   impl_->opts = &opts_;
   impl_->applier = applier;
-  impl_->completions = std::make_unique<CompletionPool>(kCompletionThreads);
+  impl_->completions = std::make_unique<Executor>(kCompletionThreads);
   std::random_device rd;
   do {
     impl_->origin = (static_cast<uint64_t>(rd()) << 32) ^ rd();

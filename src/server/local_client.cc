@@ -68,37 +68,11 @@ void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
 
 }  // namespace
 
-LocalClient::LocalClient(Context* ctx) : ctx_(ctx), thread_([this] { run(); }) {}
+LocalClient::LocalClient(Context* ctx) : ctx_(ctx) {}
 
-LocalClient::~LocalClient() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
+LocalClient::~LocalClient() = default;
 
-void LocalClient::post(std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
-  }
-  cv_.notify_one();
-}
-
-void LocalClient::run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop_ and drained
-    auto fn = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    fn();
-    lock.lock();
-  }
-}
+void LocalClient::post(std::function<void()> fn) { executor_.post(std::move(fn)); }
 
 void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnResponse> done) {
   if (Error e = apply::validate_txn(req, ctx_->limits.max_txn_ops)) {

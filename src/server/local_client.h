@@ -7,13 +7,10 @@
 // so a recipe's state needs no lock of its own. Callbacks must not block.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 
+#include "common/executor.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
 #include "mvcc/watch_hub.h"
 #include "server/context.h"
@@ -50,14 +47,8 @@ class LocalClient {
   Context* context() const { return ctx_; }
 
  private:
-  void run();
-
   Context* ctx_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  std::thread thread_;
+  Executor executor_{1};  // one thread: recipe callbacks never run concurrently
 };
 
 }  // namespace etcdq::server

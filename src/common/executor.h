@@ -1,7 +1,7 @@
-// Threads that answer proposals. Answering a gRPC call (moving the result
-// into the response, Finish) costs more than applying the command; done on
-// the consensus thread it would hold up the next log append. The consensus
-// thread hands each applied entry's answers over as one task.
+// A fixed set of threads running posted tasks in order of posting (with one
+// thread, strictly one after another). Used to answer proposals off the
+// consensus thread (raft/node.cc) and to run the in-process client's
+// callbacks (server/local_client.h).
 //
 // Thread-safety: post() from any thread. The destructor runs every task
 // still queued, then joins.
@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
-namespace etcdq::raft {
+namespace etcdq {
 
-class CompletionPool {
+class Executor {
  public:
-  explicit CompletionPool(int threads);
-  ~CompletionPool();
+  explicit Executor(int threads);
+  ~Executor();
   void post(std::function<void()> task);
 
  private:
@@ -31,4 +31,4 @@ class CompletionPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace etcdq::raft
+}  // namespace etcdq

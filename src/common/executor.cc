@@ -1,12 +1,12 @@
-#include "raft/completion_pool.h"
+#include "common/executor.h"
 
-namespace etcdq::raft {
+namespace etcdq {
 
-CompletionPool::CompletionPool(int threads) {
+Executor::Executor(int threads) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
 }
 
-CompletionPool::~CompletionPool() {
+Executor::~Executor() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -15,7 +15,7 @@ CompletionPool::~CompletionPool() {
   for (auto& t : threads_) t.join();
 }
 
-void CompletionPool::post(std::function<void()> task) {
+void Executor::post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
@@ -23,7 +23,7 @@ void CompletionPool::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
-void CompletionPool::run() {
+void Executor::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -36,4 +36,4 @@ void CompletionPool::run() {
   }
 }
 
-}  // namespace etcdq::raft
+}  // namespace etcdq
