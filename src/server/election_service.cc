@@ -47,96 +47,63 @@ void proclaim(LocalClient* c, const v3electionpb::LeaderKey& l, const std::strin
   });
 }
 
-class CampaignCall final : public grpc::ServerUnaryReactor {
- public:
-  struct State {
-    LocalClient* c;
-    CampaignCall* call;
-    v3electionpb::CampaignRequest req;
-    v3electionpb::CampaignResponse* resp;
-    v3electionpb::LeaderKey leader;
-    bool placed = false;
-    bool canceled = false;
-    std::shared_ptr<Recipe> wait;
+// One Campaign call; its state lives on the executor thread.
+struct CampaignState final : RecipeCallState {
+  v3electionpb::CampaignRequest req;
+  v3electionpb::CampaignResponse* resp = nullptr;
+  v3electionpb::LeaderKey leader;
+  bool placed = false;
 
-    void finish(const Error& e) {
-      if (!call) return;
-      if (e && placed) {
-        // Resign: give up the candidacy we created (etcd does on cancel).
-        auto t = if_leader(leader);
-        t.add_success()->mutable_request_delete_range()->set_key(leader.key());
-        c->txn(std::move(t), [](Error, etcdserverpb::TxnResponse) {});
-      }
-      auto* r = call;
-      call = nullptr;
-      r->Finish(service_status(e));
-    }
-  };
-
-  CampaignCall(LocalClient* c, const v3electionpb::CampaignRequest* req, v3electionpb::CampaignResponse* resp)
-      : st_(std::make_shared<State>()) {
-    st_->c = c;
-    st_->call = this;
-    st_->req = *req;
-    st_->resp = resp;
-    auto st = st_;
-    c->post([st] { start(st); });
+  // Resign: give up the candidacy we created (etcd does on cancel).
+  void abandon() override {
+    if (!placed) return;
+    auto t = if_leader(leader);
+    t.add_success()->mutable_request_delete_range()->set_key(leader.key());
+    c->txn(std::move(t), [](Error, etcdserverpb::TxnResponse) {});
   }
-  void OnCancel() override {
-    auto st = st_;
-    st->c->post([st] {
-      st->canceled = true;
-      if (st->wait) st->wait->cancel();
-      st->finish(Error(Code::kCancelled, "context canceled"));
-    });
-  }
-  void OnDone() override { delete this; }
-
- private:
-  static void start(std::shared_ptr<State> st) {
-    if (st->canceled) return;
-    if (st->req.lease() != 0) return campaign(st);
-    st->c->lease_grant(kSessionTtlSeconds, [st](Error e, etcdserverpb::LeaseGrantResponse g) {
-      if (e) return st->finish(e);
-      st->req.set_lease(g.id());
-      campaign(st);
-    });
-  }
-
-  static void campaign(std::shared_ptr<State> st) {
-    std::string prefix = st->req.name() + "/";
-    std::string key = session_key(prefix, st->req.lease());
-    put_if_absent(st->c, prefix, key, st->req.value(), st->req.lease(),
-                  [st, prefix, key](Error e, etcdserverpb::TxnResponse resp, int64_t rev) {
-                    if (e) return st->finish(e);
-                    st->placed = true;
-                    st->leader.set_name(st->req.name());
-                    st->leader.set_key(key);
-                    st->leader.set_rev(rev);
-                    st->leader.set_lease(st->req.lease());
-                    *st->resp->mutable_header() = resp.header();
-                    auto wait = [st, prefix, rev] {
-                      if (st->canceled) return;
-                      st->wait = wait_deletes(st->c, prefix, rev - 1, [st](Error e2, etcdserverpb::ResponseHeader) {
-                        if (e2) return st->finish(e2);
-                        *st->resp->mutable_leader() = st->leader;
-                        st->finish({});
-                      });
-                    };
-                    const auto& mine = resp.responses(0);
-                    bool same_value = resp.succeeded() || (mine.response_range().kvs_size() > 0 &&
-                                                           mine.response_range().kvs(0).value() == st->req.value());
-                    if (same_value) return wait();
-                    // Re-campaigning with a new value: proclaim it first.
-                    proclaim(st->c, st->leader, st->req.value(), [st, wait](Error e2, etcdserverpb::ResponseHeader) {
-                      if (e2) return st->finish(e2);
-                      wait();
-                    });
-                  });
-  }
-
-  std::shared_ptr<State> st_;
 };
+
+void campaign(std::shared_ptr<CampaignState> st) {
+  std::string prefix = st->req.name() + "/";
+  std::string key = session_key(prefix, st->req.lease());
+  put_if_absent(st->c, prefix, key, st->req.value(), st->req.lease(),
+                [st, prefix, key](Error e, etcdserverpb::TxnResponse resp, int64_t rev) {
+                  if (e) return st->finish(e);
+                  st->placed = true;
+                  st->leader.set_name(st->req.name());
+                  st->leader.set_key(key);
+                  st->leader.set_rev(rev);
+                  st->leader.set_lease(st->req.lease());
+                  *st->resp->mutable_header() = resp.header();
+                  auto wait = [st, prefix, rev] {
+                    if (st->canceled) return;
+                    st->wait = wait_deletes(st->c, prefix, rev - 1, [st](Error e2, etcdserverpb::ResponseHeader) {
+                      if (e2) return st->finish(e2);
+                      *st->resp->mutable_leader() = st->leader;
+                      st->finish({});
+                    });
+                  };
+                  const auto& mine = resp.responses(0);
+                  bool same_value = resp.succeeded() || (mine.response_range().kvs_size() > 0 &&
+                                                         mine.response_range().kvs(0).value() == st->req.value());
+                  if (same_value) return wait();
+                  // Re-campaigning with a new value: proclaim it first.
+                  proclaim(st->c, st->leader, st->req.value(), [st, wait](Error e2, etcdserverpb::ResponseHeader) {
+                    if (e2) return st->finish(e2);
+                    wait();
+                  });
+                });
+}
+
+void start_campaign(std::shared_ptr<CampaignState> st) {
+  if (st->canceled) return;
+  if (st->req.lease() != 0) return campaign(st);
+  st->c->lease_grant(kSessionTtlSeconds, [st](Error e, etcdserverpb::LeaseGrantResponse g) {
+    if (e) return st->finish(e);
+    st->req.set_lease(g.id());
+    campaign(st);
+  });
+}
 
 // Streams the leader's key-value: the current one, then every change of
 // its value, then the next leader when it goes (clientv3's Observe).
@@ -249,7 +216,11 @@ class ObserveCall final : public grpc::ServerWriteReactor<v3electionpb::LeaderRe
 grpc::ServerUnaryReactor* ElectionService::Campaign(grpc::CallbackServerContext*,
                                                     const v3electionpb::CampaignRequest* req,
                                                     v3electionpb::CampaignResponse* resp) {
-  return new CampaignCall(client_, req, resp);
+  auto st = std::make_shared<CampaignState>();
+  st->c = client_;
+  st->req = *req;
+  st->resp = resp;
+  return new RecipeReactor(st, [st] { start_campaign(st); });
 }
 
 grpc::ServerUnaryReactor* ElectionService::Proclaim(grpc::CallbackServerContext* c,

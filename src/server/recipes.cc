@@ -63,6 +63,28 @@ class WaitDeletes final : public Recipe, public std::enable_shared_from_this<Wai
 
 }  // namespace
 
+void RecipeCallState::finish(const Error& e) {
+  if (!call) return;
+  if (e) abandon();
+  auto* r = call;
+  call = nullptr;
+  r->Finish(service_status(e));
+}
+
+RecipeReactor::RecipeReactor(std::shared_ptr<RecipeCallState> st, std::function<void()> start) : st_(std::move(st)) {
+  st_->call = this;
+  st_->c->post(std::move(start));
+}
+
+void RecipeReactor::OnCancel() {
+  auto st = st_;
+  st->c->post([st] {
+    st->canceled = true;
+    if (st->wait) st->wait->cancel();
+    st->finish(Error(Code::kCancelled, "context canceled"));
+  });
+}
+
 std::string session_key(const std::string& prefix, int64_t lease) {
   char hex[32];
   std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));

@@ -37,6 +37,33 @@ void put_if_absent(LocalClient* c, const std::string& prefix, const std::string&
 
 std::string prefix_end(const std::string& prefix);
 
+// The state of one unary call that runs a recipe on the LocalClient's
+// executor (Lock, Campaign). finish() answers the call exactly once; an
+// error (or a cancel) first runs abandon(), which undoes what the recipe
+// placed (etcd's Unlock/Resign on a failed or canceled wait).
+struct RecipeCallState {
+  virtual ~RecipeCallState() = default;
+  virtual void abandon() {}
+  void finish(const Error& e);
+
+  LocalClient* c = nullptr;
+  grpc::ServerUnaryReactor* call = nullptr;  // null once finished
+  bool canceled = false;
+  std::shared_ptr<Recipe> wait;  // what it is waiting on, if anything
+};
+
+// The reactor of such a call: runs `start` on the executor; a client cancel
+// stops the wait and finishes with CANCELLED.
+class RecipeReactor final : public grpc::ServerUnaryReactor {
+ public:
+  RecipeReactor(std::shared_ptr<RecipeCallState> st, std::function<void()> start);
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<RecipeCallState> st_;
+};
+
 // etcd's Lock and Election services call clientv3 inside the server and
 // hand its errors back as plain ones: code Unknown, etcd's message.
 inline grpc::Status service_status(const Error& e) {
