@@ -169,10 +169,11 @@ int main(int argc, char** argv) {
     if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
   }
 
-  server::ClientServer client_server(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
+  auto client_server =
+      std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
   std::vector<std::string> listen;
   for (const auto& u : cfg.listen_client_urls) listen.push_back(u.host_port());
-  if (Error e = client_server.start(listen)) {
+  if (Error e = client_server->start(listen)) {
     node->stop();
     return fail(e.message());
   }
@@ -184,7 +185,10 @@ int main(int argc, char** argv) {
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
   node->stop();
-  client_server.shutdown(1000);
+  client_server->shutdown(1000);
+  // The services (watch progress, lease expiry, lock/election waits) use the
+  // node and the store: they go first.
+  client_server.reset();
   spdlog::info("commands proposed: {} in {} log entries", node->commands_proposed(), node->entries_proposed());
   node.reset();
   store.reset();
