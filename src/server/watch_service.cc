@@ -240,7 +240,11 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     if (writing_) return;
     if (!out_.empty() && !broken_) {
       writing_ = true;
-      StartWrite(&out_.front().first);
+      // More queued behind this one: let gRPC hold it and send them in one
+      // go (one syscall for many responses); the last one flushes.
+      grpc::WriteOptions opts;
+      if (out_.size() > 1) opts.set_buffer_hint();
+      StartWrite(&out_.front().first, opts);
       return;
     }
     if (finishing_ && !finished_) {
