@@ -81,7 +81,7 @@ Error parse_initial_cluster(const std::string& s, std::vector<std::pair<std::str
 
 Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   *exit_now = false;
-  CLI::App app{"etcdq: an etcd v3 compatible key-value store with durable work queues"};
+  CLI::App app{"etcdq: a key-value store that speaks the etcd v3 API"};
   std::string listen_client = "http://127.0.0.1:2379", advertise_client, listen_peer = "http://127.0.0.1:2380",
               advertise_peer;
   app.add_option("--name", c->name, "Human-readable name for this member")->envname("ETCD_NAME");
