@@ -31,9 +31,11 @@ class LocalClient {
   // A new lease of `ttl` seconds with a fresh id (a session's lease).
   void lease_grant(int64_t ttl, Done<etcdserverpb::LeaseGrantResponse> done);
 
-  // A watch on [key, end) from `start_rev`; `on_events` runs for each
-  // batch until cancel() (idempotent; no call after it returns... on the
-  // executor thread: cancel from the executor thread for that guarantee).
+  // A watch on [key, end) (range.h's convention) from `start_rev`;
+  // `on_events` runs on the executor thread for each batch, until cancel().
+  // cancel() is idempotent; called on the executor thread, no callback runs
+  // after it (one already queued sees the watch canceled and does nothing).
+  // An empty batch means the watch lost its place (compaction): re-read.
   class Watch {
    public:
     virtual ~Watch() = default;
