@@ -120,22 +120,30 @@ class ObserveCall final : public grpc::ServerWriteReactor<v3electionpb::LeaderRe
     bool writing = false;
     bool finished = false;
 
+    // gRPC may run OnWriteDone inline in StartWrite, and OnDone in Finish:
+    // neither is called with `mu` held.
     void send(v3electionpb::LeaderResponse r) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (finished) return;
-      out.push_back(std::move(r));
-      if (!writing) {
-        writing = true;
-        call->StartWrite(&out.front());
+      const v3electionpb::LeaderResponse* next = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (finished) return;
+        out.push_back(std::move(r));
+        if (!writing) {
+          writing = true;
+          next = &out.front();
+        }
       }
+      if (next) call->StartWrite(next);
     }
     void stop(grpc::Status s) {
       canceled = true;
       if (watch) watch->cancel();
       watch.reset();
-      std::lock_guard<std::mutex> lock(mu);
-      if (finished) return;
-      finished = true;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (finished) return;
+        finished = true;
+      }
       call->Finish(s);
     }
   };
@@ -149,14 +157,18 @@ class ObserveCall final : public grpc::ServerWriteReactor<v3electionpb::LeaderRe
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(st_->mu);
-    st_->writing = false;
-    if (!st_->out.empty()) st_->out.pop_front();
-    if (!ok) return;  // OnCancel follows
-    if (!st_->out.empty() && !st_->finished) {
-      st_->writing = true;
-      StartWrite(&st_->out.front());
+    const v3electionpb::LeaderResponse* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(st_->mu);
+      st_->writing = false;
+      if (!st_->out.empty()) st_->out.pop_front();
+      if (!ok) return;  // OnCancel follows
+      if (!st_->out.empty() && !st_->finished) {
+        st_->writing = true;
+        next = &st_->out.front();
+      }
     }
+    if (next) StartWrite(next);
   }
   void OnCancel() override {
     auto st = st_;

@@ -11,6 +11,23 @@ using etcdserverpb::WatchResponse;
 
 class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResponse>, public mvcc::WatchSink {
  public:
+  // What to do with gRPC next, decided under mu_ and done after releasing
+  // it: gRPC may run OnWriteDone (or OnDone) inline inside StartWrite or
+  // Finish, and those take mu_ (or delete this).
+  struct Action {
+    enum Kind { kNone, kWrite, kFinish } kind = kNone;
+    const WatchResponse* msg = nullptr;
+    grpc::WriteOptions opts;
+    grpc::Status status;
+  };
+
+  void perform(const Action& a) {  // no lock held; Finish may delete this
+    if (a.kind == Action::kWrite) {
+      StartWrite(a.msg, a.opts);
+    } else if (a.kind == Action::kFinish) {
+      Finish(a.status);
+    }
+  }
   WatchStream(WatchService* svc, Context* ctx) : svc_(svc), ctx_(ctx) { StartRead(&req_); }
 
   void OnReadDone(bool ok) override {
@@ -29,21 +46,25 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   }
 
   void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) {  // the client is gone: nothing more can be sent
-      out_.clear();
-      queued_bytes_ = 0;
-      broken_ = true;
-    } else {
-      queued_bytes_ -= out_.front().second;
-      out_.pop_front();
+    Action a;
+    bool drained;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (!ok) {  // the client is gone: nothing more can be sent
+        out_.clear();
+        queued_bytes_ = 0;
+        broken_ = true;
+      } else {
+        queued_bytes_ -= out_.front().second;
+        out_.pop_front();
+      }
+      a = next_locked();
+      drained = out_.empty() && !broken_;
     }
-    pump();
     // Drained: watchers that fell behind may catch up from storage now.
-    bool drained = out_.empty() && !broken_;
-    lock.unlock();
     if (drained) ctx_->store->watch_hub().wake();
+    perform(a);  // may be the last use of this object
   }
 
   void OnCancel() override { close(grpc::Status::CANCELLED); }
@@ -55,7 +76,17 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
 
   // --- mvcc::WatchSink (hub lock held) ---
   bool offer(mvcc::WatchBatch&& b) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    Action a;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!offer_locked(std::move(b))) return false;
+      a = next_locked();
+    }
+    perform(a);
+    return true;
+  }
+
+  bool offer_locked(mvcc::WatchBatch&& b) {
     if (finishing_ || broken_) return true;  // nobody will read it; drop
     if (queued_bytes_ >= WatchService::kMaxQueuedBytes) return false;
     auto it = watchers_.find(b.watch_id);
@@ -87,8 +118,9 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     return !finishing_ && !broken_ && queued_bytes_ < WatchService::kMaxQueuedBytes;
   }
 
-  // Progress for watchers that asked for it, while they are synced.
-  void progress_tick() {
+  // Progress for watchers that asked for it, while they are synced. Returns
+  // what to start; the caller perform()s it once it holds no lock.
+  Action progress_tick() {
     std::vector<int64_t> ids;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -105,11 +137,22 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       std::lock_guard<std::mutex> lock(mu_);
       if (watchers_.count(id)) enqueue(std::move(r));
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    return next_locked();
   }
 
-  void shutdown() {
+  // Cancels every watch with the reason and ends the stream. Returns what to
+  // start; the caller perform()s it once it holds no lock (this object stays
+  // alive until then: the write or Finish it names is reserved for it).
+  Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
     std::lock_guard<std::mutex> lock(mu_);
+    shutdown_locked();
+    return next_locked();
+  }
+
+ private:
+  void shutdown_locked() {
     for (auto& [id, f] : watchers_) {
       WatchResponse r;
       r.set_watch_id(id);
@@ -122,7 +165,6 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
   }
 
- private:
   struct Flags {
     bool fragment = false;
     bool progress_notify = false;
@@ -150,7 +192,9 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     WatchResponse r;
     r.set_created(true);
     header(&r, rev);
-    int64_t id;
+    int64_t id = -1;
+    Action a;
+    bool added = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       std::string err;
@@ -171,26 +215,35 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
         r.set_canceled(true);
         r.set_cancel_reason(err);
         enqueue(std::move(r));
-        return;
+        a = next_locked();
+      } else {
+        r.set_watch_id(id);
+        watchers_[id] = Flags{c.fragment(), c.progress_notify()};
+        enqueue(std::move(r));  // `created` goes out before any event
+        a = next_locked();
+        added = true;
       }
-      r.set_watch_id(id);
-      watchers_[id] = Flags{c.fragment(), c.progress_notify()};
-      enqueue(std::move(r));  // `created` goes out before any event
     }
-    hub.add(this, id, spec);
+    perform(a);
+    if (added) hub.add(this, id, spec);
   }
 
   void cancel(int64_t id) {
     auto& hub = ctx_->store->watch_hub();
     bool existed = hub.remove(this, id);
-    std::lock_guard<std::mutex> lock(mu_);
-    existed = watchers_.erase(id) > 0 || existed;
-    if (!existed) return;  // etcd answers nothing for an unknown id
     WatchResponse r;
     r.set_watch_id(id);
     r.set_canceled(true);
     header(&r, hub.revision());
-    enqueue(std::move(r));
+    Action a;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      existed = watchers_.erase(id) > 0 || existed;
+      if (!existed) return;  // etcd answers nothing for an unknown id
+      enqueue(std::move(r));
+      a = next_locked();
+    }
+    perform(a);
   }
 
   void progress_request() {
@@ -199,8 +252,13 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     WatchResponse r;
     r.set_watch_id(-1);
     header(&r, hub.revision());
-    std::lock_guard<std::mutex> lock(mu_);
-    enqueue(std::move(r));
+    Action a;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      enqueue(std::move(r));
+      a = next_locked();
+    }
+    perform(a);
   }
 
   // etcd splits only what its gRPC limit could not carry: --max-request-bytes
@@ -233,38 +291,45 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     size_t bytes = r.ByteSizeLong();
     out_.emplace_back(std::move(r), bytes);
     queued_bytes_ += bytes;
-    pump();
   }
 
-  void pump() {  // mu_ held
-    if (writing_) return;
+  Action next_locked() {  // mu_ held
+    Action a;
+    if (writing_ || finished_) return a;
     if (!out_.empty() && !broken_) {
       writing_ = true;
-      // More queued behind this one: let gRPC hold it and send them in one
-      // go (one syscall for many responses); the last one flushes.
-      grpc::WriteOptions opts;
-      if (out_.size() > 1) opts.set_buffer_hint();
-      StartWrite(&out_.front().first, opts);
-      return;
+      a.kind = Action::kWrite;
+      a.msg = &out_.front().first;  // a deque keeps its front in place on push_back
+      // More queued behind this one: let gRPC send them together.
+      if (out_.size() > 1) a.opts.set_buffer_hint();
+      return a;
     }
-    if (finishing_ && !finished_) {
+    if (finishing_) {
       finished_ = true;
-      Finish(final_status_);
+      a.kind = Action::kFinish;
+      a.status = final_status_;
     }
+    return a;
   }
 
-  void finish_locked(grpc::Status s) {
+
+
+  void finish_locked(grpc::Status s) {  // mu_ held; next_locked() finishes
     if (finishing_) return;
     finishing_ = true;
     final_status_ = std::move(s);
-    pump();
   }
 
   void close(grpc::Status s) {
     ctx_->store->watch_hub().remove_all(this);
-    std::lock_guard<std::mutex> lock(mu_);
-    watchers_.clear();
-    finish_locked(std::move(s));
+    Action a;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watchers_.clear();
+      finish_locked(std::move(s));
+      a = next_locked();
+    }
+    perform(a);
   }
 
   WatchService* svc_;
@@ -296,9 +361,13 @@ WatchService::~WatchService() {
 
 grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::CallbackServerContext*) {
   auto* s = new WatchStream(this, ctx_);
-  std::lock_guard<std::mutex> lock(mu_);
-  streams_.insert(s);
-  if (stopping_) s->shutdown();
+  WatchStream::Action a;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.insert(s);
+    if (stopping_) a = s->shutdown();
+  }
+  s->perform(a);
   return s;
 }
 
@@ -307,11 +376,20 @@ void WatchService::forget(WatchStream* s) {
   streams_.erase(s);
 }
 
+// Streams' gRPC calls are started outside mu_: gRPC may run OnDone inline
+// in Finish, and OnDone takes mu_ (forget). A stream cannot go away before
+// its reserved write or Finish is started, so the pointers stay valid.
 void WatchService::shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stopping_ = true;
-  for (auto* s : streams_) s->shutdown();
+  std::vector<std::pair<WatchStream*, WatchStream::Action>> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto* s : streams_) todo.emplace_back(s, s->shutdown());
+  }
   cv_.notify_all();
+  for (auto& [s, a] : todo) {
+    if (a.kind != WatchStream::Action::kNone) s->perform(a);
+  }
 }
 
 void WatchService::progress_loop() {
@@ -319,7 +397,13 @@ void WatchService::progress_loop() {
   while (!stopping_) {
     cv_.wait_for(lock, progress_interval_, [this] { return stopping_; });
     if (stopping_) return;
-    for (auto* s : streams_) s->progress_tick();
+    std::vector<std::pair<WatchStream*, WatchStream::Action>> todo;
+    for (auto* s : streams_) todo.emplace_back(s, s->progress_tick());
+    lock.unlock();
+    for (auto& [s, a] : todo) {
+      if (a.kind != WatchStream::Action::kNone) s->perform(a);  // only then is `s` surely alive
+    }
+    lock.lock();
   }
 }
 
