@@ -23,15 +23,6 @@ etcdserverpb::TxnRequest if_leader(const v3electionpb::LeaderKey& l) {
   return t;
 }
 
-etcdserverpb::RangeRequest first_created(const std::string& prefix) {
-  etcdserverpb::RangeRequest r;
-  r.set_key(prefix);
-  r.set_range_end(prefix_end(prefix));
-  r.set_sort_target(etcdserverpb::RangeRequest::CREATE);
-  r.set_sort_order(etcdserverpb::RangeRequest::ASCEND);
-  r.set_limit(1);
-  return r;
-}
 
 void proclaim(LocalClient* c, const v3electionpb::LeaderKey& l, const std::string& value,
               std::function<void(Error, etcdserverpb::ResponseHeader)> done) {
@@ -179,7 +170,7 @@ class ObserveCall final : public grpc::ServerWriteReactor<v3electionpb::LeaderRe
  private:
   static void find_leader(std::shared_ptr<State> st) {
     if (st->canceled) return;
-    st->c->range(first_created(st->prefix), [st](Error e, etcdserverpb::RangeResponse r) {
+    st->c->range(by_create(st->prefix, /*newest=*/false), [st](Error e, etcdserverpb::RangeResponse r) {
       if (st->canceled) return;
       if (e) return st->stop(service_status(e));
       if (r.kvs_size() == 0) {
@@ -254,7 +245,7 @@ grpc::ServerUnaryReactor* ElectionService::Leader(grpc::CallbackServerContext* c
                                                   const v3electionpb::LeaderRequest* req,
                                                   v3electionpb::LeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  client_->range(first_created(req->name() + "/"), [reactor, resp](Error e, etcdserverpb::RangeResponse r) {
+  client_->range(by_create(req->name() + "/", /*newest=*/false), [reactor, resp](Error e, etcdserverpb::RangeResponse r) {
     if (e) return reactor->Finish(service_status(e));
     if (r.kvs_size() == 0) return reactor->Finish(service_status(no_leader()));
     *resp->mutable_header() = r.header();

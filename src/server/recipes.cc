@@ -15,12 +15,7 @@ class WaitDeletes final : public Recipe, public std::enable_shared_from_this<Wai
   // its deletion, repeat until none is left.
   void step() {
     if (canceled_) return;
-    etcdserverpb::RangeRequest r;
-    r.set_key(prefix_);
-    r.set_range_end(prefix_end(prefix_));
-    r.set_sort_target(etcdserverpb::RangeRequest::CREATE);
-    r.set_sort_order(etcdserverpb::RangeRequest::DESCEND);
-    r.set_limit(1);
+    etcdserverpb::RangeRequest r = by_create(prefix_, /*newest=*/true);
     r.set_max_create_revision(max_rev_);
     auto self = shared_from_this();
     c_->range(r, [self](Error e, etcdserverpb::RangeResponse resp) {
@@ -91,6 +86,16 @@ std::string session_key(const std::string& prefix, int64_t lease) {
   return prefix + hex;
 }
 
+etcdserverpb::RangeRequest by_create(const std::string& prefix, bool newest) {
+  etcdserverpb::RangeRequest r;
+  r.set_key(prefix);
+  r.set_range_end(prefix_end(prefix));
+  r.set_sort_target(etcdserverpb::RangeRequest::CREATE);
+  r.set_sort_order(newest ? etcdserverpb::RangeRequest::DESCEND : etcdserverpb::RangeRequest::ASCEND);
+  r.set_limit(1);
+  return r;
+}
+
 std::string prefix_end(const std::string& prefix) {
   std::string end = prefix;
   while (!end.empty()) {
@@ -125,12 +130,7 @@ void put_if_absent(LocalClient* c, const std::string& prefix, const std::string&
   t.add_failure()->mutable_request_range()->set_key(key);
   // The current holder, to finish the uncontended case in one round trip.
   for (auto* branch : {t.mutable_success(), t.mutable_failure()}) {
-    auto* owner = branch->Add()->mutable_request_range();
-    owner->set_key(prefix);
-    owner->set_range_end(prefix_end(prefix));
-    owner->set_sort_target(etcdserverpb::RangeRequest::CREATE);
-    owner->set_sort_order(etcdserverpb::RangeRequest::ASCEND);
-    owner->set_limit(1);
+    *branch->Add()->mutable_request_range() = by_create(prefix, /*newest=*/false);
   }
   c->txn(std::move(t), [done](Error e, etcdserverpb::TxnResponse resp) {
     if (e) return done(e, resp, 0);

@@ -37,6 +37,10 @@ void put_if_absent(LocalClient* c, const std::string& prefix, const std::string&
 
 std::string prefix_end(const std::string& prefix);
 
+// The key under `prefix` created first (oldest) or last (newest): the
+// holder, or the waiter just ahead (clientv3's WithFirstCreate/WithLastCreate).
+etcdserverpb::RangeRequest by_create(const std::string& prefix, bool newest);
+
 // The state of one unary call that runs a recipe on the LocalClient's
 // executor (Lock, Campaign). finish() answers the call exactly once; an
 // error (or a cancel) first runs abandon(), which undoes what the recipe
