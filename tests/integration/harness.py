@@ -85,6 +85,21 @@ def all_keys_request(**kw):
     return rpc_pb2.RangeRequest(key=b"\0", range_end=b"\0", **kw)
 
 
+def quiet_closed_etcd3_watchers():
+    """python-etcd3's watcher thread reopens its stream forever; once a test
+    closes the client's channel it dies of "Channel closed". That is the
+    library's way to stop, not a failure: keep it out of the output and
+    print any other thread exception as usual."""
+    default = threading.excepthook
+
+    def hook(args):
+        if (args.thread is not None and args.thread.name.startswith("etcd3_watch_")
+                and isinstance(args.exc_value, ValueError) and "Channel closed" in str(args.exc_value)):
+            return
+        default(args)
+    threading.excepthook = hook
+
+
 class MemberStartError(RuntimeError):
     pass
 

@@ -92,17 +92,7 @@ if LOCK_ACQUIRE_PATCHED:
     etcd3_locks.Lock.acquire = _acquire_without_tenacity
 
 
-def _quiet_closed_watcher(args, _default=threading.excepthook):
-    # python-etcd3's watcher thread reopens its stream forever; once the harness closes the
-    # client's channel at cleanup it dies of "Channel closed". That is the end of the test,
-    # not a failure: keep it out of the output, print anything else as usual.
-    if (args.thread is not None and args.thread.name.startswith("etcd3_watch_")
-            and isinstance(args.exc_value, ValueError) and "Channel closed" in str(args.exc_value)):
-        return
-    _default(args)
-
-
-threading.excepthook = _quiet_closed_watcher
+harness.quiet_closed_etcd3_watchers()
 
 
 def timing(text):

@@ -30,16 +30,7 @@ WAIT_S = 10.0
 QUIET_S = 0.5
 
 
-def _quiet_closed_channel(args, _default=threading.excepthook):
-    # python-etcd3's watch thread loops forever; once a test closes its client it dies
-    # with "Cannot invoke RPC: Channel closed!". That is the library's way to stop.
-    if (args.thread is not None and args.thread.name.startswith("etcd3_watch_")
-            and isinstance(args.exc_value, ValueError) and "Channel closed" in str(args.exc_value)):
-        return
-    _default(args)
-
-
-threading.excepthook = _quiet_closed_channel
+harness.quiet_closed_etcd3_watchers()
 
 
 def take(iterator, n, timeout=WAIT_S):
