@@ -23,16 +23,21 @@ etcdserverpb::AlarmMember member_of(uint64_t member, int type) {
 
 }  // namespace
 
-Alarms::Alarms(storage::Engine* engine) {
+Alarms::Alarms(storage::Engine* engine) : engine_(engine) { reload(); }
+
+void Alarms::reload() {
+  std::set<std::pair<uint64_t, int>> loaded;
   std::unique_ptr<rocksdb::Iterator> it(
-      engine->db()->NewIterator(rocksdb::ReadOptions(), engine->cf(storage::Cf::kMeta)));
+      engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
   std::string prefix(kPrefix);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     if (it->key().size() != prefix.size() + 9) continue;
     uint64_t member = 0;
     for (size_t i = 0; i < 8; ++i) member = (member << 8) | static_cast<uint8_t>(it->key()[prefix.size() + i]);
-    set_.emplace(member, static_cast<uint8_t>(it->key()[prefix.size() + 8]));
+    loaded.emplace(member, static_cast<uint8_t>(it->key()[prefix.size() + 8]));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  set_ = std::move(loaded);
 }
 
 std::vector<etcdserverpb::AlarmMember> Alarms::activate(mvcc::Writer& w, uint64_t member,

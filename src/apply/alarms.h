@@ -23,6 +23,8 @@ namespace etcdq::apply {
 class Alarms {
  public:
   explicit Alarms(storage::Engine* engine);  // loads the stored set
+  // Reloads the set (a snapshot restore replaced the database).
+  void reload();
 
   // Apply thread. Returns the alarm that is now active (activate) or was
   // removed (deactivate), as etcd answers.
@@ -35,6 +37,7 @@ class Alarms {
   bool active(etcdserverpb::AlarmType type) const;
 
  private:
+  storage::Engine* engine_;
   mutable std::mutex mu_;
   std::set<std::pair<uint64_t, int>> set_;
 };

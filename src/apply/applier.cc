@@ -13,10 +13,11 @@ namespace {
 constexpr int kMaxCommandNesting = 1024;
 }  // namespace
 
-Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms)
+Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members)
     : store_(store),
       lessor_(lessor),
       alarms_(alarms),
+      members_(members),
       applied_index_(store->view()->applied_index()),
       leases_([lessor](int64_t id) { return lessor->exists(id); }) {}
 
@@ -41,6 +42,7 @@ Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Resul
 
 // etcd's capped and corrupt appliers: what an active alarm refuses.
 Error Applier::capped(const Command& cmd) const {
+  if (cmd.has_member_attributes()) return {};  // membership is not the key space's
   bool writes = cmd.has_put() || cmd.has_lease_grant() || (cmd.has_txn() && !txn_is_read_only(cmd.txn()));
   if (alarms_->active(etcdserverpb::CORRUPT) && !cmd.has_alarm()) return errors::corrupt();
   if (alarms_->active(etcdserverpb::NOSPACE) && writes) return errors::no_space();
@@ -152,6 +154,11 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
       }
       for (auto& m : changed) *resp.add_alarms() = std::move(m);
       out->response = std::move(resp);
+      break;
+    }
+    case Command::kMemberAttributes: {
+      w.end();
+      members_->publish(w, cmd.member_attributes());
       break;
     }
     default:

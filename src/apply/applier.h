@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "apply/alarms.h"
+#include "apply/members.h"
 #include "apply/kv.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
@@ -40,10 +42,11 @@ struct Result {
 
 class Applier {
  public:
-  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms);
+  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members);
 
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return store_->view()->revision(); }
+  storage::Engine* engine() const { return store_->engine(); }
   // Syncs the state database: everything applied so far survives a crash.
   Error make_durable() { return store_->engine()->sync_wal(); }
 
@@ -53,6 +56,16 @@ class Applier {
   // Records that `index` (a barrier or configuration entry) is applied.
   Error apply_noop(uint64_t index);
 
+  // Replaces the whole state with a snapshot's, for a member too far behind
+  // the leader to be sent the log. `fetch` streams the snapshot's pairs into
+  // the sink it is given (a Peer.FetchSnapshot call). Readers keep the view
+  // they hold until the new state is complete and published. Errors: the
+  // fetch's, or the database's. On error, *damaged tells whether the old
+  // state was already partly replaced: then the member must stop, and its
+  // restart (which finds no applied index) fetches the snapshot again.
+  using PairSink = std::function<Error(storage::Cf, std::string_view key, std::string_view value)>;
+  Error restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged);
+
  private:
   void apply_command(mvcc::Writer& w, std::string_view bytes, Result* out);
   Error capped(const Command& cmd) const;
@@ -60,6 +73,7 @@ class Applier {
   mvcc::Store* store_;
   lease::Lessor* lessor_;
   Alarms* alarms_;
+  Members* members_;
   uint64_t applied_index_;
   LeaseExists leases_;
 };

@@ -115,6 +115,13 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
       ->envname("ETCD_HEARTBEAT_INTERVAL");
   app.add_option("--election-timeout", c->election_ms, "Time (ms) for an election to time out")
       ->envname("ETCD_ELECTION_TIMEOUT");
+  app.add_option("--snapshot-count", c->snapshot_count,
+                 "Log entries between Raft snapshots (etcd counts requests; an etcdq entry carries many)")
+      ->envname("ETCD_SNAPSHOT_COUNT")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--strict-reconfig-check", c->strict_reconfig_check,
+               "Reject reconfiguration requests that would cause quorum loss")
+      ->envname("ETCD_STRICT_RECONFIG_CHECK");
   app.add_option("--log-level", c->log_level, "debug, info, warn, error, panic or fatal")
       ->envname("ETCD_LOG_LEVEL")
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "panic", "fatal"}));

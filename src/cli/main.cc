@@ -10,6 +10,8 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <future>
+#include <thread>
 
 #include "apply/applier.h"
 #include "cli/flags.h"
@@ -18,6 +20,7 @@
 #include "server/identity.h"
 #include "server/maintenance_service.h"
 #include "server/server.h"
+#include "storage/checkpoints.h"
 #include "storage/engine.h"
 
 using namespace etcdq;
@@ -102,7 +105,6 @@ int main(int argc, char** argv) {
     }
     ids.push_back(m.id);
     peers.push_back({m.id, by_name[name].front().host_port()});
-    ctx.members.push_back(m);
   }
   ctx.cluster_id = server::cluster_id(ids);
   ctx.limits.max_request_bytes = cfg.max_request_bytes;
@@ -125,9 +127,6 @@ int main(int argc, char** argv) {
     if (server::keep_identity(engine.get(), &member, &cluster)) {
       spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
                    cfg.data_dir, member, cluster, ctx.self.id);
-      for (auto& m : ctx.members) {
-        if (m.id == ctx.self.id) m.id = member;
-      }
       for (auto& p : peers) {
         if (p.id == ctx.self.id) p.id = member;
       }
@@ -138,7 +137,9 @@ int main(int argc, char** argv) {
   auto store = std::make_unique<mvcc::Store>(engine.get());
   lease::Lessor lessor(engine.get(), lease::min_ttl_seconds(cfg.election_ms));
   apply::Alarms alarms(engine.get());
-  apply::Applier applier(store.get(), &lessor, &alarms);
+  apply::Members members(engine.get());
+  apply::Applier applier(store.get(), &lessor, &alarms, &members);
+  storage::Checkpoints checkpoints((fs::path(cfg.data_dir) / "member" / "snap").string());
 
   raft::NodeOptions ro;
   ro.dir = (fs::path(cfg.data_dir) / "member" / "raft").string();
@@ -146,8 +147,23 @@ int main(int argc, char** argv) {
   ro.address = by_name[cfg.name].front().host_port();
   ro.bind_address = cfg.listen_peer_urls.front().host_port();
   ro.initial_cluster = peers;
+  ro.join = cfg.initial_cluster_state == "existing";
   ro.heartbeat_ms = cfg.heartbeat_ms;
   ro.election_ms = cfg.election_ms;
+  ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(cfg.snapshot_count, 1u << 30));
+  ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
+  ro.strict_reconfig_check = cfg.strict_reconfig_check;
+  ro.checkpoints = &checkpoints;
+  for (const auto& u : cfg.advertise_client_urls) ro.self_client_urls.push_back(u.text);
+  ro.client_target_of = [&members](uint64_t id) -> std::string {
+    auto a = members.get(id);
+    if (!a) return "";
+    for (const auto& u : a->client_urls()) {
+      std::string t = raft::url_to_target(u);
+      if (!t.empty()) return t;
+    }
+    return "";
+  };
   auto node = std::make_unique<raft::Node>(ro, &applier);
   if (Error e = node->start()) return fail(e.message());
   ctx.node = node.get();
@@ -156,6 +172,9 @@ int main(int argc, char** argv) {
   lease::IdGenerator lease_ids(ctx.self.id);
   ctx.lease_ids = &lease_ids;
   ctx.alarms = &alarms;
+  ctx.members = &members;
+  ctx.checkpoints = &checkpoints;
+  ctx.cluster_token = cfg.initial_cluster_token;
 
   // Serve clients only once the log held at start is applied: before that
   // a read could miss acknowledged writes.
@@ -179,12 +198,39 @@ int main(int argc, char** argv) {
   }
   spdlog::info("ready to serve client requests on {}", cfg.listen_client_urls.front().text);
 
+  // Publish our name and client URLs through the log (etcd's publish), so
+  // every member lists them and can forward to us; retried until it lands.
+  std::atomic<bool> stopping{false};
+  std::thread publisher([&] {
+    apply::MemberAttributes a;
+    a.set_id(ctx.self.id);
+    a.set_name(cfg.name);
+    for (const auto& u : cfg.advertise_client_urls) a.add_client_urls(u.text);
+    if (!ro.join) a.set_cluster_id(ctx.cluster_id);
+    while (!stopping.load()) {
+      apply::Command cmd;
+      *cmd.mutable_member_attributes() = a;
+      auto done = std::make_shared<std::promise<Error>>();
+      auto fut = done->get_future();
+      node->propose(std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
+      Error e = fut.get();
+      if (!e) {
+        spdlog::info("published member {:x} ({}) with client URLs {}", ctx.self.id, cfg.name,
+                     cfg.advertise_client_urls.front().text);
+        return;
+      }
+      for (int i = 0; i < 10 && !stopping.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+
   int sig = 0;
   sigwait(&sigs, &sig);
+  stopping = true;
   spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
   node->stop();
+  publisher.join();
   client_server->shutdown(1000);
   // The services (watch progress, lease expiry, lock/election waits) use the
   // node and the store: they go first.

@@ -34,6 +34,20 @@ Error leader_changed() {
   return {Code::kUnavailable, "etcdserver: leader changed"};
 }
 Error not_capable() { return {Code::kUnavailable, "etcdserver: not capable"}; }
+Error member_exist() { return {Code::kFailedPrecondition, "etcdserver: member ID already exist"}; }
+Error peer_url_exist() { return {Code::kFailedPrecondition, "etcdserver: Peer URLs already exists"}; }
+Error member_not_found() { return {Code::kNotFound, "etcdserver: member not found"}; }
+Error member_bad_urls() { return {Code::kInvalidArgument, "etcdserver: given member URLs are invalid"}; }
+Error not_enough_started() {
+  return {Code::kFailedPrecondition, "etcdserver: re-configuration failed due to not enough started members"};
+}
+Error member_not_learner() { return {Code::kFailedPrecondition, "etcdserver: can only promote a learner member"}; }
+Error learner_not_ready() {
+  return {Code::kFailedPrecondition, "etcdserver: can only promote a learner member which is in sync with leader"};
+}
+Error too_many_learners() { return {Code::kFailedPrecondition, "etcdserver: too many learner members in cluster"}; }
+Error unhealthy() { return {Code::kUnavailable, "etcdserver: unhealthy cluster"}; }
+Error bad_leader_transferee() { return {Code::kFailedPrecondition, "etcdserver: bad leader transferee"}; }
 Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }
 
 }  // namespace etcdq::errors

@@ -68,6 +68,17 @@ Error not_leader();         // FailedPrecondition "etcdserver: not leader"
 Error timeout();            // Unavailable "etcdserver: request timed out"
 Error leader_changed();     // Unavailable "etcdserver: leader changed"
 Error not_capable();        // Unavailable "etcdserver: not capable"
+// Membership (etcd's rpctypes ErrGRPCMember*, ErrGRPCLearner*).
+Error member_exist();        // FailedPrecondition "etcdserver: member ID already exist"
+Error peer_url_exist();      // FailedPrecondition "etcdserver: Peer URLs already exists"
+Error member_not_found();    // NotFound "etcdserver: member not found"
+Error member_bad_urls();     // InvalidArgument "etcdserver: given member URLs are invalid"
+Error not_enough_started();  // FailedPrecondition "etcdserver: re-configuration failed due to not enough started members"
+Error member_not_learner();  // FailedPrecondition "etcdserver: can only promote a learner member"
+Error learner_not_ready();   // FailedPrecondition "etcdserver: can only promote a learner member which is in sync with leader"
+Error too_many_learners();   // FailedPrecondition "etcdserver: too many learner members in cluster"
+Error unhealthy();           // Unavailable "etcdserver: unhealthy cluster"
+Error bad_leader_transferee();  // FailedPrecondition "etcdserver: bad leader transferee"
 Error internal(std::string what);  // Internal, for bugs and storage failures
 }  // namespace errors
 

@@ -14,9 +14,12 @@ int64_t min_ttl_seconds(unsigned election_timeout_ms) {
   return (ms + 999) / 1000;
 }
 
-Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) {
+Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) { reload(); }
+
+void Lessor::reload() {
+  std::unordered_map<int64_t, Lease> table;
   std::unique_ptr<rocksdb::Iterator> it(
-      engine->db()->NewIterator(rocksdb::ReadOptions(), engine->cf(storage::Cf::kMeta)));
+      engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
   auto now = Clock::now();
   std::string prefix(mvcc::kLeaseTablePrefix);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
@@ -24,8 +27,10 @@ Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_
     uint64_t id = 0;
     for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it->key()[prefix.size() + i]);
     int64_t ttl = mvcc::decode_i64(std::string_view(it->value().data(), it->value().size()));
-    leases_[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
+    table[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  leases_ = std::move(table);
 }
 
 Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_ttl) {

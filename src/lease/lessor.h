@@ -62,6 +62,9 @@ class Lessor {
   std::vector<int64_t> ids() const;
   // Leases whose clock ran out, oldest first, at most `max`.
   std::vector<int64_t> expired(Clock::time_point now, size_t max) const;
+  // Reloads the table from the database (a snapshot restore replaced it);
+  // every clock starts at its full TTL.
+  void reload();
   // Restarts every clock (this member became leader).
   void restart_clocks();
   int64_t min_ttl() const { return min_ttl_; }

@@ -51,6 +51,17 @@ Store::Store(storage::Engine* engine) : engine_(engine) {
   hub_ = std::make_unique<WatchHub>(this);
 }
 
+void Store::reload() {
+  auto applied = static_cast<uint64_t>(read_meta(engine_, kMetaAppliedIndex, 0));
+  int64_t rev = read_meta(engine_, kMetaRevision, 1);
+  int64_t scheduled = read_meta(engine_, kMetaCompactScheduled, -1);
+  publish(applied, rev, scheduled);
+  // Sweeping again what this member's compactor already swept is harmless:
+  // history below a compaction is the same on every member.
+  compactor_->schedule(scheduled);
+  hub_->publish({}, /*complete=*/false, rev);
+}
+
 Store::~Store() {
   hub_.reset();
   compactor_.reset();

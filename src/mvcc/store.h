@@ -58,6 +58,11 @@ class Store {
   Compactor& compactor() { return *compactor_; }
   WatchHub& watch_hub() { return *hub_; }
 
+  // Apply thread: the database was replaced underneath (a snapshot
+  // restore). Publishes a view of it, lets the compactor finish what it
+  // records, and makes every watcher catch up from storage.
+  void reload();
+
   // Apply thread: after a batch is written, make it visible to readers.
   void publish(uint64_t applied_index, int64_t revision, int64_t compact_revision);
 

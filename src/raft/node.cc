@@ -7,7 +7,10 @@ extern "C" {
 #include <spdlog/spdlog.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -23,10 +26,10 @@ namespace {
 
 constexpr unsigned kTickMs = 10;
 constexpr int kCompletionThreads = 2;
-// libraft takes a snapshot (our cheap one: sync RocksDB's WAL) every this
-// many entries and keeps this many behind it for slow followers.
-constexpr unsigned kSnapshotThreshold = 8192;
-constexpr unsigned kSnapshotTrailing = 2048;
+// A follower forwards at most this many bytes of proposals in one call.
+constexpr size_t kMaxForwardBytes = 1 << 20;
+
+using SteadyClock = std::chrono::steady_clock;
 
 Error raft_error(int rv, const char* what) {
   switch (rv) {
@@ -57,21 +60,64 @@ struct Node::Impl {
   struct raft_fsm fsm {};
   std::thread thread;
 
+  std::shared_ptr<Forwarder> forwarder = std::make_shared<Forwarder>();
+
+  // A proposal of ours (done set), or commands a follower forwarded, framed
+  // already (forwarded_done set).
   struct Pending {
-    uint64_t id;
+    uint64_t id = 0;
     std::string bytes;
     ProposalDone done;
+    std::function<void(Error)> forwarded_done;
   };
-  std::mutex mu;  // guards queue, reads, stop_requested
+  using ReadFn = std::function<void(Error)>;
+  struct ReadIndexAnswer {
+    Error error;
+    uint64_t index = 0;
+    std::vector<ReadFn> reads;
+  };
+  std::mutex mu;  // guards everything up to stop_requested
   std::vector<Pending> queue;
-  std::vector<std::function<void(Error)>> reads;
+  std::vector<ReadFn> reads;
+  std::vector<std::function<void()>> tasks;  // run on the consensus thread
   bool stop_requested = false;
+
+  // What gRPC callbacks of forwarded calls hand back to the consensus
+  // thread. Shared with those callbacks, so it outlives a stopped node.
+  struct Inbox {
+    std::mutex mu;
+    std::vector<std::pair<std::vector<uint64_t>, Error>> forward_failures;
+    std::vector<ReadIndexAnswer> answers;
+    uv_async_t* wake = nullptr;  // null once the loop is closing
+
+    void post_failure(const std::vector<uint64_t>& ids, const Error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      forward_failures.emplace_back(ids, e);
+      if (wake) uv_async_send(wake);
+    }
+    void post_answer(ReadIndexAnswer&& a) {
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(std::move(a));
+      if (wake) uv_async_send(wake);
+    }
+  };
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
 
   // Consensus thread only.
   std::unordered_map<uint64_t, ProposalDone> waiters;
+  std::deque<std::pair<SteadyClock::time_point, uint64_t>> forwarded_deadlines;
+  std::vector<ReadFn> follower_reads;  // waiting for the next read index call
+  bool read_index_inflight = false;
+  struct WaitingRead {
+    SteadyClock::time_point deadline;
+    ReadFn fn;
+  };
+  std::multimap<uint64_t, WaitingRead> reads_waiting_apply;  // by read index
   size_t inflight = 0;
   bool closing = false;
   bool startup_barrier_sent = false;
+  raft_index members_config_index = ~0ULL;
+  std::vector<MemberState> members_cache;  // guarded by progress_mu
 
   std::mutex ready_mu;
   std::condition_variable ready_cv;
@@ -84,6 +130,19 @@ struct Node::Impl {
     struct raft_apply req;
     Impl* impl;
     std::vector<uint64_t> ids;
+    std::vector<std::function<void(Error)>> forwarded;
+  };
+  struct ChangeReq {
+    struct raft_change req;
+    Impl* impl;
+    std::function<void(Error)> done;
+    std::function<void(Impl*)> then;  // a second step (assign after add)
+  };
+  struct TransferReq {
+    struct raft_transfer req;
+    Impl* impl;
+    uint64_t target;
+    std::function<void(Error)> done;
   };
   struct BarrierReq {
     struct raft_barrier req;
@@ -105,8 +164,63 @@ struct Node::Impl {
     p.applied_index = raft_last_applied(&raft);
     p.last_index = raft_last_index(&raft);
     p.is_leader = raft_state(&raft) == RAFT_LEADER;
+    std::vector<MemberState> ms;
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      const auto& srv = raft.configuration.servers[i];
+      MemberState m;
+      m.id = srv.id;
+      m.address = srv.address;
+      m.voter = srv.role == RAFT_VOTER;
+      m.learner = srv.role == RAFT_STANDBY;
+      if (srv.id == raft.id) {
+        m.match_index = raft_last_index(&raft);
+        m.reachable = true;
+      } else if (p.is_leader && raft.leader_state.progress != nullptr) {
+        m.match_index = raft.leader_state.progress[i].match_index;
+        m.reachable = raft.leader_state.progress[i].recent_recv;
+      }
+      ms.push_back(std::move(m));
+    }
     std::lock_guard<std::mutex> lock(progress_mu);
     progress = p;
+    members_cache = std::move(ms);
+  }
+
+  // Reads whose read index is applied now go to the completion threads.
+  void release_reads(uint64_t applied) {
+    if (reads_waiting_apply.empty() || reads_waiting_apply.begin()->first > applied) return;
+    auto ready = std::make_shared<std::vector<ReadFn>>();
+    auto end = reads_waiting_apply.upper_bound(applied);
+    for (auto it = reads_waiting_apply.begin(); it != end; ++it) ready->push_back(std::move(it->second.fn));
+    reads_waiting_apply.erase(reads_waiting_apply.begin(), end);
+    completions->post([ready] {
+      for (auto& fn : *ready) fn(Error());
+    });
+  }
+
+  // Forwarded proposals and reads that ran out of time.
+  void expire(SteadyClock::time_point now) {
+    while (!forwarded_deadlines.empty() && forwarded_deadlines.front().first <= now) {
+      fail(forwarded_deadlines.front().second, errors::timeout());
+      forwarded_deadlines.pop_front();
+    }
+    for (auto it = reads_waiting_apply.begin(); it != reads_waiting_apply.end();) {
+      if (it->second.deadline <= now) {
+        ReadFn fn = std::move(it->second.fn);
+        it = reads_waiting_apply.erase(it);
+        completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::string leader_target() {
+    raft_id lid = 0;
+    const char* addr = nullptr;
+    raft_leader(&raft, &lid, &addr);
+    if (lid == 0 || lid == raft.id || !opts->client_target_of) return "";
+    return opts->client_target_of(lid);
   }
 
   void set_ready() {
@@ -156,6 +270,7 @@ struct Node::Impl {
         for (auto& [done, r] : *answers) done(std::move(r));
       });
     }
+    release_reads(index);
     return 0;
   }
 
@@ -167,6 +282,8 @@ struct Node::Impl {
     Error e = status == 0 ? errors::internal("proposal applied without a result")
                           : raft_error(status, "append");
     for (uint64_t id : a->ids) self->fail(id, e);
+    Error fe = status == 0 ? Error() : raft_error(status, "append");
+    for (auto& done : a->forwarded) done(fe);
     delete a;
     --self->inflight;
     self->maybe_close();
@@ -185,6 +302,7 @@ struct Node::Impl {
         self->startup_barrier_sent = false;  // try again at the next tick
       }
     }
+    if (!b->reads.empty()) self->update_progress();  // read_index answers the applied index
     for (auto& fn : b->reads) fn(e);
     delete b;
     --self->inflight;
@@ -199,7 +317,22 @@ struct Node::Impl {
   static void on_tick(uv_timer_t* t) {
     Impl* self = static_cast<Impl*>(t->data);
     self->update_progress();
+    self->release_reads(raft_last_applied(&self->raft));
+    self->expire(SteadyClock::now());
     if (self->closing || self->is_ready()) return;
+    if (raft_state(&self->raft) == RAFT_FOLLOWER) {
+      // A follower is ready once it knows a leader and applied what it
+      // knows to be committed.
+      raft_id lid = 0;
+      const char* addr = nullptr;
+      raft_leader(&self->raft, &lid, &addr);
+      if (lid != 0 && self->raft.commit_index > 0 && raft_last_applied(&self->raft) >= self->raft.commit_index) {
+        self->set_ready();
+        spdlog::info("member {:x} is ready as a follower of {:x}: applied index {}", self->opts->id, lid,
+                     raft_last_applied(&self->raft));
+      }
+      return;
+    }
     // Ready once the log held at start is applied: as leader, after a
     // barrier of our own term commits.
     if (raft_state(&self->raft) == RAFT_LEADER && !self->startup_barrier_sent) {
@@ -221,62 +354,53 @@ struct Node::Impl {
 
   void drain() {
     std::vector<Pending> batch;
-    std::vector<std::function<void(Error)>> rs;
+    std::vector<ReadFn> rs;
+    std::vector<std::function<void()>> ts;
+    std::vector<std::pair<std::vector<uint64_t>, Error>> ffails;
+    std::vector<ReadIndexAnswer> answers;
     bool stopping;
     {
       std::lock_guard<std::mutex> lock(mu);
       batch.swap(queue);
       rs.swap(reads);
+      ts.swap(tasks);
       stopping = stop_requested;
     }
+    {
+      std::lock_guard<std::mutex> lock(inbox->mu);
+      ffails.swap(inbox->forward_failures);
+      answers.swap(inbox->answers);
+    }
+    for (auto& [ids, e] : ffails) {
+      for (uint64_t id : ids) fail(id, e);
+    }
+    for (auto& a : answers) on_read_index(std::move(a));
     if (stopping || closing) {
-      for (auto& p : batch) {
-        waiters.emplace(p.id, std::move(p.done));
-        fail(p.id, errors::stopped());
-      }
+      for (auto& p : batch) fail_pending(p, errors::stopped());
       for (auto& fn : rs) fn(errors::stopped());
+      for (auto& fn : follower_reads) fn(errors::stopped());
+      follower_reads.clear();
+      for (auto& [idx, w] : reads_waiting_apply) w.fn(errors::stopped());
+      reads_waiting_apply.clear();
+      for (auto& t : ts) t();  // membership tasks see `closing` and fail
       maybe_close();
       return;
     }
+    for (auto& t : ts) t();
     bool leader = raft_state(&raft) == RAFT_LEADER;
-    size_t i = 0;
-    while (i < batch.size()) {
-      std::string entry;
-      auto* a = new ApplyReq{};
-      a->impl = this;
-      // Pack every pending proposal into as few entries as the size cap allows.
-      do {
-        apply::append_framed(&entry, batch[i].bytes);
-        a->ids.push_back(batch[i].id);
-        waiters.emplace(batch[i].id, std::move(batch[i].done));
-        ++i;
-      } while (i < batch.size() && entry.size() + batch[i].bytes.size() + 4 <= kMaxEntryBytes);
-      apply::pad_entry(&entry);
-      if (!leader) {
-        for (uint64_t id : a->ids) fail(id, errors::no_leader());
-        delete a;
-        continue;
-      }
-      struct raft_buffer buf;
-      buf.len = entry.size();
-      buf.base = raft_malloc(buf.len);
-      std::memcpy(buf.base, entry.data(), buf.len);
-      a->req.data = a;
-      int rv = raft_apply(&raft, &a->req, &buf, 1, on_applied);
-      if (rv != 0) {
-        raft_free(buf.base);
-        Error e = raft_error(rv, "propose");
-        for (uint64_t id : a->ids) fail(id, e);
-        delete a;
-        continue;
-      }
-      ++inflight;
-      node->entries_proposed_.fetch_add(1, std::memory_order_relaxed);
-      node->commands_proposed_.fetch_add(a->ids.size(), std::memory_order_relaxed);
+    if (leader) {
+      propose_entries(batch);
+    } else {
+      forward(batch);
+    }
+    if (leader) {
+      // Reads queued for a read index before this member became leader.
+      for (auto& fn : follower_reads) rs.push_back(std::move(fn));
+      follower_reads.clear();
     }
     if (!rs.empty()) {
       if (!leader) {
-        for (auto& fn : rs) fn(errors::no_leader());
+        for (auto& fn : rs) follower_reads.push_back(std::move(fn));
       } else {
         // One barrier confirms leadership for every read waiting now.
         auto* b = new BarrierReq{};
@@ -292,6 +416,135 @@ struct Node::Impl {
         }
       }
     }
+    send_read_index();
+  }
+
+  void fail_pending(Pending& p, const Error& e) {
+    if (p.forwarded_done) {
+      p.forwarded_done(e);
+    } else if (p.done) {
+      apply::Result r;
+      r.error = e;
+      p.done(std::move(r));
+    }
+  }
+
+  // Leader: pack every pending proposal into as few entries as the size cap allows.
+  void propose_entries(std::vector<Pending>& batch) {
+    size_t i = 0;
+    while (i < batch.size()) {
+      std::string entry;
+      auto* a = new ApplyReq{};
+      a->impl = this;
+      do {
+        Pending& p = batch[i];
+        if (p.forwarded_done) {
+          entry += p.bytes;  // framed by the follower
+          a->forwarded.push_back(std::move(p.forwarded_done));
+        } else {
+          apply::append_framed(&entry, p.bytes);
+          a->ids.push_back(p.id);
+          waiters.emplace(p.id, std::move(p.done));
+        }
+        ++i;
+      } while (i < batch.size() && entry.size() + batch[i].bytes.size() + 4 <= kMaxEntryBytes);
+      apply::pad_entry(&entry);
+      struct raft_buffer buf;
+      buf.len = entry.size();
+      buf.base = raft_malloc(buf.len);
+      std::memcpy(buf.base, entry.data(), buf.len);
+      a->req.data = a;
+      int rv = raft_apply(&raft, &a->req, &buf, 1, on_applied);
+      if (rv != 0) {
+        raft_free(buf.base);
+        Error e = raft_error(rv, "propose");
+        for (uint64_t id : a->ids) fail(id, e);
+        for (auto& done : a->forwarded) done(e);
+        delete a;
+        continue;
+      }
+      ++inflight;
+      node->entries_proposed_.fetch_add(1, std::memory_order_relaxed);
+      node->commands_proposed_.fetch_add(a->ids.size() + a->forwarded.size(), std::memory_order_relaxed);
+    }
+  }
+
+  // Follower: hand our proposals to the leader; they are answered when this
+  // member applies them (or fail on error or timeout).
+  void forward(std::vector<Pending>& batch) {
+    if (batch.empty()) return;
+    std::string target = leader_target();
+    auto timeout = std::chrono::milliseconds(opts->request_timeout_ms());
+    auto deadline = SteadyClock::now() + timeout;
+    std::vector<std::string> cmds;
+    std::vector<uint64_t> ids;
+    size_t bytes = 0;
+    auto send = [&] {
+      if (ids.empty()) return;
+      std::weak_ptr<Inbox> weak = inbox;
+      forwarder->propose(target, std::move(cmds), timeout, [weak, ids](Error e) {
+        if (!e) return;  // answered when applied here
+        if (auto in = weak.lock()) in->post_failure(ids, e);
+      });
+      cmds.clear();
+      ids.clear();
+      bytes = 0;
+    };
+    for (auto& p : batch) {
+      if (p.forwarded_done) {
+        // Sent to us as the leader, but we no longer are.
+        p.forwarded_done(errors::leader_changed());
+        continue;
+      }
+      if (target.empty()) {
+        fail_pending(p, errors::no_leader());
+        continue;
+      }
+      std::string framed;
+      apply::append_framed(&framed, p.bytes);
+      // Under the leader's gRPC message limit: a call carries either at
+      // most kMaxForwardBytes or one (large) command.
+      if (bytes + framed.size() > kMaxForwardBytes) send();
+      bytes += framed.size();
+      cmds.push_back(std::move(framed));
+      ids.push_back(p.id);
+      waiters.emplace(p.id, std::move(p.done));
+      forwarded_deadlines.emplace_back(deadline, p.id);
+    }
+    send();
+  }
+
+  // Follower: ask the leader for a read index for every read waiting now.
+  void send_read_index() {
+    if (read_index_inflight || follower_reads.empty()) return;
+    std::string target = leader_target();
+    if (target.empty()) {
+      for (auto& fn : follower_reads) fn(errors::no_leader());
+      follower_reads.clear();
+      return;
+    }
+    read_index_inflight = true;
+    auto batch = std::make_shared<std::vector<ReadFn>>(std::move(follower_reads));
+    follower_reads.clear();
+    std::weak_ptr<Inbox> weak = inbox;
+    forwarder->read_index(target, std::chrono::milliseconds(opts->request_timeout_ms()),
+                          [weak, batch](Error e, uint64_t index) {
+                            if (auto in = weak.lock()) in->post_answer(ReadIndexAnswer{e, index, std::move(*batch)});
+                          });
+  }
+
+  void on_read_index(ReadIndexAnswer&& a) {
+    read_index_inflight = false;
+    if (a.error) {
+      auto fns = std::make_shared<std::vector<ReadFn>>(std::move(a.reads));
+      completions->post([fns, e = a.error] {
+        for (auto& fn : *fns) fn(e);
+      });
+      return;
+    }
+    auto deadline = SteadyClock::now() + std::chrono::milliseconds(opts->request_timeout_ms());
+    for (auto& fn : a.reads) reads_waiting_apply.emplace(a.index, WaitingRead{deadline, std::move(fn)});
+    release_reads(raft_last_applied(&raft));
   }
 
   void maybe_close() {
@@ -315,9 +568,227 @@ struct Node::Impl {
       Impl* self = static_cast<Impl*>(r->data);
       raft_uv_close(&self->io);
       raft_uv_tcp_close(&self->transport);
+      {
+        std::lock_guard<std::mutex> lock(self->inbox->mu);
+        self->inbox->wake = nullptr;
+      }
       uv_close(reinterpret_cast<uv_handle_t*>(&self->wake), nullptr);
       uv_close(reinterpret_cast<uv_handle_t*>(&self->tick), nullptr);
     });
+  }
+
+  // ---- membership (consensus thread) ------------------------------------------
+
+  int index_of(raft_id id) const {
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      if (raft.configuration.servers[i].id == id) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  // Voters that heard from us within an election timeout, us included.
+  unsigned reachable_voters(raft_id except) const {
+    unsigned n = 0;
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      const auto& srv = raft.configuration.servers[i];
+      if (srv.role != RAFT_VOTER || srv.id == except) continue;
+      if (srv.id == raft.id || raft.leader_state.progress[i].recent_recv) ++n;
+    }
+    return n;
+  }
+
+  unsigned count_role(int role) const {
+    unsigned n = 0;
+    for (unsigned i = 0; i < raft.configuration.n; ++i) n += raft.configuration.servers[i].role == role;
+    return n;
+  }
+
+  static Error change_error(int rv) {
+    if (rv == RAFT_NOTLEADER) return errors::not_leader();
+    if (rv == RAFT_CANTCHANGE) return errors::unhealthy();  // another change is still being applied
+    if (rv == RAFT_LEADERSHIPLOST) return errors::leader_changed();
+    return errors::internal(std::string("membership change: ") + raft_strerror(rv));
+  }
+
+  static void on_change(struct raft_change* req, int status) {
+    auto* c = static_cast<ChangeReq*>(req->data);
+    Impl* self = c->impl;
+    --self->inflight;
+    self->update_progress();
+    if (status == 0 && c->then) {
+      c->then(self);
+    } else if (c->done) {
+      c->done(status == 0 ? Error() : change_error(status));
+    }
+    delete c;
+    self->maybe_close();
+  }
+
+  ChangeReq* new_change(std::function<void(Error)> done) {
+    auto* c = new ChangeReq{};
+    c->impl = this;
+    c->done = std::move(done);
+    c->req.data = c;
+    return c;
+  }
+
+  void start_assign(raft_id id, int role, std::function<void(Error)> done) {
+    ChangeReq* c = new_change(std::move(done));
+    int rv = raft_assign(&raft, &c->req, id, role, on_change);
+    if (rv != 0) {
+      if (c->done) c->done(change_error(rv));
+      delete c;
+      return;
+    }
+    ++inflight;
+  }
+
+  // etcd's checks (server/etcdserver/server.go mayAddMember,
+  // mayRemoveMember, isLearnerReady), with libraft's view of which members
+  // are reachable.
+  void add_member(raft_id id, const std::string& address, bool learner, std::function<void(Error)> done) {
+    if (closing) return done(errors::stopped());
+    if (raft_state(&raft) != RAFT_LEADER) return done(errors::not_leader());
+    if (index_of(id) >= 0) return done(errors::member_exist());
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      if (address == raft.configuration.servers[i].address) return done(errors::peer_url_exist());
+    }
+    if (learner && count_role(RAFT_STANDBY) >= 1) return done(errors::too_many_learners());
+    if (!learner && opts->strict_reconfig_check) {
+      unsigned voters = count_role(RAFT_VOTER) + 1;
+      if (reachable_voters(0) < voters / 2 + 1) return done(errors::unhealthy());
+    }
+    ChangeReq* c = new_change(std::move(done));
+    // Added as a spare; then the role. A learner is answered once it is a
+    // standby. A voter is answered now: libraft promotes it once it caught
+    // up, which needs the new member running (etcd answers MemberAdd before
+    // the member starts, too).
+    auto user_done = c->done;
+    c->then = [id, learner, user_done](Impl* self) {
+      if (learner) {
+        self->start_assign(id, RAFT_STANDBY, user_done);
+      } else {
+        user_done(Error());
+        self->start_assign(id, RAFT_VOTER, [id](Error e) {
+          if (e) spdlog::warn("member {:x} was added but not yet promoted to voter: {}", id, e.message());
+        });
+      }
+    };
+    int rv = raft_add(&raft, &c->req, id, address.c_str(), on_change);
+    if (rv != 0) {
+      c->done(change_error(rv));
+      delete c;
+      return;
+    }
+    ++inflight;
+  }
+
+  void promote_member(raft_id id, std::function<void(Error)> done) {
+    if (closing) return done(errors::stopped());
+    if (raft_state(&raft) != RAFT_LEADER) return done(errors::not_leader());
+    int i = index_of(id);
+    if (i < 0) return done(errors::member_not_found());
+    if (raft.configuration.servers[i].role != RAFT_STANDBY) return done(errors::member_not_learner());
+    // etcd: the learner's match index is at least 90% of the leader's.
+    uint64_t match = raft.leader_state.progress[i].match_index;
+    if (static_cast<double>(match) < 0.9 * static_cast<double>(raft_last_index(&raft))) {
+      return done(errors::learner_not_ready());
+    }
+    start_assign(id, RAFT_VOTER, std::move(done));
+  }
+
+  void remove_member(raft_id id, std::function<void(Error)> done) {
+    if (closing) return done(errors::stopped());
+    if (raft_state(&raft) != RAFT_LEADER) return done(errors::not_leader());
+    int i = index_of(id);
+    if (i < 0) return done(errors::member_not_found());
+    if (raft.configuration.servers[i].role == RAFT_VOTER && opts->strict_reconfig_check) {
+      unsigned voters = count_role(RAFT_VOTER) - 1;
+      if (voters == 0 || reachable_voters(id) < voters / 2 + 1) return done(errors::not_enough_started());
+    }
+    ChangeReq* c = new_change(std::move(done));
+    int rv = raft_remove(&raft, &c->req, id, on_change);
+    if (rv != 0) {
+      c->done(change_error(rv));
+      delete c;
+      return;
+    }
+    ++inflight;
+  }
+
+  static void on_transfer(struct raft_transfer* req) {
+    auto* t = static_cast<TransferReq*>(req->data);
+    raft_id lid = 0;
+    const char* addr = nullptr;
+    raft_leader(&t->impl->raft, &lid, &addr);
+    t->impl->update_progress();
+    t->done(lid == t->target ? Error() : errors::timeout());
+    --t->impl->inflight;
+    Impl* self = t->impl;
+    delete t;
+    self->maybe_close();
+  }
+
+  void transfer_leadership(raft_id id, std::function<void(Error)> done) {
+    if (closing) return done(errors::stopped());
+    if (raft_state(&raft) != RAFT_LEADER) return done(errors::not_leader());
+    if (id == raft.id) return done(Error());
+    int i = index_of(id);
+    if (i < 0 || raft.configuration.servers[i].role != RAFT_VOTER) return done(errors::bad_leader_transferee());
+    auto* t = new TransferReq{};
+    t->impl = this;
+    t->target = id;
+    t->done = std::move(done);
+    t->req.data = t;
+    int rv = raft_transfer(&raft, &t->req, id, on_transfer);
+    if (rv != 0) {
+      t->done(rv == RAFT_BADID ? errors::bad_leader_transferee() : change_error(rv));
+      delete t;
+      return;
+    }
+    ++inflight;
+  }
+
+  // ---- snapshot install ------------------------------------------------------
+
+  // Our state is older than a snapshot libraft installs: stream the state at
+  // its index from the member that took it, replacing ours.
+  Error install(const apply::SnapshotMeta& meta) {
+    std::vector<std::string> targets;
+    if (opts->client_target_of) {
+      std::string t = opts->client_target_of(meta.source_member());
+      if (!t.empty()) targets.push_back(t);
+    }
+    for (const auto& u : meta.source_client_urls()) {
+      std::string t = url_to_target(u);
+      if (!t.empty() && std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
+    }
+    if (targets.empty()) return errors::internal("no client URL known for member " + std::to_string(meta.source_member()));
+    Error last;
+    for (const auto& target : targets) {
+      spdlog::info("installing the snapshot at index {} (revision {}) from member {:x} at {}", meta.applied_index(),
+                   meta.revision(), meta.source_member(), target);
+      bool damaged = false;
+      last = applier->restore(
+          [&](const apply::Applier::PairSink& sink) {
+            return forwarder->fetch_snapshot(target, meta.applied_index(), [&](const peer::SnapshotChunk& c) -> Error {
+              for (const auto& p : c.pairs()) {
+                if (p.cf() >= static_cast<uint32_t>(storage::kCfCount)) return errors::internal("bad column family in a snapshot");
+                if (Error e = sink(static_cast<storage::Cf>(p.cf()), p.key(), p.value())) return e;
+              }
+              return {};
+            });
+          },
+          &damaged);
+      if (!last) return {};
+      if (damaged) {
+        // Half the old state is gone; a restart finds no applied index and
+        // fetches again.
+        spdlog::critical("snapshot install failed midway, stopping: {}", last.message());
+        std::_Exit(70);
+      }
+    }
+    return last;
   }
 
   // ---- fsm callbacks ---------------------------------------------------------
@@ -334,9 +805,18 @@ struct Node::Impl {
       spdlog::error("snapshot skipped: {}", e.message());
       return RAFT_IOERR;
     }
+    // The state at this index, for members that will install this snapshot.
+    if (self->opts->checkpoints != nullptr) {
+      if (Error e = self->opts->checkpoints->take(self->applier->engine(), self->applier->applied_index())) {
+        spdlog::error("snapshot skipped: {}", e.message());
+        return RAFT_IOERR;
+      }
+    }
     apply::SnapshotMeta meta;
     meta.set_applied_index(self->applier->applied_index());
     meta.set_revision(self->applier->revision());
+    meta.set_source_member(self->opts->id);
+    for (const auto& u : self->opts->self_client_urls) meta.add_source_client_urls(u);
     std::string payload;
     apply::append_framed(&payload, meta.SerializeAsString());
     apply::pad_entry(&payload);
@@ -365,11 +845,10 @@ struct Node::Impl {
       return RAFT_CORRUPT;
     }
     if (meta.applied_index() > self->applier->applied_index()) {
-      // Our database is older than the snapshot: the state would have to be
-      // copied from another member, which etcdq does not do yet.
-      spdlog::error("snapshot at index {} is ahead of this member's state (applied index {})",
-                    meta.applied_index(), self->applier->applied_index());
-      return RAFT_IOERR;
+      if (Error e = self->install(meta)) {
+        spdlog::error("cannot install the snapshot at index {}: {}", meta.applied_index(), e.message());
+        return RAFT_IOERR;
+      }
     }
     raft_free(buf->base);  // the fsm owns it once restore succeeds
     return 0;
@@ -412,21 +891,25 @@ Error Node::start() {
   if (int rv = raft_init(&m->raft, &m->io, &m->fsm, opts_.id, opts_.address.c_str()); rv != 0) {
     return errors::internal(std::string("cannot initialize Raft: ") + raft_errmsg(&m->raft));
   }
-  struct raft_configuration conf;
-  raft_configuration_init(&conf);
-  for (const auto& p : opts_.initial_cluster) {
-    raft_configuration_add(&conf, p.id, p.address.c_str(), RAFT_VOTER);
-  }
-  int rv = raft_bootstrap(&m->raft, &conf);
-  raft_configuration_close(&conf);
-  if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
-    return errors::internal("cannot bootstrap the Raft log in " + opts_.dir + ": " + raft_strerror(rv) + " " +
-                            raft_errmsg(&m->raft));
+  if (!opts_.join) {
+    // A new cluster's members all bootstrap the same configuration; a log
+    // that exists already keeps its own (RAFT_CANTBOOTSTRAP).
+    struct raft_configuration conf;
+    raft_configuration_init(&conf);
+    for (const auto& p : opts_.initial_cluster) {
+      raft_configuration_add(&conf, p.id, p.address.c_str(), RAFT_VOTER);
+    }
+    int rv = raft_bootstrap(&m->raft, &conf);
+    raft_configuration_close(&conf);
+    if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
+      return errors::internal("cannot bootstrap the Raft log in " + opts_.dir + ": " + raft_strerror(rv) + " " +
+                              raft_errmsg(&m->raft));
+    }
   }
   raft_set_heartbeat_timeout(&m->raft, opts_.heartbeat_ms);
   raft_set_election_timeout(&m->raft, opts_.election_ms);
-  raft_set_snapshot_threshold(&m->raft, kSnapshotThreshold);
-  raft_set_snapshot_trailing(&m->raft, kSnapshotTrailing);
+  raft_set_snapshot_threshold(&m->raft, opts_.snapshot_threshold);
+  raft_set_snapshot_trailing(&m->raft, opts_.snapshot_trailing);
   raft_set_pre_vote(&m->raft, true);
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
     return errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft));
@@ -442,6 +925,7 @@ Error Node::start() {
   }
   uv_async_init(&m->loop, &m->wake, Impl::on_wake);
   m->wake.data = m;
+  m->inbox->wake = &m->wake;
   uv_timer_init(&m->loop, &m->tick);
   m->tick.data = m;
   uv_timer_start(&m->tick, Impl::on_tick, 0, kTickMs);
@@ -462,7 +946,7 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
   uint64_t id = m->next_id.fetch_add(1, std::memory_order_relaxed);
   cmd.set_origin(m->origin);
   cmd.set_proposal_id(id);
-  Impl::Pending p{id, cmd.SerializeAsString(), std::move(done)};
+  Impl::Pending p{id, cmd.SerializeAsString(), std::move(done), nullptr};
   {
     std::lock_guard<std::mutex> lock(m->mu);
     if (!m->stop_requested) {
@@ -479,21 +963,37 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
   uv_async_send(&m->wake);
 }
 
-void Node::read_barrier(std::function<void(Error)> fn) {
+void Node::propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done) {
   Impl* m = impl_.get();
+  Impl::Pending p;
+  for (auto& c : commands) p.bytes += c;
+  p.forwarded_done = std::move(done);
   {
     std::lock_guard<std::mutex> lock(m->mu);
-    if (m->stop_requested) {
-      fn(errors::stopped());
-      return;
+    if (!m->stop_requested) {
+      m->queue.push_back(std::move(p));
+      p.forwarded_done = nullptr;
     }
   }
-  if (opts_.initial_cluster.size() == 1) {
-    // One voter: it is the leader, and every acknowledged write is applied
-    // before it is acknowledged, so the applied state is linearizable.
-    Progress p = progress();
-    fn(p.is_leader ? Error() : errors::no_leader());
+  if (p.forwarded_done) {
+    p.forwarded_done(errors::stopped());
     return;
+  }
+  uv_async_send(&m->wake);
+}
+
+void Node::read_barrier(std::function<void(Error)> fn) {
+  Impl* m = impl_.get();
+  Progress p = progress();
+  if (p.is_leader) {
+    size_t voters = 0;
+    for (const auto& mem : members()) voters += mem.voter;
+    if (voters == 1) {
+      // The only voter leads, and every acknowledged write is applied before
+      // it is acknowledged, so the applied state is linearizable.
+      fn(Error());
+      return;
+    }
   }
   {
     std::lock_guard<std::mutex> lock(m->mu);
@@ -504,6 +1004,67 @@ void Node::read_barrier(std::function<void(Error)> fn) {
     m->reads.push_back(std::move(fn));
   }
   uv_async_send(&m->wake);
+}
+
+void Node::read_index(std::function<void(Error, uint64_t)> fn) {
+  if (!progress().is_leader) {
+    fn(errors::not_leader(), 0);
+    return;
+  }
+  read_barrier([this, fn = std::move(fn)](Error e) {
+    if (e) {
+      fn(e, 0);
+      return;
+    }
+    fn(Error(), progress().applied_index);
+  });
+}
+
+void Node::add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done) {
+  run_task([this, id, address = std::move(address), learner, done]() mutable {
+    impl_->add_member(id, address, learner, std::move(done));
+  }, done);
+}
+
+void Node::promote_member(uint64_t id, std::function<void(Error)> done) {
+  run_task([this, id, done]() mutable { impl_->promote_member(id, std::move(done)); }, done);
+}
+
+void Node::remove_member(uint64_t id, std::function<void(Error)> done) {
+  run_task([this, id, done]() mutable { impl_->remove_member(id, std::move(done)); }, done);
+}
+
+void Node::transfer_leadership(uint64_t id, std::function<void(Error)> done) {
+  run_task([this, id, done]() mutable { impl_->transfer_leadership(id, std::move(done)); }, done);
+}
+
+void Node::run_task(std::function<void()> task, const std::function<void(Error)>& on_stopped) {
+  Impl* m = impl_.get();
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!m->stop_requested) {
+      m->tasks.push_back(std::move(task));
+      task = nullptr;
+    }
+  }
+  if (task) {
+    on_stopped(errors::stopped());
+    return;
+  }
+  uv_async_send(&m->wake);
+}
+
+std::vector<MemberState> Node::members() const {
+  std::lock_guard<std::mutex> lock(impl_->progress_mu);
+  return impl_->members_cache;
+}
+
+Forwarder& Node::forwarder() { return *impl_->forwarder; }
+
+std::string Node::leader_target() const {
+  Progress p = progress();
+  if (p.leader_id == 0 || p.leader_id == opts_.id || !opts_.client_target_of) return "";
+  return opts_.client_target_of(p.leader_id);
 }
 
 void Node::stop() {

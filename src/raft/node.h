@@ -12,9 +12,21 @@
 //
 // The log is the state machine's write-ahead log; RocksDB is not fsynced per
 // entry. Before libraft takes a snapshot (and may drop log entries), the
-// state database is synced, so nothing above its durable applied index is
-// ever dropped. A snapshot's payload is only the applied index and
-// revision: a member restores from its own database.
+// state database is synced and checkpointed (storage/checkpoints.h), so
+// nothing above its durable applied index is ever dropped. A snapshot's
+// payload is only metadata (applied index, revision, who took it): a member
+// restarting restores from its own database; a member too far behind
+// streams the state from the taker's checkpoint (Peer.FetchSnapshot), which
+// never holds the data set in memory. Installing it blocks that member's
+// consensus thread for the transfer (it is of no use to the cluster until
+// then anyway).
+//
+// On a follower, proposals are forwarded to the leader (Peer.Propose, on its
+// client URL) and answered when this member applies them; linearizable reads
+// ask the leader for a read index (Peer.ReadIndex) that many reads share,
+// then wait until this member applied it. A forwarded proposal or read that
+// does not complete within the request timeout fails with
+// errors::timeout(), as etcd's do.
 #pragma once
 
 #include <atomic>
@@ -27,6 +39,8 @@
 #include "apply/applier.h"
 #include "common/error.h"
 #include "etcdq/command.pb.h"
+#include "raft/forwarder.h"
+#include "storage/checkpoints.h"
 
 namespace etcdq::raft {
 
@@ -41,8 +55,35 @@ struct NodeOptions {
   std::string address;          // advertised peer host:port
   std::string bind_address;     // listen host:port (empty: `address`)
   std::vector<Peer> initial_cluster;  // voters of a new cluster
+  // --initial-cluster-state existing: do not bootstrap; wait until the
+  // leader (which added this member) sends the log or a snapshot.
+  bool join = false;
   unsigned heartbeat_ms = 100;   // etcd's --heartbeat-interval default
   unsigned election_ms = 1000;   // etcd's --election-timeout default
+  // Entries between snapshots (etcd's --snapshot-count) and entries kept
+  // behind one for followers that lag a little.
+  unsigned snapshot_threshold = 8192;
+  unsigned snapshot_trailing = 2048;
+  // etcd's --strict-reconfig-check: refuse membership changes that would
+  // leave too few reachable voters for a quorum.
+  bool strict_reconfig_check = true;
+  // The client address (host:port) a member serves Peer on; "" if unknown.
+  std::function<std::string(uint64_t member_id)> client_target_of;
+  std::vector<std::string> self_client_urls;  // written into snapshots we take
+  storage::Checkpoints* checkpoints = nullptr;
+  // Forwarded proposals and reads: etcd's request timeout, 5 s plus two
+  // election timeouts.
+  unsigned request_timeout_ms() const { return 5000 + 2 * election_ms; }
+};
+
+// One server of libraft's configuration, as the leader sees it.
+struct MemberState {
+  uint64_t id = 0;
+  std::string address;    // peer host:port
+  bool learner = false;   // RAFT_STANDBY (etcd's learner)
+  bool voter = false;     // RAFT_VOTER; neither: RAFT_SPARE (being added)
+  uint64_t match_index = 0;  // leader only: replicated up to here
+  bool reachable = false;    // leader only: heard from within an election timeout (self: true)
 };
 
 // Consensus progress, updated on the consensus thread, readable anywhere.
@@ -75,10 +116,33 @@ class Node {
   // exactly once on the consensus thread: with the apply result, or with
   // errors::stopped() / not_leader() / leader_changed() if it never applied.
   void propose(apply::Command cmd, ProposalDone done);
+  // Leader: proposes commands a follower forwarded (already framed and
+  // carrying the follower's origin). `done` runs once their entry applied
+  // here (OK) or could not be (the error); any thread.
+  void propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done);
   // Runs `fn` once a linearizable read may be served from the applied state
   // (leadership confirmed, everything committed before the call applied),
   // or with the error that prevents it. `fn` may run on the calling thread.
   void read_barrier(std::function<void(Error)> fn);
+  // Leader: confirms leadership and returns an index every write
+  // acknowledged before the call is at or below (Peer.ReadIndex).
+  void read_index(std::function<void(Error, uint64_t)> fn);
+
+  // Membership, on the leader (errors::not_leader() elsewhere). `done` runs
+  // on the consensus thread once the configuration entry committed.
+  // add: a learner becomes RAFT_STANDBY; a voter is added as spare and then
+  // promoted once libraft caught it up (libraft cannot add a voter at once).
+  void add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done);
+  void promote_member(uint64_t id, std::function<void(Error)> done);
+  void remove_member(uint64_t id, std::function<void(Error)> done);
+  // Leadership transfer (etcd's MoveLeader); `done` once `id` leads or the
+  // transfer timed out (errors::timeout()).
+  void transfer_leadership(uint64_t id, std::function<void(Error)> done);
+  std::vector<MemberState> members() const;
+
+  Forwarder& forwarder();
+  // The leader's Peer target, "" when no leader is known or it is us.
+  std::string leader_target() const;
 
   // Stops taking proposals, lets in-flight ones finish, closes libraft and
   // joins the consensus thread. Idempotent.
@@ -86,7 +150,7 @@ class Node {
 
   Progress progress() const;
   uint64_t id() const { return opts_.id; }
-  size_t voters() const { return opts_.initial_cluster.size(); }
+  const NodeOptions& options() const { return opts_; }
 
   // Batching counters (for the benchmark report): entries proposed and
   // commands carried.
@@ -97,6 +161,8 @@ class Node {
 
  private:
   struct Impl;
+  // Runs `task` on the consensus thread, or `on_stopped(errors::stopped())`.
+  void run_task(std::function<void()> task, const std::function<void(Error)>& on_stopped);
   NodeOptions opts_;
   std::unique_ptr<Impl> impl_;
   std::atomic<uint64_t> entries_proposed_{0};

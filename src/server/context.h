@@ -32,15 +32,18 @@ struct Context {
   lease::Lessor* lessor;
   lease::IdGenerator* lease_ids;
   apply::Alarms* alarms;
+  apply::Members* members;
+  storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)  // published names and client URLs (membership itself is the node's)
   MemberInfo self;
-  uint64_t cluster_id;
-  std::vector<MemberInfo> members;  // the initial cluster (membership changes come with clusters)
+  uint64_t cluster_id;  // until the replicated one is known (members->cluster_id())
+  std::string cluster_token;  // --initial-cluster-token: added members' ids derive from it
   Limits limits;
 
   // etcd's header.fill: ids and term always; the current revision when the
   // response did not set one, unless `with_revision` is false (etcd's
   // Cluster service answers without a revision).
   void fill_header(etcdserverpb::ResponseHeader* h, bool with_revision = true) const;
+  uint64_t current_cluster_id() const;
 };
 
 grpc::Status to_grpc(const Error& e);

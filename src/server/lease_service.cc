@@ -26,6 +26,26 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
     }
     resp_.Clear();
     resp_.set_id(req_.id());
+    if (!ctx_->node->progress().is_leader) {
+      // Lease clocks live on the leader.
+      std::string target = ctx_->node->leader_target();
+      if (target.empty()) {
+        Finish(to_grpc(errors::no_leader()));
+        return;
+      }
+      ctx_->node->forwarder().lease_keep_alive(
+          target, req_.id(), std::chrono::milliseconds(ctx_->node->options().request_timeout_ms()),
+          [this](Error e, int64_t ttl) {
+            if (e) {
+              Finish(to_grpc(e));
+              return;
+            }
+            resp_.set_ttl(ttl);
+            ctx_->fill_header(resp_.mutable_header());
+            StartWrite(&resp_);
+          });
+      return;
+    }
     resp_.set_ttl(lessor_->renew(req_.id()));
     ctx_->fill_header(resp_.mutable_header());
     StartWrite(&resp_);
@@ -121,6 +141,25 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         const etcdserverpb::LeaseTimeToLiveRequest* req,
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (!ctx_->node->progress().is_leader) {
+    // The remaining TTL is the leader's clock: ask it.
+    std::string target = ctx_->node->leader_target();
+    if (target.empty()) {
+      finish(reactor, errors::no_leader());
+      return reactor;
+    }
+    auto stub = std::shared_ptr<etcdserverpb::Lease::Stub>(
+        etcdserverpb::Lease::NewStub(ctx_->node->forwarder().channel(target)));
+    auto cctx = std::make_shared<grpc::ClientContext>();
+    cctx->set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(ctx_->node->options().request_timeout_ms()));
+    Context* ctx = ctx_;
+    stub->async()->LeaseTimeToLive(cctx.get(), req, resp, [ctx, reactor, resp, stub, cctx](grpc::Status st) {
+      if (st.ok()) ctx->fill_header(resp->mutable_header());
+      finish(reactor, raft::Forwarder::from_status(st));
+    });
+    return reactor;
+  }
   resp->set_id(req->id());
   auto info = lessor_->info(req->id());
   if (!info) {

@@ -1,7 +1,8 @@
 // etcd's Maintenance service: Status (what `etcdctl endpoint status` shows),
 // Alarm (get, activate, deactivate; apply/alarms.h) and Defragment
 // (RocksDB compacts its files in the background; nothing stops meanwhile).
-// Hash, HashKV, Snapshot, MoveLeader and Downgrade answer Unimplemented.
+// MoveLeader (on the leader: libraft's leadership transfer) and HashKV.
+// Hash, Snapshot and Downgrade answer Unimplemented.
 #pragma once
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
@@ -23,20 +24,20 @@ class MaintenanceService final : public etcdserverpb::Maintenance::CallbackServi
   grpc::ServerUnaryReactor* Defragment(grpc::CallbackServerContext* c,
                                        const etcdserverpb::DefragmentRequest* req,
                                        etcdserverpb::DefragmentResponse* resp) override;
+  grpc::ServerUnaryReactor* MoveLeader(grpc::CallbackServerContext* c, const etcdserverpb::MoveLeaderRequest* req,
+                                       etcdserverpb::MoveLeaderResponse* resp) override;
+  grpc::ServerUnaryReactor* HashKV(grpc::CallbackServerContext* c, const etcdserverpb::HashKVRequest* req,
+                                   etcdserverpb::HashKVResponse* resp) override;
 
  private:
   Context* ctx_;
 };
 
-class ClusterService final : public etcdserverpb::Cluster::CallbackService {
- public:
-  explicit ClusterService(Context* ctx) : ctx_(ctx) {}
-  grpc::ServerUnaryReactor* MemberList(grpc::CallbackServerContext* c,
-                                       const etcdserverpb::MemberListRequest* req,
-                                       etcdserverpb::MemberListResponse* resp) override;
-
- private:
-  Context* ctx_;
-};
+// HashKV's hash: CRC-32 (zlib) over every key live at `rev` with its
+// create/mod revision, version, lease and value, in key order. Equal on
+// members that applied the same log, whatever their physical compaction
+// did; not equal to etcd's number (its hash walks its own bbolt layout).
+// Errors: compacted() / future_rev() for `rev`.
+Error hash_kv(const mvcc::ReadView& view, int64_t rev, uint32_t* out);
 
 }  // namespace etcdq::server

@@ -2,12 +2,14 @@
 
 #include <chrono>
 
+#include "server/cluster_service.h"
 #include "server/election_service.h"
 #include "server/kv_service.h"
 #include "server/local_client.h"
 #include "server/lock_service.h"
 #include "server/lease_service.h"
 #include "server/maintenance_service.h"
+#include "server/peer_service.h"
 #include "server/watch_service.h"
 
 namespace etcdq::server {
@@ -17,7 +19,7 @@ constexpr int kGrpcOverheadBytes = 512 * 1024;
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
       : local(c), kv(c), watch(c, progress), lease(c, c->lessor), lock(&local), election(&local), maintenance(c),
-        cluster(c) {}
+        cluster(c), peer(c) {}
   LocalClient local;  // for the Lock and Election recipes
   KvService kv;
   WatchService watch;
@@ -26,6 +28,7 @@ struct ClientServer::Services {
   ElectionService election;
   MaintenanceService maintenance;
   ClusterService cluster;
+  PeerService peer;
 };
 
 ClientServer::ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval)
@@ -51,6 +54,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.RegisterService(&services_->election);
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
+  b.RegisterService(&services_->peer);
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the client server");
   for (size_t i = 0; i < listen.size(); ++i) {

@@ -36,7 +36,8 @@ class MvccRules : public ::testing::Test {
     store_ = std::make_unique<mvcc::Store>(engine_.get());
     lessor_ = std::make_unique<lease::Lessor>(engine_.get(), 2);
     alarms_ = std::make_unique<apply::Alarms>(engine_.get());
-    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get(), alarms_.get());
+    members_ = std::make_unique<apply::Members>(engine_.get());
+    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get());
     index_ = applier_->applied_index();
   }
   void close() {
@@ -94,6 +95,7 @@ class MvccRules : public ::testing::Test {
   std::unique_ptr<mvcc::Store> store_;
   std::unique_ptr<lease::Lessor> lessor_;
   std::unique_ptr<apply::Alarms> alarms_;
+  std::unique_ptr<apply::Members> members_;
   std::unique_ptr<apply::Applier> applier_;
   uint64_t index_ = 0;
   Error last_error_;

@@ -1,0 +1,114 @@
+#include "raft/forwarder.h"
+
+namespace etcdq::raft {
+
+std::string url_to_target(const std::string& url) {
+  auto p = url.find("://");
+  if (p == std::string::npos) return "";
+  std::string rest = url.substr(p + 3);
+  auto slash = rest.find('/');
+  if (slash != std::string::npos) rest.resize(slash);
+  return rest;
+}
+
+std::shared_ptr<grpc::Channel> Forwarder::channel(const std::string& target) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& ch = channels_[target];
+  if (!ch) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    // A restarted leader should be reachable again quickly.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    ch = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  }
+  return ch;
+}
+
+Error Forwarder::from_status(const grpc::Status& s) {
+  if (s.ok()) return {};
+  const std::string& m = s.error_message();
+  if (m.rfind("etcdserver:", 0) == 0 || m.rfind("mvcc:", 0) == 0) {
+    return Error(static_cast<Code>(s.error_code()), m);
+  }
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) return errors::timeout();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED) {
+    return errors::leader_changed();
+  }
+  return Error(static_cast<Code>(s.error_code()), m);
+}
+
+namespace {
+
+template <typename Req, typename Resp>
+struct Call {
+  grpc::ClientContext ctx;
+  Req req;
+  Resp resp;
+};
+
+}  // namespace
+
+void Forwarder::propose(const std::string& target, std::vector<std::string> commands, Timeout timeout,
+                        std::function<void(Error)> done) {
+  auto* c = new Call<peer::ProposeRequest, peer::ProposeResponse>();
+  for (auto& cmd : commands) c->req.add_commands(std::move(cmd));
+  c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->Propose(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+    done(from_status(s));
+    delete c;
+  });
+}
+
+void Forwarder::read_index(const std::string& target, Timeout timeout,
+                           std::function<void(Error, uint64_t)> done) {
+  auto* c = new Call<peer::ReadIndexRequest, peer::ReadIndexResponse>();
+  c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->ReadIndex(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+    done(from_status(s), c->resp.index());
+    delete c;
+  });
+}
+
+void Forwarder::lease_keep_alive(const std::string& target, int64_t id, Timeout timeout,
+                                 std::function<void(Error, int64_t)> done) {
+  auto* c = new Call<etcdserverpb::LeaseKeepAliveRequest, etcdserverpb::LeaseKeepAliveResponse>();
+  c->req.set_id(id);
+  c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->LeaseKeepAlive(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+    done(from_status(s), c->resp.ttl());
+    delete c;
+  });
+}
+
+Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
+                                const std::function<Error(const peer::SnapshotChunk&)>& fn) {
+  auto stub = peer::Peer::NewStub(channel(target));
+  grpc::ClientContext ctx;
+  peer::FetchSnapshotRequest req;
+  req.set_index(index);
+  auto reader = stub->FetchSnapshot(&ctx, req);
+  peer::SnapshotChunk chunk;
+  bool last = false;
+  Error failed;
+  while (reader->Read(&chunk)) {
+    if (Error e = fn(chunk)) {
+      failed = e;
+      ctx.TryCancel();
+      break;
+    }
+    last = chunk.last();
+  }
+  grpc::Status s = reader->Finish();
+  if (failed) return failed;
+  if (!s.ok()) return errors::internal("fetching the snapshot at index " + std::to_string(index) + " from " +
+                                       target + ": " + s.error_message());
+  if (!last) return errors::internal("the snapshot from " + target + " ended early");
+  return {};
+}
+
+}  // namespace etcdq::raft

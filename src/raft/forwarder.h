@@ -1,0 +1,58 @@
+// Calls from one member to another over the Peer service (proto/etcdq/
+// peer.proto), which members serve on their client URL: proposals and
+// lease keep-alives forwarded to the leader, read indexes, and snapshot
+// state. One gRPC channel per target, kept for the process's life.
+//
+// Errors come back as etcd's: a status the remote member sent is passed
+// on as is; a call that never reached it (the leader died, the network
+// failed) is errors::leader_changed(), and one that ran out of time is
+// errors::timeout().
+//
+// Thread-safety: every method may be called from any thread; callbacks run
+// on gRPC's threads.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "etcdq/peer.grpc.pb.h"
+
+namespace etcdq::raft {
+
+// "http://host:port[/...]" -> "host:port"; "" if it is not such a URL.
+std::string url_to_target(const std::string& url);
+
+class Forwarder {
+ public:
+  using Timeout = std::chrono::milliseconds;
+
+  void propose(const std::string& target, std::vector<std::string> commands, Timeout timeout,
+               std::function<void(Error)> done);
+  void read_index(const std::string& target, Timeout timeout, std::function<void(Error, uint64_t index)> done);
+  void lease_keep_alive(const std::string& target, int64_t id, Timeout timeout,
+                        std::function<void(Error, int64_t ttl)> done);
+  // Blocks until the whole snapshot at `index` arrived (`fn` called for each
+  // chunk in order), `fn` fails, or the transfer fails.
+  Error fetch_snapshot(const std::string& target, uint64_t index,
+                       const std::function<Error(const peer::SnapshotChunk&)>& fn);
+
+  // The channel to `target`, for proxying etcd's own services to the leader.
+  std::shared_ptr<grpc::Channel> channel(const std::string& target);
+
+  static Error from_status(const grpc::Status& s);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
+};
+
+}  // namespace etcdq::raft

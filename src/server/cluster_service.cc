@@ -1,0 +1,166 @@
+#include "server/cluster_service.h"
+
+#include "raft/forwarder.h"
+
+namespace etcdq::server {
+namespace {
+
+std::string peer_url_of(const raft::MemberState& m) { return "http://" + m.address; }
+
+// A follower's membership call goes to the leader, whose answer is ours.
+// `call` starts the call on a stub of the leader's Cluster service.
+template <typename Resp, typename Start>
+bool proxy_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, Start start) {
+  if (ctx->node->progress().is_leader) return false;
+  std::string target = ctx->node->leader_target();
+  if (target.empty()) {
+    finish(reactor, errors::no_leader());
+    return true;
+  }
+  auto stub = std::shared_ptr<etcdserverpb::Cluster::Stub>(
+      etcdserverpb::Cluster::NewStub(ctx->node->forwarder().channel(target)));
+  auto cctx = std::make_shared<grpc::ClientContext>();
+  cctx->set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(ctx->node->options().request_timeout_ms()));
+  start(stub.get(), cctx.get(), [ctx, reactor, resp, stub, cctx](grpc::Status s) {
+    if (s.ok()) ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    finish(reactor, raft::Forwarder::from_status(s));
+  });
+  return true;
+}
+
+Error parse_peer_urls(const google::protobuf::RepeatedPtrField<std::string>& urls, std::string* address) {
+  if (urls.empty()) return errors::member_bad_urls();
+  for (const auto& u : urls) {
+    std::string t = raft::url_to_target(u);
+    if (t.empty() || u.rfind("http://", 0) != 0 || t.find(':') == std::string::npos) return errors::member_bad_urls();
+  }
+  *address = raft::url_to_target(urls[0]);
+  return {};
+}
+
+}  // namespace
+
+void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out) {
+  for (const auto& m : ctx.node->members()) {
+    auto* o = out->Add();
+    o->set_id(m.id);
+    o->add_peerurls(peer_url_of(m));
+    o->set_islearner(m.learner);
+    if (auto a = ctx.members->get(m.id)) {
+      o->set_name(a->name());
+      for (const auto& u : a->client_urls()) o->add_clienturls(u);
+    }
+  }
+}
+
+grpc::ServerUnaryReactor* ClusterService::MemberList(grpc::CallbackServerContext* c,
+                                                     const etcdserverpb::MemberListRequest*,
+                                                     etcdserverpb::MemberListResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  list_members(*ctx_, resp->mutable_members());
+  ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
+  finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext* c,
+                                                    const etcdserverpb::MemberAddRequest* req,
+                                                    etcdserverpb::MemberAddResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  std::string address;
+  if (Error e = parse_peer_urls(req->peerurls(), &address)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  Context* ctx = ctx_;
+  if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
+        stub->async()->MemberAdd(cctx, req, resp, std::move(cb));
+      })) {
+    return reactor;
+  }
+  std::vector<std::string> urls(req->peerurls().begin(), req->peerurls().end());
+  uint64_t id = member_id(urls, ctx->cluster_token);
+  bool learner = req->islearner();
+  ctx->node->add_member(id, address, learner, [ctx, reactor, resp, id, urls, learner](Error e) {
+    if (e) return finish(reactor, e);
+    auto* m = resp->mutable_member();
+    m->set_id(id);
+    for (const auto& u : urls) m->add_peerurls(u);
+    m->set_islearner(learner);
+    list_members(*ctx, resp->mutable_members());
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    finish(reactor, {});
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::MemberRemove(grpc::CallbackServerContext* c,
+                                                       const etcdserverpb::MemberRemoveRequest* req,
+                                                       etcdserverpb::MemberRemoveResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Context* ctx = ctx_;
+  if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
+        stub->async()->MemberRemove(cctx, req, resp, std::move(cb));
+      })) {
+    return reactor;
+  }
+  ctx->node->remove_member(req->id(), [ctx, reactor, resp](Error e) {
+    if (e) return finish(reactor, e);
+    list_members(*ctx, resp->mutable_members());
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    finish(reactor, {});
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::MemberPromote(grpc::CallbackServerContext* c,
+                                                        const etcdserverpb::MemberPromoteRequest* req,
+                                                        etcdserverpb::MemberPromoteResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Context* ctx = ctx_;
+  if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
+        stub->async()->MemberPromote(cctx, req, resp, std::move(cb));
+      })) {
+    return reactor;
+  }
+  ctx->node->promote_member(req->id(), [ctx, reactor, resp](Error e) {
+    if (e) return finish(reactor, e);
+    list_members(*ctx, resp->mutable_members());
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    finish(reactor, {});
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerContext* c,
+                                                       const etcdserverpb::MemberUpdateRequest* req,
+                                                       etcdserverpb::MemberUpdateResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  std::string address;
+  if (Error e = parse_peer_urls(req->peerurls(), &address)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  bool found = false;
+  for (const auto& m : ctx_->node->members()) {
+    if (m.id != req->id()) continue;
+    found = true;
+    if (m.address != address) {
+      finish(reactor, Error(Code::kUnimplemented,
+                            "etcdq: changing a member's peer address is not supported (libraft 0.15 cannot); "
+                            "remove the member and add it again"));
+      return reactor;
+    }
+  }
+  if (!found) {
+    finish(reactor, errors::member_not_found());
+    return reactor;
+  }
+  list_members(*ctx_, resp->mutable_members());
+  ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
+  finish(reactor, {});
+  return reactor;
+}
+
+}  // namespace etcdq::server

@@ -1,0 +1,45 @@
+// etcd's Cluster service: membership as libraft's configuration holds it
+// (ids, peer addresses, voter or learner), with the names and client URLs
+// members publish (apply/members.h).
+//
+// Changes run on the leader; a follower passes the call to the leader's
+// client URL and answers with the leader's result. Member ids of added
+// members derive from their peer URLs and this member's
+// --initial-cluster-token, as for the initial cluster (server/identity.h),
+// so the new member computes the same id from its own flags; it must be
+// started with the same token. MemberUpdate can only keep a member's peer
+// address: libraft 0.15 cannot change one.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
+#include "server/context.h"
+
+namespace etcdq::server {
+
+class ClusterService final : public etcdserverpb::Cluster::CallbackService {
+ public:
+  explicit ClusterService(Context* ctx) : ctx_(ctx) {}
+  grpc::ServerUnaryReactor* MemberList(grpc::CallbackServerContext* c, const etcdserverpb::MemberListRequest* req,
+                                       etcdserverpb::MemberListResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberAdd(grpc::CallbackServerContext* c, const etcdserverpb::MemberAddRequest* req,
+                                      etcdserverpb::MemberAddResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberRemove(grpc::CallbackServerContext* c,
+                                         const etcdserverpb::MemberRemoveRequest* req,
+                                         etcdserverpb::MemberRemoveResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberPromote(grpc::CallbackServerContext* c,
+                                          const etcdserverpb::MemberPromoteRequest* req,
+                                          etcdserverpb::MemberPromoteResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberUpdate(grpc::CallbackServerContext* c,
+                                         const etcdserverpb::MemberUpdateRequest* req,
+                                         etcdserverpb::MemberUpdateResponse* resp) override;
+
+ private:
+  Context* ctx_;
+};
+
+// Every member, as MemberList answers (also used by MemberAdd and friends).
+void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out);
+
+}  // namespace etcdq::server

@@ -1,0 +1,124 @@
+#include "server/peer_service.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace etcdq::server {
+namespace {
+
+constexpr size_t kChunkBytes = 1 << 20;
+
+class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk> {
+ public:
+  SnapshotWriter(Context* ctx, uint64_t index) : ctx_(ctx), index_(index) {
+    std::thread([this] { run(); }).detach();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written_ = true;
+      write_ok_ = ok;
+    }
+    cv_.notify_all();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // Blocks until the receiver took `chunk_`; false if the call ended.
+  bool send() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written_ = false;
+    }
+    StartWrite(&chunk_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return written_; });
+    return write_ok_;
+  }
+
+  void run() {
+    size_t bytes = 0;
+    bool gone = false;
+    Error e = ctx_->checkpoints->read(index_, [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
+      auto* p = chunk_.add_pairs();
+      p->set_cf(static_cast<uint32_t>(cf));
+      p->set_key(key.data(), key.size());
+      p->set_value(value.data(), value.size());
+      bytes += key.size() + value.size() + 8;
+      if (bytes < kChunkBytes) return {};
+      if (!send()) {
+        gone = true;
+        return Error(Code::kCancelled, "the receiver went away");
+      }
+      chunk_.Clear();
+      bytes = 0;
+      return {};
+    });
+    if (!e) {
+      chunk_.set_last(true);
+      if (!send()) gone = true;
+    }
+    if (e && !gone) {
+      Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, e.message()));
+    } else {
+      Finish(gone ? grpc::Status::CANCELLED : grpc::Status::OK);
+    }
+    // Finish may have run OnDone (and deleted this) already: nothing after it.
+  }
+
+  Context* ctx_;
+  uint64_t index_;
+  peer::SnapshotChunk chunk_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool written_ = false;
+  bool write_ok_ = false;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, const peer::ProposeRequest* req,
+                                               peer::ProposeResponse*) {
+  auto* reactor = c->DefaultReactor();
+  if (!ctx_->node->progress().is_leader) {
+    finish(reactor, errors::not_leader());
+    return reactor;
+  }
+  std::vector<std::string> cmds(req->commands().begin(), req->commands().end());
+  ctx_->node->propose_forwarded(std::move(cmds), [reactor](Error e) { finish(reactor, e); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::ReadIndex(grpc::CallbackServerContext* c, const peer::ReadIndexRequest*,
+                                                 peer::ReadIndexResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  ctx_->node->read_index([reactor, resp](Error e, uint64_t index) {
+    resp->set_index(index);
+    finish(reactor, e);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContext* c,
+                                                      const etcdserverpb::LeaseKeepAliveRequest* req,
+                                                      etcdserverpb::LeaseKeepAliveResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (!ctx_->node->progress().is_leader) {
+    finish(reactor, errors::not_leader());
+    return reactor;
+  }
+  resp->set_id(req->id());
+  resp->set_ttl(ctx_->lessor->renew(req->id()));
+  ctx_->fill_header(resp->mutable_header());
+  finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext*,
+                                                                          const peer::FetchSnapshotRequest* req) {
+  return new SnapshotWriter(ctx_, req->index());
+}
+
+}  // namespace etcdq::server
