@@ -48,6 +48,7 @@ Error learner_not_ready() {
 Error too_many_learners() { return {Code::kFailedPrecondition, "etcdserver: too many learner members in cluster"}; }
 Error unhealthy() { return {Code::kUnavailable, "etcdserver: unhealthy cluster"}; }
 Error bad_leader_transferee() { return {Code::kFailedPrecondition, "etcdserver: bad leader transferee"}; }
+Error not_supported_for_learner() { return {Code::kUnavailable, "etcdserver: rpc not supported for learner"}; }
 Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }
 
 }  // namespace etcdq::errors

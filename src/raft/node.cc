@@ -79,6 +79,7 @@ struct Node::Impl {
   std::mutex mu;  // guards everything up to stop_requested
   std::vector<Pending> queue;
   std::vector<ReadFn> reads;
+  std::vector<std::function<void(Error, uint64_t)>> index_reads;  // Peer.ReadIndex on the leader
   std::vector<std::function<void()>> tasks;  // run on the consensus thread
   bool stop_requested = false;
 
@@ -115,7 +116,10 @@ struct Node::Impl {
   std::multimap<uint64_t, WaitingRead> reads_waiting_apply;  // by read index
   size_t inflight = 0;
   bool closing = false;
-  bool startup_barrier_sent = false;
+  // A leader knows every committed index once an entry of its own term
+  // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
+  raft_term committed_term = 0;
+  raft_term term_barrier_term = 0;  // the term a barrier is out for
   raft_index members_config_index = ~0ULL;
   std::vector<MemberState> members_cache;  // guarded by progress_mu
 
@@ -148,7 +152,7 @@ struct Node::Impl {
     struct raft_barrier req;
     Impl* impl;
     std::vector<std::function<void(Error)>> reads;
-    bool startup;
+    raft_term term = 0;  // non-zero: the barrier that commits an entry of this term
   };
 
   // ---- consensus thread ----------------------------------------------------
@@ -173,6 +177,7 @@ struct Node::Impl {
       m.voter = srv.role == RAFT_VOTER;
       m.learner = srv.role == RAFT_STANDBY;
       if (srv.id == raft.id) {
+        p.is_learner = m.learner;
         m.match_index = raft_last_index(&raft);
         m.reachable = true;
       } else if (p.is_leader && raft.leader_state.progress != nullptr) {
@@ -293,13 +298,16 @@ struct Node::Impl {
     auto* b = static_cast<BarrierReq*>(req->data);
     Impl* self = b->impl;
     Error e = status == 0 ? Error() : raft_error(status, "barrier");
-    if (b->startup) {
+    if (b->term != 0) {
       if (status == 0) {
+        self->committed_term = b->term;
         self->update_progress();
-        self->set_ready();
-        spdlog::info("member {:x} is ready: applied index {}", self->opts->id, raft_last_applied(&self->raft));
+        if (!self->is_ready()) {
+          self->set_ready();
+          spdlog::info("member {:x} is ready: applied index {}", self->opts->id, raft_last_applied(&self->raft));
+        }
       } else {
-        self->startup_barrier_sent = false;  // try again at the next tick
+        self->term_barrier_term = 0;  // try again at the next tick
       }
     }
     if (!b->reads.empty()) self->update_progress();  // read_index answers the applied index
@@ -319,7 +327,23 @@ struct Node::Impl {
     self->update_progress();
     self->release_reads(raft_last_applied(&self->raft));
     self->expire(SteadyClock::now());
-    if (self->closing || self->is_ready()) return;
+    if (self->closing) return;
+    // Ready (at start) once the log held then is applied: as leader, after
+    // a barrier of our own term commits. Every new term gets one too.
+    if (raft_state(&self->raft) == RAFT_LEADER && self->committed_term != self->raft.current_term &&
+        self->term_barrier_term != self->raft.current_term) {
+      auto* b = new BarrierReq{};
+      b->impl = self;
+      b->term = self->raft.current_term;
+      b->req.data = b;
+      if (raft_barrier(&self->raft, &b->req, on_barrier) != 0) {
+        delete b;
+        return;
+      }
+      self->term_barrier_term = b->term;
+      ++self->inflight;
+    }
+    if (self->is_ready()) return;
     if (raft_state(&self->raft) == RAFT_FOLLOWER) {
       // A follower is ready once it knows a leader and applied what it
       // knows to be committed.
@@ -333,21 +357,6 @@ struct Node::Impl {
       }
       return;
     }
-    // Ready once the log held at start is applied: as leader, after a
-    // barrier of our own term commits.
-    if (raft_state(&self->raft) == RAFT_LEADER && !self->startup_barrier_sent) {
-      auto* b = new BarrierReq{};
-      b->impl = self;
-      b->startup = true;
-      b->req.data = b;
-      int rv = raft_barrier(&self->raft, &b->req, on_barrier);
-      if (rv != 0) {
-        delete b;
-        return;
-      }
-      self->startup_barrier_sent = true;
-      ++self->inflight;
-    }
   }
 
   static void on_wake(uv_async_t* h) { static_cast<Impl*>(h->data)->drain(); }
@@ -355,6 +364,7 @@ struct Node::Impl {
   void drain() {
     std::vector<Pending> batch;
     std::vector<ReadFn> rs;
+    std::vector<std::function<void(Error, uint64_t)>> irs;
     std::vector<std::function<void()>> ts;
     std::vector<std::pair<std::vector<uint64_t>, Error>> ffails;
     std::vector<ReadIndexAnswer> answers;
@@ -363,6 +373,7 @@ struct Node::Impl {
       std::lock_guard<std::mutex> lock(mu);
       batch.swap(queue);
       rs.swap(reads);
+      irs.swap(index_reads);
       ts.swap(tasks);
       stopping = stop_requested;
     }
@@ -378,6 +389,7 @@ struct Node::Impl {
     if (stopping || closing) {
       for (auto& p : batch) fail_pending(p, errors::stopped());
       for (auto& fn : rs) fn(errors::stopped());
+      for (auto& fn : irs) fn(errors::stopped(), 0);
       for (auto& fn : follower_reads) fn(errors::stopped());
       follower_reads.clear();
       for (auto& [idx, w] : reads_waiting_apply) w.fn(errors::stopped());
@@ -392,6 +404,19 @@ struct Node::Impl {
       propose_entries(batch);
     } else {
       forward(batch);
+    }
+    for (auto& fn : irs) {
+      if (!leader) {
+        fn(errors::not_leader(), 0);
+        continue;
+      }
+      // The read index is the commit index now, once the barrier below
+      // confirms we still lead; before an entry of this term committed,
+      // the barrier's own index.
+      uint64_t commit = committed_term == raft.current_term ? raft.commit_index : 0;
+      rs.push_back([this, commit, fn = std::move(fn)](Error e) {
+        fn(e, e ? 0 : (commit != 0 ? commit : raft_last_applied(&raft)));
+      });
     }
     if (leader) {
       // Reads queued for a read index before this member became leader.
@@ -1007,17 +1032,19 @@ void Node::read_barrier(std::function<void(Error)> fn) {
 }
 
 void Node::read_index(std::function<void(Error, uint64_t)> fn) {
-  if (!progress().is_leader) {
-    fn(errors::not_leader(), 0);
+  Impl* m = impl_.get();
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!m->stop_requested) {
+      m->index_reads.push_back(std::move(fn));
+      fn = nullptr;
+    }
+  }
+  if (fn) {
+    fn(errors::stopped(), 0);
     return;
   }
-  read_barrier([this, fn = std::move(fn)](Error e) {
-    if (e) {
-      fn(e, 0);
-      return;
-    }
-    fn(Error(), progress().applied_index);
-  });
+  uv_async_send(&m->wake);
 }
 
 void Node::add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done) {

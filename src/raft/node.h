@@ -94,6 +94,7 @@ struct Progress {
   uint64_t applied_index = 0;
   uint64_t last_index = 0;
   bool is_leader = false;
+  bool is_learner = false;  // RAFT_STANDBY in the configuration
 };
 
 using ProposalDone = std::function<void(apply::Result&&)>;

@@ -11,6 +11,12 @@ void Context::fill_header(etcdserverpb::ResponseHeader* h, bool with_revision) c
   if (with_revision && h->revision() == 0) h->set_revision(store->view()->revision());
 }
 
+bool refuse_on_learner(const Context& ctx, grpc::ServerUnaryReactor* reactor) {
+  if (!ctx.node->progress().is_learner) return false;
+  reactor->Finish(to_grpc(errors::not_supported_for_learner()));
+  return true;
+}
+
 uint64_t Context::current_cluster_id() const {
   uint64_t c = members != nullptr ? members->cluster_id() : 0;
   return c != 0 ? c : cluster_id;

@@ -60,6 +60,19 @@ Error check_request_size(const Context& ctx, const apply::Command& cmd);
 // member raises NOSPACE through the log. Reads and deletes always pass.
 Error check_quota(Context& ctx, const apply::Command& cmd);
 
+// etcd's learner rule (api/v3rpc/interceptor.go, isRPCSupportedForLearner):
+// a learner answers Status and serializable Range only; everything else,
+// streams included, fails with errors::not_supported_for_learner().
+bool refuse_on_learner(const Context& ctx, grpc::ServerUnaryReactor* reactor);
+
+// A stream refused before it started (a learner's Watch or LeaseKeepAlive).
+template <typename Req, typename Resp>
+class RefusedStream final : public grpc::ServerBidiReactor<Req, Resp> {
+ public:
+  explicit RefusedStream(const grpc::Status& s) { this->Finish(s); }
+  void OnDone() override { delete this; }
+};
+
 // Finishes a unary call with `e`, or OK.
 inline void finish(grpc::ServerUnaryReactor* r, const Error& e) { r->Finish(to_grpc(e)); }
 

@@ -95,6 +95,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
                                                    const etcdserverpb::LeaseGrantRequest* req,
                                                    etcdserverpb::LeaseGrantResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (refuse_on_learner(*ctx_, reactor)) return reactor;
   if (req->ttl() > lease::kMaxLeaseTtlSeconds) {
     finish(reactor, errors::lease_ttl_too_large());
     return reactor;
@@ -120,6 +121,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
                                                     const etcdserverpb::LeaseRevokeRequest* req,
                                                     etcdserverpb::LeaseRevokeResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (refuse_on_learner(*ctx_, reactor)) return reactor;
   apply::Command cmd;
   *cmd.mutable_lease_revoke() = *req;
   Context* ctx = ctx_;
@@ -134,6 +136,10 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
 
 grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
     grpc::CallbackServerContext*) {
+  if (ctx_->node->progress().is_learner) {
+    return new RefusedStream<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
+        to_grpc(errors::not_supported_for_learner()));
+  }
   return new KeepAliveStream(ctx_, lessor_);
 }
 
@@ -141,6 +147,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         const etcdserverpb::LeaseTimeToLiveRequest* req,
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (refuse_on_learner(*ctx_, reactor)) return reactor;
   if (!ctx_->node->progress().is_leader) {
     // The remaining TTL is the leader's clock: ask it.
     std::string target = ctx_->node->leader_target();
@@ -181,6 +188,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext*
                                                     const etcdserverpb::LeaseLeasesRequest*,
                                                     etcdserverpb::LeaseLeasesResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (refuse_on_learner(*ctx_, reactor)) return reactor;
   for (int64_t id : lessor_->ids()) resp->add_leases()->set_id(id);
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});

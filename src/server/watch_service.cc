@@ -360,6 +360,9 @@ WatchService::~WatchService() {
 }
 
 grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::CallbackServerContext*) {
+  if (ctx_->node->progress().is_learner) {
+    return new RefusedStream<WatchRequest, WatchResponse>(to_grpc(errors::not_supported_for_learner()));
+  }
   auto* s = new WatchStream(this, ctx_);
   WatchStream::Action a;
   {

@@ -46,7 +46,9 @@ from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
 import harness  # noqa: E402
-from harness import CHANNEL_OPTIONS, all_keys_request, binary_under_test, is_reference_etcd  # noqa: E402,F401
+from harness import CHANNEL_OPTIONS, all_keys_request, binary_under_test  # noqa: E402
+
+is_reference_etcd = harness.is_reference_etcd   # for the tests: True when the binary is Debian's etcd
 
 ETCDCTL = "/usr/bin/etcdctl"
 NOT_IN_SYNC = "etcdserver: can only promote a learner member which is in sync with leader"
