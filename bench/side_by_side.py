@@ -87,18 +87,42 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_benchmark(tool, url, args):
+def benchmark_tool():
+    """Path of etcd's `benchmark` (built by ../shared/tools/etcd-benchmark.sh if missing)."""
+    return subprocess.run(["bash", os.path.join(SHARED, "tools", "etcd-benchmark.sh")],
+                          capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+
+
+def benchmark_output(tool, endpoints, args, timeout=600):
+    """Runs the tool against endpoints ("host:port[,host:port...]"; http:// is dropped) and
+    returns its report."""
     # Output to a file, not a pipe: reading the tool's progress bar through a
     # pipe cost enough CPU on 2 cores to skew results by a third.
     with tempfile.TemporaryFile(mode="w+") as f:
-        subprocess.run([tool, "--endpoints", url.replace("http://", "")] + args,
-                       stdout=f, stderr=subprocess.DEVNULL, timeout=600)
+        subprocess.run([tool, "--endpoints", endpoints.replace("http://", "")] + args,
+                       stdout=f, stderr=subprocess.DEVNULL, timeout=timeout)
         f.seek(0)
-        out = f.read()
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    avg = float(re.search(r"Average:\s+([\d.]+)", out).group(1))
-    p99 = float(re.search(r"99% in ([\d.]+) secs", out).group(1))
-    return rps, avg, p99
+        return f.read()
+
+
+def parse_benchmark(out):
+    """The report's figures: rps, avg, p50, p90, p99 (seconds), total (s), errors {message: count}."""
+    def pct(p):
+        m = re.search(r"\b%s%% in ([\d.]+) secs" % p, out)
+        return float(m.group(1)) if m else float("nan")
+    errors = {}
+    if "Error distribution:" in out:
+        for m in re.finditer(r"^\s+\[(\d+)\]\s+(.*)$", out.split("Error distribution:", 1)[1], re.M):
+            errors[m.group(2)] = int(m.group(1))
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+            "avg": float(re.search(r"Average:\s+([\d.]+)", out).group(1)),
+            "total": float(re.search(r"Total:\s+([\d.]+)", out).group(1)),
+            "p50": pct(50), "p90": pct(90), "p99": pct(99), "errors": errors}
+
+
+def run_benchmark(tool, url, args):
+    r = parse_benchmark(benchmark_output(tool, url, args))
+    return r["rps"], r["avg"], r["p99"]
 
 
 def main():
@@ -109,8 +133,7 @@ def main():
     ap.add_argument("--out", default=None, help="append the table to this markdown file")
     ap.add_argument("--count-fsyncs", action="store_true")
     a = ap.parse_args()
-    tool = subprocess.run(["bash", os.path.join(SHARED, "tools", "etcd-benchmark.sh")],
-                          capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    tool = benchmark_tool()
     servers = [("etcd", a.etcd), ("etcdq", a.etcdq)]
     results = {(w, s): [] for w, _ in WORKLOADS for s, _ in servers}
     rss = {s: [] for s, _ in servers}

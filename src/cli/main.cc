@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
   ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
   ro.strict_reconfig_check = cfg.strict_reconfig_check;
   ro.checkpoints = &checkpoints;
+  ro.on_removed = [] { kill(getpid(), SIGTERM); };  // main's sigwait shuts down in order
   for (const auto& u : cfg.advertise_client_urls) ro.self_client_urls.push_back(u.text);
   ro.client_target_of = [&members](uint64_t id) -> std::string {
     auto a = members.get(id);
@@ -188,6 +189,36 @@ int main(int argc, char** argv) {
     if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
   }
 
+  // Publish our name and client URLs through the log (etcd's publish) before
+  // serving, as etcd does: once a member answers clients, every member lists
+  // it and can forward to it. A follower forwards this to the leader, which
+  // publishes its own first.
+  {
+    apply::MemberAttributes a;
+    a.set_id(ctx.self.id);
+    a.set_name(cfg.name);
+    for (const auto& u : cfg.advertise_client_urls) a.add_client_urls(u.text);
+    if (!ro.join) a.set_cluster_id(ctx.cluster_id);
+    for (int attempt = 1;; ++attempt) {
+      apply::Command cmd;
+      *cmd.mutable_member_attributes() = a;
+      auto done = std::make_shared<std::promise<Error>>();
+      auto fut = done->get_future();
+      node->propose(std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
+      Error e = fut.get();
+      if (!e) break;
+      if (attempt % 40 == 0) spdlog::warn("cannot publish this member's attributes yet: {}", e.message());
+      if (stop_signal_pending(sigs)) {
+        spdlog::info("stopped before serving");
+        node->stop();
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    spdlog::info("published member {:x} ({}) with client URLs {}", ctx.self.id, cfg.name,
+                 cfg.advertise_client_urls.front().text);
+  }
+
   auto client_server =
       std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
   std::vector<std::string> listen;
@@ -198,39 +229,13 @@ int main(int argc, char** argv) {
   }
   spdlog::info("ready to serve client requests on {}", cfg.listen_client_urls.front().text);
 
-  // Publish our name and client URLs through the log (etcd's publish), so
-  // every member lists them and can forward to us; retried until it lands.
-  std::atomic<bool> stopping{false};
-  std::thread publisher([&] {
-    apply::MemberAttributes a;
-    a.set_id(ctx.self.id);
-    a.set_name(cfg.name);
-    for (const auto& u : cfg.advertise_client_urls) a.add_client_urls(u.text);
-    if (!ro.join) a.set_cluster_id(ctx.cluster_id);
-    while (!stopping.load()) {
-      apply::Command cmd;
-      *cmd.mutable_member_attributes() = a;
-      auto done = std::make_shared<std::promise<Error>>();
-      auto fut = done->get_future();
-      node->propose(std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
-      Error e = fut.get();
-      if (!e) {
-        spdlog::info("published member {:x} ({}) with client URLs {}", ctx.self.id, cfg.name,
-                     cfg.advertise_client_urls.front().text);
-        return;
-      }
-      for (int i = 0; i < 10 && !stopping.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
-
   int sig = 0;
   sigwait(&sigs, &sig);
-  stopping = true;
+
   spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
   node->stop();
-  publisher.join();
   client_server->shutdown(1000);
   // The services (watch progress, lease expiry, lock/election waits) use the
   // node and the store: they go first.

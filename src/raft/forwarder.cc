@@ -85,6 +85,14 @@ void Forwarder::lease_keep_alive(const std::string& target, int64_t id, Timeout 
   });
 }
 
+void Forwarder::removed(const std::string& target, uint64_t id) {
+  auto* c = new Call<peer::RemovedRequest, peer::RemovedResponse>();
+  c->req.set_id(id);
+  c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->Removed(&c->ctx, &c->req, &c->resp, [c](grpc::Status) { delete c; });
+}
+
 Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
                                 const std::function<Error(const peer::SnapshotChunk&)>& fn) {
   auto stub = peer::Peer::NewStub(channel(target));

@@ -40,6 +40,8 @@ class Forwarder {
   void read_index(const std::string& target, Timeout timeout, std::function<void(Error, uint64_t index)> done);
   void lease_keep_alive(const std::string& target, int64_t id, Timeout timeout,
                         std::function<void(Error, int64_t ttl)> done);
+  // Fire and forget: tells `target` that member `id` (itself) was removed.
+  void removed(const std::string& target, uint64_t id);
   // Blocks until the whole snapshot at `index` arrived (`fn` called for each
   // chunk in order), `fn` fails, or the transfer fails.
   Error fetch_snapshot(const std::string& target, uint64_t index,

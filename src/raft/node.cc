@@ -119,6 +119,8 @@ struct Node::Impl {
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
   raft_term committed_term = 0;
+  bool was_member = false;
+  bool removed = false;
   raft_term term_barrier_term = 0;  // the term a barrier is out for
   raft_index members_config_index = ~0ULL;
   std::vector<MemberState> members_cache;  // guarded by progress_mu
@@ -169,7 +171,9 @@ struct Node::Impl {
     p.last_index = raft_last_index(&raft);
     p.is_leader = raft_state(&raft) == RAFT_LEADER;
     std::vector<MemberState> ms;
+    bool in_config = false;
     for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      in_config = in_config || raft.configuration.servers[i].id == raft.id;
       const auto& srv = raft.configuration.servers[i];
       MemberState m;
       m.id = srv.id;
@@ -186,9 +190,20 @@ struct Node::Impl {
       }
       ms.push_back(std::move(m));
     }
-    std::lock_guard<std::mutex> lock(progress_mu);
-    progress = p;
-    members_cache = std::move(ms);
+    {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      progress = p;
+      members_cache = std::move(ms);
+    }
+    // etcd stops a member once it is removed from the cluster. Once a
+    // removal committed, not while a joining member has no configuration yet.
+    if (in_config) was_member = true;
+    if (was_member && !in_config && raft.configuration_index > 0 && raft.configuration_uncommitted_index == 0 &&
+        !removed) {
+      removed = true;
+      spdlog::warn("member {:x} was removed from the cluster; stopping", raft.id);
+      if (opts->on_removed) opts->on_removed();
+    }
   }
 
   // Reads whose read index is applied now go to the completion threads.
@@ -284,6 +299,9 @@ struct Node::Impl {
     Impl* self = a->impl;
     // On success apply already answered each proposal; anything left (and
     // everything on failure) never applied here.
+    // A failure may mean we stepped down: clients that hear of it must not
+    // then see us reported as leader.
+    if (status != 0) self->update_progress();
     Error e = status == 0 ? errors::internal("proposal applied without a result")
                           : raft_error(status, "append");
     for (uint64_t id : a->ids) self->fail(id, e);
@@ -297,6 +315,7 @@ struct Node::Impl {
   static void on_barrier(struct raft_barrier* req, int status) {
     auto* b = static_cast<BarrierReq*>(req->data);
     Impl* self = b->impl;
+    if (status != 0) self->update_progress();
     Error e = status == 0 ? Error() : raft_error(status, "barrier");
     if (b->term != 0) {
       if (status == 0) {
@@ -731,6 +750,17 @@ struct Node::Impl {
       unsigned voters = count_role(RAFT_VOTER) - 1;
       if (voters == 0 || reachable_voters(id) < voters / 2 + 1) return done(errors::not_enough_started());
     }
+    if (id != raft.id) {
+      // The removed member stops getting the log, so it would never see
+      // this commit: tell it (etcd's removed member learns it from its peers).
+      done = [this, id, done = std::move(done)](Error e) {
+        if (!e && opts->client_target_of) {
+          std::string target = opts->client_target_of(id);
+          if (!target.empty()) forwarder->removed(target, id);
+        }
+        done(e);
+      };
+    }
     ChangeReq* c = new_change(std::move(done));
     int rv = raft_remove(&raft, &c->req, id, on_change);
     if (rv != 0) {
@@ -1084,6 +1114,17 @@ void Node::run_task(std::function<void()> task, const std::function<void(Error)>
 std::vector<MemberState> Node::members() const {
   std::lock_guard<std::mutex> lock(impl_->progress_mu);
   return impl_->members_cache;
+}
+
+void Node::removed_by_leader() {
+  run_task(
+      [this] {
+        if (impl_->removed) return;
+        impl_->removed = true;
+        spdlog::warn("member {:x} was removed from the cluster (the leader says); stopping", opts_.id);
+        if (opts_.on_removed) opts_.on_removed();
+      },
+      [](Error) {});
 }
 
 Forwarder& Node::forwarder() { return *impl_->forwarder; }

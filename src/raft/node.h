@@ -71,6 +71,9 @@ struct NodeOptions {
   std::function<std::string(uint64_t member_id)> client_target_of;
   std::vector<std::string> self_client_urls;  // written into snapshots we take
   storage::Checkpoints* checkpoints = nullptr;
+  // Called once (on the consensus thread) when this member's removal from
+  // the cluster committed; etcd's member then exits.
+  std::function<void()> on_removed;
   // Forwarded proposals and reads: etcd's request timeout, 5 s plus two
   // election timeouts.
   unsigned request_timeout_ms() const { return 5000 + 2 * election_ms; }
@@ -140,6 +143,8 @@ class Node {
   // transfer timed out (errors::timeout()).
   void transfer_leadership(uint64_t id, std::function<void(Error)> done);
   std::vector<MemberState> members() const;
+  // The leader says this member was removed (Peer.Removed): stop, once.
+  void removed_by_leader();
 
   Forwarder& forwarder();
   // The leader's Peer target, "" when no leader is known or it is us.

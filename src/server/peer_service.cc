@@ -116,6 +116,14 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
   return reactor;
 }
 
+grpc::ServerUnaryReactor* PeerService::Removed(grpc::CallbackServerContext* c, const peer::RemovedRequest* req,
+                                               peer::RemovedResponse*) {
+  auto* reactor = c->DefaultReactor();
+  if (req->id() == ctx_->self.id) ctx_->node->removed_by_leader();
+  finish(reactor, {});
+  return reactor;
+}
+
 grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext*,
                                                                           const peer::FetchSnapshotRequest* req) {
   return new SnapshotWriter(ctx_, req->index());

@@ -25,6 +25,8 @@ class PeerService final : public peer::Peer::CallbackService {
   grpc::ServerUnaryReactor* LeaseKeepAlive(grpc::CallbackServerContext* c,
                                            const etcdserverpb::LeaseKeepAliveRequest* req,
                                            etcdserverpb::LeaseKeepAliveResponse* resp) override;
+  grpc::ServerUnaryReactor* Removed(grpc::CallbackServerContext* c, const peer::RemovedRequest* req,
+                                    peer::RemovedResponse* resp) override;
   grpc::ServerWriteReactor<peer::SnapshotChunk>* FetchSnapshot(grpc::CallbackServerContext* c,
                                                                const peer::FetchSnapshotRequest* req) override;
 
