@@ -199,7 +199,11 @@ int main(int argc, char** argv) {
     a.set_name(cfg.name);
     for (const auto& u : cfg.advertise_client_urls) a.add_client_urls(u.text);
     if (!ro.join) a.set_cluster_id(ctx.cluster_id);
-    for (int attempt = 1;; ++attempt) {
+    // A restart with the same name and URLs has nothing new to say.
+    auto stored = members.get(ctx.self.id);
+    bool same = stored && stored->name() == a.name() && stored->client_urls_size() == a.client_urls_size() &&
+                std::equal(a.client_urls().begin(), a.client_urls().end(), stored->client_urls().begin());
+    for (int attempt = 1; !same; ++attempt) {
       apply::Command cmd;
       *cmd.mutable_member_attributes() = a;
       auto done = std::make_shared<std::promise<Error>>();
@@ -215,8 +219,8 @@ int main(int argc, char** argv) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    spdlog::info("published member {:x} ({}) with client URLs {}", ctx.self.id, cfg.name,
-                 cfg.advertise_client_urls.front().text);
+    spdlog::info("{} member {:x} ({}) with client URLs {}", same ? "already published" : "published", ctx.self.id,
+                 cfg.name, cfg.advertise_client_urls.front().text);
   }
 
   auto client_server =

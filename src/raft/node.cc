@@ -69,6 +69,7 @@ struct Node::Impl {
     std::string bytes;
     ProposalDone done;
     std::function<void(Error)> forwarded_done;
+    bool framed = false;  // `bytes` carries its frame already
   };
   using ReadFn = std::function<void(Error)>;
   struct ReadIndexAnswer {
@@ -107,6 +108,12 @@ struct Node::Impl {
   // Consensus thread only.
   std::unordered_map<uint64_t, ProposalDone> waiters;
   std::deque<std::pair<SteadyClock::time_point, uint64_t>> forwarded_deadlines;
+  // Our proposals that went (or wait to go) to a leader, framed, until they
+  // are answered: a leader that turned out not to be one refused them
+  // before proposing, so they are sent again; while no leader is known they
+  // are held (etcd holds them too, until its request timeout).
+  std::unordered_map<uint64_t, std::string> unanswered;
+  std::vector<uint64_t> held;
   std::vector<ReadFn> follower_reads;  // waiting for the next read index call
   bool read_index_inflight = false;
   struct WaitingRead {
@@ -119,6 +126,7 @@ struct Node::Impl {
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
   raft_term committed_term = 0;
+  raft_term stepped_down_term = 0;  // a term in which libraft told us we lost leadership
   bool was_member = false;
   bool removed = false;
   raft_term term_barrier_term = 0;  // the term a barrier is out for
@@ -165,11 +173,15 @@ struct Node::Impl {
     raft_id lid = 0;
     const char* addr = nullptr;
     raft_leader(&raft, &lid, &addr);
+    // libraft 0.15 fails a leader's requests with RAFT_LEADERSHIPLOST a
+    // moment before it leaves the leader state, and may keep naming itself.
+    bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
+    if (lid == raft.id && !leading) lid = 0;
     p.leader_id = lid;
     p.commit_index = raft.commit_index;
     p.applied_index = raft_last_applied(&raft);
     p.last_index = raft_last_index(&raft);
-    p.is_leader = raft_state(&raft) == RAFT_LEADER;
+    p.is_leader = leading;
     std::vector<MemberState> ms;
     bool in_config = false;
     for (unsigned i = 0; i < raft.configuration.n; ++i) {
@@ -206,6 +218,13 @@ struct Node::Impl {
     }
   }
 
+  // libraft fails a leader's requests before it leaves the leader state:
+  // whoever hears of the failure must not then see us named as leader.
+  void update_progress_after_failure(int status) {
+    if (status == RAFT_LEADERSHIPLOST) stepped_down_term = raft.current_term;
+    update_progress();
+  }
+
   // Reads whose read index is applied now go to the completion threads.
   void release_reads(uint64_t applied) {
     if (reads_waiting_apply.empty() || reads_waiting_apply.begin()->first > applied) return;
@@ -239,7 +258,7 @@ struct Node::Impl {
     raft_id lid = 0;
     const char* addr = nullptr;
     raft_leader(&raft, &lid, &addr);
-    if (lid == 0 || lid == raft.id || !opts->client_target_of) return "";
+    if (lid == 0 || lid == raft.id || raft_state(&raft) != RAFT_FOLLOWER || !opts->client_target_of) return "";
     return opts->client_target_of(lid);
   }
 
@@ -252,6 +271,7 @@ struct Node::Impl {
   }
 
   void complete(uint64_t id, apply::Result&& r) {
+    unanswered.erase(id);
     auto it = waiters.find(id);
     if (it == waiters.end()) return;
     ProposalDone done = std::move(it->second);
@@ -282,6 +302,7 @@ struct Node::Impl {
       if (r.origin != origin) continue;
       auto it = waiters.find(r.proposal_id);
       if (it == waiters.end()) continue;
+      unanswered.erase(r.proposal_id);
       answers->emplace_back(std::move(it->second), std::move(r));
       waiters.erase(it);
     }
@@ -301,7 +322,7 @@ struct Node::Impl {
     // everything on failure) never applied here.
     // A failure may mean we stepped down: clients that hear of it must not
     // then see us reported as leader.
-    if (status != 0) self->update_progress();
+    if (status != 0) self->update_progress_after_failure(status);
     Error e = status == 0 ? errors::internal("proposal applied without a result")
                           : raft_error(status, "append");
     for (uint64_t id : a->ids) self->fail(id, e);
@@ -315,7 +336,7 @@ struct Node::Impl {
   static void on_barrier(struct raft_barrier* req, int status) {
     auto* b = static_cast<BarrierReq*>(req->data);
     Impl* self = b->impl;
-    if (status != 0) self->update_progress();
+    if (status != 0) self->update_progress_after_failure(status);
     Error e = status == 0 ? Error() : raft_error(status, "barrier");
     if (b->term != 0) {
       if (status == 0) {
@@ -347,6 +368,7 @@ struct Node::Impl {
     self->release_reads(raft_last_applied(&self->raft));
     self->expire(SteadyClock::now());
     if (self->closing) return;
+    self->flush_held();
     // Ready (at start) once the log held then is applied: as leader, after
     // a barrier of our own term commits. Every new term gets one too.
     if (raft_state(&self->raft) == RAFT_LEADER && self->committed_term != self->raft.current_term &&
@@ -402,11 +424,22 @@ struct Node::Impl {
       answers.swap(inbox->answers);
     }
     for (auto& [ids, e] : ffails) {
-      for (uint64_t id : ids) fail(id, e);
+      for (uint64_t id : ids) {
+        if (e == errors::not_leader() && waiters.count(id)) {
+          held.push_back(id);  // refused unproposed: send to the new leader
+        } else {
+          fail(id, e);
+        }
+      }
     }
     for (auto& a : answers) on_read_index(std::move(a));
     if (stopping || closing) {
       for (auto& p : batch) fail_pending(p, errors::stopped());
+      // Ours that went to a leader (or wait for one) will not be applied here.
+      std::vector<uint64_t> sent;
+      for (const auto& [id, bytes] : unanswered) sent.push_back(id);
+      for (uint64_t id : sent) fail(id, errors::stopped());
+      held.clear();
       for (auto& fn : rs) fn(errors::stopped());
       for (auto& fn : irs) fn(errors::stopped(), 0);
       for (auto& fn : follower_reads) fn(errors::stopped());
@@ -424,6 +457,7 @@ struct Node::Impl {
     } else {
       forward(batch);
     }
+    flush_held();
     for (auto& fn : irs) {
       if (!leader) {
         fn(errors::not_leader(), 0);
@@ -485,6 +519,10 @@ struct Node::Impl {
         if (p.forwarded_done) {
           entry += p.bytes;  // framed by the follower
           a->forwarded.push_back(std::move(p.forwarded_done));
+        } else if (p.framed) {
+          entry += p.bytes;
+          a->ids.push_back(p.id);
+          waiters.emplace(p.id, std::move(p.done));
         } else {
           apply::append_framed(&entry, p.bytes);
           a->ids.push_back(p.id);
@@ -517,45 +555,86 @@ struct Node::Impl {
   // member applies them (or fail on error or timeout).
   void forward(std::vector<Pending>& batch) {
     if (batch.empty()) return;
-    std::string target = leader_target();
-    auto timeout = std::chrono::milliseconds(opts->request_timeout_ms());
-    auto deadline = SteadyClock::now() + timeout;
-    std::vector<std::string> cmds;
+    auto deadline = SteadyClock::now() + std::chrono::milliseconds(opts->request_timeout_ms());
     std::vector<uint64_t> ids;
-    size_t bytes = 0;
-    auto send = [&] {
-      if (ids.empty()) return;
-      std::weak_ptr<Inbox> weak = inbox;
-      forwarder->propose(target, std::move(cmds), timeout, [weak, ids](Error e) {
-        if (!e) return;  // answered when applied here
-        if (auto in = weak.lock()) in->post_failure(ids, e);
-      });
-      cmds.clear();
-      ids.clear();
-      bytes = 0;
-    };
     for (auto& p : batch) {
       if (p.forwarded_done) {
         // Sent to us as the leader, but we no longer are.
         p.forwarded_done(errors::leader_changed());
         continue;
       }
-      if (target.empty()) {
-        fail_pending(p, errors::no_leader());
-        continue;
-      }
       std::string framed;
       apply::append_framed(&framed, p.bytes);
-      // Under the leader's gRPC message limit: a call carries either at
-      // most kMaxForwardBytes or one (large) command.
-      if (bytes + framed.size() > kMaxForwardBytes) send();
-      bytes += framed.size();
-      cmds.push_back(std::move(framed));
-      ids.push_back(p.id);
+      unanswered.emplace(p.id, std::move(framed));
       waiters.emplace(p.id, std::move(p.done));
       forwarded_deadlines.emplace_back(deadline, p.id);
+      ids.push_back(p.id);
+    }
+    send_to_leader(ids);
+  }
+
+  // Sends `ids` (in `unanswered`) to the leader, or holds them while none is known.
+  void send_to_leader(const std::vector<uint64_t>& ids) {
+    std::string target = leader_target();
+    if (target.empty()) {
+      held.insert(held.end(), ids.begin(), ids.end());
+      return;
+    }
+    auto timeout = std::chrono::milliseconds(opts->request_timeout_ms());
+    std::vector<std::string> cmds;
+    std::vector<uint64_t> call_ids;
+    size_t bytes = 0;
+    auto send = [&] {
+      if (call_ids.empty()) return;
+      std::weak_ptr<Inbox> weak = inbox;
+      forwarder->propose(target, std::move(cmds), timeout, [weak, call_ids](Error e) {
+        if (!e) return;  // answered when applied here
+        if (auto in = weak.lock()) in->post_failure(call_ids, e);
+      });
+      cmds.clear();
+      call_ids.clear();
+      bytes = 0;
+    };
+    for (uint64_t id : ids) {
+      auto it = unanswered.find(id);
+      if (it == unanswered.end()) continue;
+      // Under the leader's gRPC message limit: a call carries either at
+      // most kMaxForwardBytes or one (large) command.
+      if (bytes + it->second.size() > kMaxForwardBytes) send();
+      bytes += it->second.size();
+      cmds.push_back(it->second);
+      call_ids.push_back(id);
     }
     send();
+  }
+
+  // Proposals held while no leader was known: to the leader now, or
+  // proposed here if we lead.
+  void flush_held() {
+    if (held.empty()) return;
+    if (raft_state(&raft) == RAFT_LEADER) {
+      std::vector<Pending> batch;
+      for (uint64_t id : held) {
+        auto w = waiters.find(id);
+        auto b = unanswered.find(id);
+        if (w == waiters.end() || b == unanswered.end()) continue;
+        Pending p;
+        p.id = id;
+        p.bytes = std::move(b->second);
+        p.framed = true;
+        p.done = std::move(w->second);
+        unanswered.erase(b);
+        waiters.erase(w);
+        batch.push_back(std::move(p));
+      }
+      held.clear();
+      propose_entries(batch);
+      return;
+    }
+    if (leader_target().empty()) return;
+    std::vector<uint64_t> ids;
+    ids.swap(held);
+    send_to_leader(ids);
   }
 
   // Follower: ask the leader for a read index for every read waiting now.

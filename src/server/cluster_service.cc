@@ -58,7 +58,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberList(grpc::CallbackServerContext
                                                      const etcdserverpb::MemberListRequest*,
                                                      etcdserverpb::MemberListResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   list_members(*ctx_, resp->mutable_members());
   ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
   finish(reactor, {});
@@ -69,7 +69,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
                                                     const etcdserverpb::MemberAddRequest* req,
                                                     etcdserverpb::MemberAddResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   std::string address;
   if (Error e = parse_peer_urls(req->peerurls(), &address)) {
     finish(reactor, e);
@@ -101,7 +101,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberRemove(grpc::CallbackServerConte
                                                        const etcdserverpb::MemberRemoveRequest* req,
                                                        etcdserverpb::MemberRemoveResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
         stub->async()->MemberRemove(cctx, req, resp, std::move(cb));
@@ -121,7 +121,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberPromote(grpc::CallbackServerCont
                                                         const etcdserverpb::MemberPromoteRequest* req,
                                                         etcdserverpb::MemberPromoteResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
         stub->async()->MemberPromote(cctx, req, resp, std::move(cb));
@@ -141,7 +141,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
                                                        const etcdserverpb::MemberUpdateRequest* req,
                                                        etcdserverpb::MemberUpdateResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   std::string address;
   if (Error e = parse_peer_urls(req->peerurls(), &address)) {
     finish(reactor, e);

@@ -11,10 +11,22 @@ void Context::fill_header(etcdserverpb::ResponseHeader* h, bool with_revision) c
   if (with_revision && h->revision() == 0) h->set_revision(store->view()->revision());
 }
 
-bool refuse_on_learner(const Context& ctx, grpc::ServerUnaryReactor* reactor) {
-  if (!ctx.node->progress().is_learner) return false;
-  reactor->Finish(to_grpc(errors::not_supported_for_learner()));
-  return true;
+bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::ServerUnaryReactor* reactor,
+                 bool learner_ok) {
+  raft::Progress p = ctx.node->progress();
+  if (p.is_learner && !learner_ok) {
+    reactor->Finish(to_grpc(errors::not_supported_for_learner()));
+    return true;
+  }
+  if (p.leader_id == 0) {
+    const auto& md = call->client_metadata();
+    auto it = md.find("hasleader");
+    if (it != md.end() && it->second == "true") {
+      reactor->Finish(to_grpc(errors::no_leader()));
+      return true;
+    }
+  }
+  return false;
 }
 
 uint64_t Context::current_cluster_id() const {

@@ -60,10 +60,15 @@ Error check_request_size(const Context& ctx, const apply::Command& cmd);
 // member raises NOSPACE through the log. Reads and deletes always pass.
 Error check_quota(Context& ctx, const apply::Command& cmd);
 
-// etcd's learner rule (api/v3rpc/interceptor.go, isRPCSupportedForLearner):
-// a learner answers Status and serializable Range only; everything else,
-// streams included, fails with errors::not_supported_for_learner().
-bool refuse_on_learner(const Context& ctx, grpc::ServerUnaryReactor* reactor);
+// etcd's unary interceptor (api/v3rpc/interceptor.go), run first by every
+// call but Status: a learner answers only Status and serializable Range
+// (`learner_ok`), everything else fails with
+// errors::not_supported_for_learner(); a call whose metadata carries
+// "hasleader: true" (clientv3.WithRequireLeader) fails with
+// errors::no_leader() while this member knows no leader. True when the
+// call was finished here.
+bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::ServerUnaryReactor* reactor,
+                 bool learner_ok = false);
 
 // A stream refused before it started (a learner's Watch or LeaseKeepAlive).
 template <typename Req, typename Resp>

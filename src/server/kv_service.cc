@@ -62,7 +62,7 @@ grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* c, const
     finish(reactor, e);
     return reactor;
   }
-  if (!req->serializable() && refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor, /*learner_ok=*/req->serializable())) return reactor;
   Context* ctx = ctx_;
   serve_read(ctx, req->serializable(), reactor, [ctx, req, resp](apply::ViewState& s) {
     Error e = apply::range(s, *req, resp);
@@ -75,7 +75,7 @@ grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* c, const
 grpc::ServerUnaryReactor* KvService::Put(grpc::CallbackServerContext* c, const etcdserverpb::PutRequest* req,
                                          etcdserverpb::PutResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = apply::validate_put(*req)) {
     finish(reactor, e);
     return reactor;
@@ -90,7 +90,7 @@ grpc::ServerUnaryReactor* KvService::DeleteRange(grpc::CallbackServerContext* c,
                                                  const etcdserverpb::DeleteRangeRequest* req,
                                                  etcdserverpb::DeleteRangeResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = apply::validate_delete_range(*req)) {
     finish(reactor, e);
     return reactor;
@@ -104,7 +104,7 @@ grpc::ServerUnaryReactor* KvService::DeleteRange(grpc::CallbackServerContext* c,
 grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const etcdserverpb::TxnRequest* req,
                                          etcdserverpb::TxnResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = apply::validate_txn(*req, ctx_->limits.max_txn_ops)) {
     finish(reactor, e);
     return reactor;
@@ -129,7 +129,7 @@ grpc::ServerUnaryReactor* KvService::Compact(grpc::CallbackServerContext* c,
                                              const etcdserverpb::CompactionRequest* req,
                                              etcdserverpb::CompactionResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Command cmd;
   *cmd.mutable_compaction() = *req;
   Context* ctx = ctx_;

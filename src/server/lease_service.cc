@@ -95,7 +95,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
                                                    const etcdserverpb::LeaseGrantRequest* req,
                                                    etcdserverpb::LeaseGrantResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (req->ttl() > lease::kMaxLeaseTtlSeconds) {
     finish(reactor, errors::lease_ttl_too_large());
     return reactor;
@@ -121,7 +121,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
                                                     const etcdserverpb::LeaseRevokeRequest* req,
                                                     etcdserverpb::LeaseRevokeResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   apply::Command cmd;
   *cmd.mutable_lease_revoke() = *req;
   Context* ctx = ctx_;
@@ -147,7 +147,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         const etcdserverpb::LeaseTimeToLiveRequest* req,
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (!ctx_->node->progress().is_leader) {
     // The remaining TTL is the leader's clock: ask it.
     std::string target = ctx_->node->leader_target();
@@ -188,7 +188,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext*
                                                     const etcdserverpb::LeaseLeasesRequest*,
                                                     etcdserverpb::LeaseLeasesResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   for (int64_t id : lessor_->ids()) resp->add_leases()->set_id(id);
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});

@@ -36,7 +36,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
                                                     const etcdserverpb::AlarmRequest* req,
                                                     etcdserverpb::AlarmResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   // etcd's alarm answers carry no revision in their header.
   if (req->action() == etcdserverpb::AlarmRequest::GET) {
@@ -60,7 +60,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
                                                          const etcdserverpb::DefragmentRequest*,
                                                          etcdserverpb::DefragmentResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   // A full RocksDB compaction reclaims what etcd's defrag reclaims, while
   // reads and writes go on. Run it off the gRPC thread.
@@ -82,7 +82,7 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
                                                          const etcdserverpb::MoveLeaderRequest* req,
                                                          etcdserverpb::MoveLeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   // etcd: only the leader transfers its leadership (etcdctl finds it).
   if (!ctx->node->progress().is_leader) {
@@ -100,7 +100,7 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
                                                      const etcdserverpb::HashKVRequest* req,
                                                      etcdserverpb::HashKVResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_on_learner(*ctx_, reactor)) return reactor;
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
   auto view = ctx_->store->view();
   int64_t rev = req->revision() > 0 ? req->revision() : view->revision();
   uint32_t hash = 0;
