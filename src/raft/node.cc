@@ -328,9 +328,27 @@ struct Node::Impl {
     for (uint64_t id : a->ids) self->fail(id, e);
     Error fe = status == 0 ? Error() : raft_error(status, "append");
     for (auto& done : a->forwarded) done(fe);
+    bool nudge = status == 0 && !a->forwarded.empty() && self->inflight == 1;
     delete a;
     --self->inflight;
+    // The followers that forwarded these answer once they apply them, and
+    // libraft tells followers the commit index only with the next append
+    // (a heartbeat away when idle). With nothing else in flight, an empty
+    // barrier carries it at once.
+    if (nudge) self->send_commit_nudge();
     self->maybe_close();
+  }
+
+  void send_commit_nudge() {
+    if (closing || raft_state(&raft) != RAFT_LEADER) return;
+    auto* b = new BarrierReq{};
+    b->impl = this;
+    b->req.data = b;
+    if (raft_barrier(&raft, &b->req, on_barrier) != 0) {
+      delete b;
+      return;
+    }
+    ++inflight;
   }
 
   static void on_barrier(struct raft_barrier* req, int status) {
