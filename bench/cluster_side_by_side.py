@@ -91,7 +91,7 @@ class Member:
                 "--initial-cluster", c.initial_cluster, "--initial-cluster-state", "new",
                 "--initial-cluster-token", c.token,
                 "--heartbeat-interval", str(c.heartbeat_ms), "--election-timeout", str(c.election_ms),
-                "--snapshot-count", str(c.snapshot_count)]
+                "--snapshot-count", str(c.snapshot_count), "--pre-vote=" + ("true" if c.pre_vote else "false")]
 
     def spawn(self):
         self.starts += 1
@@ -175,6 +175,7 @@ class Cluster:
         self.label, self.binary = label, binary
         self.dir = tempfile.mkdtemp(prefix=f"cluster-bench-{label}-", dir=root)
         self.heartbeat_ms, self.election_ms, self.snapshot_count = heartbeat_ms, election_ms, snapshot_count
+        self.pre_vote = False
         self.token = f"cluster-bench-{label}-{os.getpid()}-{int(time.time())}"
         self.members = [Member(self, f"m{i}") for i in range(size)]
         self.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
@@ -499,6 +500,8 @@ def main():
     ap.add_argument("--heartbeat-interval", type=int, default=100, help="ms (etcd's default)")
     ap.add_argument("--election-timeout", type=int, default=1000, help="ms (etcd's default)")
     ap.add_argument("--snapshot-count", type=int, default=100000, help="etcd 3.4's default")
+    ap.add_argument("--pre-vote", choices=["on", "off"], default="on",
+                    help="--pre-vote for both servers (etcd 3.4's default: off; etcdq's: on)")
     ap.add_argument("--failover-trials", type=int, default=20, help="per server, spread over the rounds")
     ap.add_argument("--writer-interval", type=float, default=0.005, help="s between the writer's Puts")
     ap.add_argument("--writer-deadline", type=float, default=1.0, help="s, each writer Put's deadline")
@@ -545,6 +548,7 @@ def main():
         for rnd in range(a.rounds):
             for name, binary in servers:
                 c = Cluster(name, binary, run_dir, a.heartbeat_interval, a.election_timeout, a.snapshot_count)
+                c.pre_vote = a.pre_vote == "on"
                 keep = a.keep_logs
                 try:
                     c.start()
@@ -594,7 +598,7 @@ def main():
     lines = [f"### {datetime.date.today()} — commit {commit}, {os.cpu_count()} cores, {disk}", "",
              f"`/usr/bin/python3 bench/cluster_side_by_side.py {' '.join(sys.argv[1:])}` "
              f"({elapsed / 60:.0f} min); 3 members, heartbeat {a.heartbeat_interval} ms, "
-             f"election timeout {a.election_timeout} ms, snapshot count {a.snapshot_count}; "
+             f"election timeout {a.election_timeout} ms, snapshot count {a.snapshot_count}, pre-vote {a.pre_vote}; "
              f"medians of {a.rounds} alternating rounds.", ""]
     both = len(names) == 2
     if not a.skip_bench:

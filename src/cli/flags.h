@@ -34,6 +34,7 @@ struct Config {
   int64_t quota_backend_bytes = 0;  // 0: etcd's default (2 GiB); < 0: no quota
   uint64_t snapshot_count = 8192;  // Raft log entries between snapshots
   bool strict_reconfig_check = true;
+  bool pre_vote = true;
   unsigned heartbeat_ms = 100;
   unsigned election_ms = 1000;
   std::string log_level = "info";

@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
   ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(cfg.snapshot_count, 1u << 30));
   ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
   ro.strict_reconfig_check = cfg.strict_reconfig_check;
+  ro.pre_vote = cfg.pre_vote;
   ro.checkpoints = &checkpoints;
   ro.on_removed = [] { kill(getpid(), SIGTERM); };  // main's sigwait shuts down in order
   for (const auto& u : cfg.advertise_client_urls) ro.self_client_urls.push_back(u.text);

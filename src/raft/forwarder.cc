@@ -39,6 +39,12 @@ Error Forwarder::from_status(const grpc::Status& s) {
   return Error(static_cast<Code>(s.error_code()), m);
 }
 
+bool Forwarder::never_sent(const grpc::Status& s) {
+  if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const std::string& m = s.error_message();
+  return m.find("failed to connect") != std::string::npos || m.find("Connection refused") != std::string::npos;
+}
+
 namespace {
 
 template <typename Req, typename Resp>
@@ -57,7 +63,8 @@ void Forwarder::propose(const std::string& target, std::vector<std::string> comm
   c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   auto stub = peer::Peer::NewStub(channel(target));
   stub->async()->Propose(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
-    done(from_status(s));
+    // Unsent is as good as refused by a non-leader: the caller sends again.
+    done(never_sent(s) ? errors::not_leader() : from_status(s));
     delete c;
   });
 }

@@ -35,6 +35,8 @@ class Forwarder {
  public:
   using Timeout = std::chrono::milliseconds;
 
+  // `done` gets errors::not_leader() when the commands were surely not
+  // proposed (the target refused as a non-leader, or was never reached).
   void propose(const std::string& target, std::vector<std::string> commands, Timeout timeout,
                std::function<void(Error)> done);
   void read_index(const std::string& target, Timeout timeout, std::function<void(Error, uint64_t index)> done);
@@ -51,6 +53,9 @@ class Forwarder {
   std::shared_ptr<grpc::Channel> channel(const std::string& target);
 
   static Error from_status(const grpc::Status& s);
+  // True when the call surely never reached the target (it could not be
+  // connected to), so resending it cannot apply it twice.
+  static bool never_sent(const grpc::Status& s);
 
  private:
   std::mutex mu_;

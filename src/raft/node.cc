@@ -475,7 +475,8 @@ struct Node::Impl {
     } else {
       forward(batch);
     }
-    flush_held();
+    // Held proposals go out on the tick (every 10 ms): a leader that cannot
+    // be reached is not retried in a tight loop.
     for (auto& fn : irs) {
       if (!leader) {
         fn(errors::not_leader(), 0);
@@ -1062,7 +1063,7 @@ Error Node::start() {
   raft_set_election_timeout(&m->raft, opts_.election_ms);
   raft_set_snapshot_threshold(&m->raft, opts_.snapshot_threshold);
   raft_set_snapshot_trailing(&m->raft, opts_.snapshot_trailing);
-  raft_set_pre_vote(&m->raft, true);
+  raft_set_pre_vote(&m->raft, opts_.pre_vote);
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
     return errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft));
   }

@@ -67,6 +67,7 @@ struct NodeOptions {
   // etcd's --strict-reconfig-check: refuse membership changes that would
   // leave too few reachable voters for a quorum.
   bool strict_reconfig_check = true;
+  bool pre_vote = true;  // etcd's --pre-vote
   // The client address (host:port) a member serves Peer on; "" if unknown.
   std::function<std::string(uint64_t member_id)> client_target_of;
   std::vector<std::string> self_client_urls;  // written into snapshots we take

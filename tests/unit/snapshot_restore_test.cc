@@ -1,0 +1,202 @@
+// A member's state replaced by another's snapshot (Applier::restore, fed
+// from storage::Checkpoints): exactly the state at the checkpoint's index,
+// with the member's own identity kept, and nothing changed when the source
+// cannot be read.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "apply/applier.h"
+#include "apply/entry.h"
+#include "apply/kv.h"
+#include "etcdq/command.pb.h"
+#include "mvcc/store.h"
+#include "storage/checkpoints.h"
+#include "storage/engine.h"
+
+namespace etcdq {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One member's state machine on its own temporary database.
+struct Member {
+  explicit Member(const fs::path& dir) : dir(dir) {
+    EXPECT_FALSE(storage::Engine::open((dir / "db").string(), &engine));
+    store = std::make_unique<mvcc::Store>(engine.get());
+    lessor = std::make_unique<lease::Lessor>(engine.get(), 2);
+    alarms = std::make_unique<apply::Alarms>(engine.get());
+    members = std::make_unique<apply::Members>(engine.get());
+    applier = std::make_unique<apply::Applier>(store.get(), lessor.get(), alarms.get(), members.get());
+    index = applier->applied_index();
+  }
+  ~Member() {
+    applier.reset();
+    members.reset();
+    alarms.reset();
+    lessor.reset();
+    store.reset();
+    engine.reset();
+  }
+
+  void apply(apply::Command c) {
+    std::string entry;
+    apply::append_framed(&entry, c.SerializeAsString());
+    apply::pad_entry(&entry);
+    std::vector<apply::Result> results;
+    ASSERT_FALSE(applier->apply(++index, entry, &results));
+    ASSERT_FALSE(results.at(0).error) << results.at(0).error.message();
+  }
+  void put(const std::string& k, const std::string& v, int64_t lease = 0) {
+    apply::Command c;
+    c.mutable_put()->set_key(k);
+    c.mutable_put()->set_value(v);
+    c.mutable_put()->set_lease(lease);
+    apply(c);
+  }
+  etcdserverpb::RangeResponse all(int64_t rev = 0) {
+    etcdserverpb::RangeRequest r;
+    r.set_key(std::string(1, '\0'));
+    r.set_range_end(std::string(1, '\0'));
+    r.set_revision(rev);
+    etcdserverpb::RangeResponse resp;
+    auto view = store->view();
+    apply::ViewState s(*view);
+    last_error = apply::range(s, r, &resp);
+    return resp;
+  }
+  std::string meta(const std::string& key) {
+    std::string v;
+    engine->db()->Get(rocksdb::ReadOptions(), engine->cf(storage::Cf::kMeta), key, &v);
+    return v;
+  }
+
+  fs::path dir;
+  std::unique_ptr<storage::Engine> engine;
+  std::unique_ptr<mvcc::Store> store;
+  std::unique_ptr<lease::Lessor> lessor;
+  std::unique_ptr<apply::Alarms> alarms;
+  std::unique_ptr<apply::Members> members;
+  std::unique_ptr<apply::Applier> applier;
+  uint64_t index = 0;
+  Error last_error;
+};
+
+class SnapshotRestore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("etcdq-restore-" + std::to_string(std::random_device{}()));
+    fs::create_directories(root_ / "a");
+    fs::create_directories(root_ / "b");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+};
+
+TEST_F(SnapshotRestore, ReplacesTheStateWithTheCheckpointsAndKeepsIdentity) {
+  Member a(root_ / "a");
+  a.put("/k/1", "one");
+  a.put("/k/2", "two");
+  a.put("/k/1", "uno");
+  apply::Command grant;
+  grant.mutable_lease_grant()->set_id(0x1234);
+  grant.mutable_lease_grant()->set_ttl(60);
+  a.apply(grant);
+  a.put("/leased", "x", 0x1234);
+  apply::Command publish;
+  publish.mutable_member_attributes()->set_id(7);
+  publish.mutable_member_attributes()->set_name("m7");
+  publish.mutable_member_attributes()->add_client_urls("http://127.0.0.1:1");
+  publish.mutable_member_attributes()->set_cluster_id(99);
+  a.apply(publish);
+  apply::Command compact;
+  compact.mutable_compaction()->set_revision(3);
+  a.apply(compact);
+
+  storage::Checkpoints cps((root_ / "a" / "snap").string());
+  ASSERT_FALSE(cps.take(a.engine.get(), a.applier->applied_index()));
+  uint64_t snap_index = a.applier->applied_index();
+  int64_t snap_rev = a.applier->revision();
+  a.put("/after", "not in the snapshot");
+
+  Member b(root_ / "b");
+  b.put("/old/only/on/b", "gone after restore");
+  rocksdb::WriteBatch id;
+  id.Put(b.engine->cf(storage::Cf::kMeta), "member_id", "BBBBBBBB");
+  ASSERT_FALSE(b.engine->write(&id));
+  auto old_view = b.store->view();  // a reader in the middle of the restore
+
+  bool damaged = true;
+  Error e = b.applier->restore(
+      [&](const apply::Applier::PairSink& sink) { return cps.read(snap_index, sink); }, &damaged);
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_FALSE(damaged);
+  EXPECT_EQ(b.applier->applied_index(), snap_index);
+  EXPECT_EQ(b.applier->revision(), snap_rev);
+
+  auto got = b.all();
+  ASSERT_EQ(got.kvs_size(), 3);
+  EXPECT_EQ(got.kvs(0).key(), "/k/1");
+  EXPECT_EQ(got.kvs(0).value(), "uno");
+  EXPECT_EQ(got.kvs(0).version(), 2);
+  EXPECT_EQ(got.kvs(1).key(), "/k/2");
+  EXPECT_EQ(got.kvs(2).key(), "/leased");
+  EXPECT_EQ(got.kvs(2).lease(), 0x1234);
+  EXPECT_EQ(b.store->view()->compact_revision(), 3);
+  b.all(2);
+  EXPECT_EQ(b.last_error, errors::compacted());
+  EXPECT_TRUE(b.lessor->exists(0x1234));
+  ASSERT_TRUE(b.members->get(7).has_value());
+  EXPECT_EQ(b.members->get(7)->name(), "m7");
+  EXPECT_EQ(b.members->cluster_id(), 99u);
+  EXPECT_EQ(b.meta("member_id"), "BBBBBBBB");  // B's own identity stays
+
+  // The reader that held the old view still sees the old state.
+  etcdserverpb::RangeRequest r;
+  r.set_key("/old/only/on/b");
+  etcdserverpb::RangeResponse resp;
+  apply::ViewState s(*old_view);
+  ASSERT_FALSE(apply::range(s, r, &resp));
+  EXPECT_EQ(resp.kvs_size(), 1);
+
+  // Applying goes on from the snapshot's index.
+  b.index = snap_index;
+  b.put("/next", "v");
+  EXPECT_EQ(b.applier->revision(), snap_rev + 1);
+}
+
+TEST_F(SnapshotRestore, AnUnreachableSourceChangesNothing) {
+  Member b(root_ / "b");
+  b.put("/kept", "v");
+  uint64_t applied = b.applier->applied_index();
+  bool damaged = true;
+  Error e = b.applier->restore(
+      [](const apply::Applier::PairSink&) { return errors::internal("cannot connect"); }, &damaged);
+  EXPECT_TRUE(e);
+  EXPECT_FALSE(damaged);
+  EXPECT_EQ(b.applier->applied_index(), applied);
+  EXPECT_EQ(b.all().kvs_size(), 1);
+}
+
+TEST_F(SnapshotRestore, AMissingCheckpointIsAnError) {
+  storage::Checkpoints cps((root_ / "none").string());
+  Error e = cps.read(42, [](storage::Cf, std::string_view, std::string_view) { return Error(); });
+  EXPECT_TRUE(e);
+}
+
+TEST_F(SnapshotRestore, OnlyTheNewestCheckpointsAreKept) {
+  Member a(root_ / "a");
+  storage::Checkpoints cps((root_ / "a" / "snap").string());
+  for (int i = 0; i < 4; ++i) {
+    a.put("/k", std::to_string(i));
+    ASSERT_FALSE(cps.take(a.engine.get(), a.applier->applied_index()));
+  }
+  EXPECT_EQ(cps.newest(), a.applier->applied_index());
+  int dirs = 0;
+  for (const auto& e : fs::directory_iterator(root_ / "a" / "snap")) dirs += e.is_directory();
+  EXPECT_EQ(dirs, storage::Checkpoints::kKept);
+}
+
+}  // namespace
+}  // namespace etcdq
