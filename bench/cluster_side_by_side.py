@@ -130,14 +130,7 @@ class Member:
             return False
 
     def rss_kib(self):
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return sbs.peak_rss_kib(self.proc.pid)
 
     def status(self, timeout=1.0):
         """Maintenance.Status on a fresh channel (one that saw the member die backs off)."""

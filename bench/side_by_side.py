@@ -28,6 +28,18 @@ WORKLOADS = [
 ]
 
 
+def peak_rss_kib(pid):
+    """The process's peak resident set (VmHWM), KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -64,14 +76,7 @@ class Server:
         raise RuntimeError(f"{label} did not start; log {self.log_path}")
 
     def rss_kib(self):
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return peak_rss_kib(self.proc.pid)
 
     def stop(self):
         if self.proc.poll() is None:

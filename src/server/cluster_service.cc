@@ -97,18 +97,19 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ClusterService::MemberRemove(grpc::CallbackServerContext* c,
-                                                       const etcdserverpb::MemberRemoveRequest* req,
-                                                       etcdserverpb::MemberRemoveResponse* resp) {
+// MemberRemove and MemberPromote: on the leader, `op` changes the
+// configuration; the answer lists the members after it.
+template <typename Req, typename Resp, typename Proxy, typename Op>
+grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerContext* c, const Req* req,
+                                            Resp* resp, Proxy proxy, Op op) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
-  Context* ctx = ctx_;
-  if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
-        stub->async()->MemberRemove(cctx, req, resp, std::move(cb));
+  if (refuse_call(*ctx, c, reactor)) return reactor;
+  if (proxy_to_leader(ctx, reactor, resp, [req, resp, proxy](auto* stub, auto* cctx, auto cb) {
+        proxy(stub, cctx, req, resp, std::move(cb));
       })) {
     return reactor;
   }
-  ctx->node->remove_member(req->id(), [ctx, reactor, resp](Error e) {
+  op(req->id(), [ctx, reactor, resp](Error e) {
     if (e) return finish(reactor, e);
     list_members(*ctx, resp->mutable_members());
     ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
@@ -117,24 +118,22 @@ grpc::ServerUnaryReactor* ClusterService::MemberRemove(grpc::CallbackServerConte
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ClusterService::MemberRemove(grpc::CallbackServerContext* c,
+                                                       const etcdserverpb::MemberRemoveRequest* req,
+                                                       etcdserverpb::MemberRemoveResponse* resp) {
+  return change_membership(
+      ctx_, c, req, resp,
+      [](auto* stub, auto* cctx, auto* rq, auto* rs, auto cb) { stub->async()->MemberRemove(cctx, rq, rs, std::move(cb)); },
+      [this](uint64_t id, auto done) { ctx_->node->remove_member(id, std::move(done)); });
+}
+
 grpc::ServerUnaryReactor* ClusterService::MemberPromote(grpc::CallbackServerContext* c,
                                                         const etcdserverpb::MemberPromoteRequest* req,
                                                         etcdserverpb::MemberPromoteResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
-  Context* ctx = ctx_;
-  if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
-        stub->async()->MemberPromote(cctx, req, resp, std::move(cb));
-      })) {
-    return reactor;
-  }
-  ctx->node->promote_member(req->id(), [ctx, reactor, resp](Error e) {
-    if (e) return finish(reactor, e);
-    list_members(*ctx, resp->mutable_members());
-    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
-    finish(reactor, {});
-  });
-  return reactor;
+  return change_membership(
+      ctx_, c, req, resp,
+      [](auto* stub, auto* cctx, auto* rq, auto* rs, auto cb) { stub->async()->MemberPromote(cctx, rq, rs, std::move(cb)); },
+      [this](uint64_t id, auto done) { ctx_->node->promote_member(id, std::move(done)); });
 }
 
 grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerContext* c,
