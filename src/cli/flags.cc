@@ -119,10 +119,10 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
                  "Log entries between Raft snapshots (etcd counts requests; an etcdq entry carries many)")
       ->envname("ETCD_SNAPSHOT_COUNT")
       ->check(CLI::PositiveNumber);
-  app.add_flag("--pre-vote", c->pre_vote, "Enable the Raft pre-vote phase (etcd 3.5's default: on)")
+  app.add_flag("--pre-vote", c->pre_vote, "Enable the Raft pre-vote phase (default on, as etcd 3.5; --pre-vote=false)")
       ->envname("ETCD_PRE_VOTE");
   app.add_flag("--strict-reconfig-check", c->strict_reconfig_check,
-               "Reject reconfiguration requests that would cause quorum loss")
+               "Reject reconfiguration requests that would cause quorum loss (default on; =false turns it off)")
       ->envname("ETCD_STRICT_RECONFIG_CHECK");
   app.add_option("--log-level", c->log_level, "debug, info, warn, error, panic or fatal")
       ->envname("ETCD_LOG_LEVEL")

@@ -6,6 +6,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -115,8 +116,14 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(fs::path(cfg.data_dir) / "member", ec);
   if (ec) return fail("cannot create data dir " + cfg.data_dir + ": " + ec.message());
-  spdlog::info("starting etcdq {} as member {:x} ({}) of cluster {:x}, data dir {}", ETCDQ_VERSION, ctx.self.id,
-               cfg.name, ctx.cluster_id, cfg.data_dir);
+  if (cfg.initial_cluster_state == "existing") {
+    // The cluster id comes with the log (the first published attributes).
+    spdlog::info("starting etcdq {} as member {:x} ({}) joining an existing cluster, data dir {}", ETCDQ_VERSION,
+                 ctx.self.id, cfg.name, cfg.data_dir);
+  } else {
+    spdlog::info("starting etcdq {} as member {:x} ({}) of cluster {:x}, data dir {}", ETCDQ_VERSION, ctx.self.id,
+                 cfg.name, ctx.cluster_id, cfg.data_dir);
+  }
 
   std::unique_ptr<storage::Engine> engine;
   if (Error e = storage::Engine::open((fs::path(cfg.data_dir) / "member" / "db").string(), &engine)) {
@@ -155,7 +162,11 @@ int main(int argc, char** argv) {
   ro.strict_reconfig_check = cfg.strict_reconfig_check;
   ro.pre_vote = cfg.pre_vote;
   ro.checkpoints = &checkpoints;
-  ro.on_removed = [] { kill(getpid(), SIGTERM); };  // main's sigwait shuts down in order
+  static std::atomic<bool> removed{false};
+  ro.on_removed = [] {
+    removed = true;
+    kill(getpid(), SIGTERM);  // main's sigwait shuts down in order
+  };
   for (const auto& u : cfg.advertise_client_urls) ro.self_client_urls.push_back(u.text);
   ro.client_target_of = [&members](uint64_t id) -> std::string {
     auto a = members.get(id);
@@ -220,8 +231,8 @@ int main(int argc, char** argv) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    spdlog::info("{} member {:x} ({}) with client URLs {}", same ? "already published" : "published", ctx.self.id,
-                 cfg.name, cfg.advertise_client_urls.front().text);
+    spdlog::info("{} member {:x} ({}) of cluster {:x} with client URLs {}", same ? "already published" : "published",
+                 ctx.self.id, cfg.name, ctx.current_cluster_id(), cfg.advertise_client_urls.front().text);
   }
 
   auto client_server =
@@ -237,7 +248,11 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&sigs, &sig);
 
-  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (removed) {
+    spdlog::info("removed from the cluster, shutting down");
+  } else {
+    spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  }
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
   node->stop();
