@@ -15,6 +15,7 @@ extern "C" {
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -128,6 +129,12 @@ struct Node::Impl {
   raft_term committed_term = 0;
   raft_term stepped_down_term = 0;  // a term in which libraft told us we lost leadership
   bool was_member = false;
+  // Voters this leader added that are still spares: libraft gives up
+  // promoting a member that does not start within its catch-up rounds, so
+  // the promotion is retried (once a second) until it is a voter.
+  std::set<raft_id> want_voter;
+  SteadyClock::time_point next_promotion_try{};
+  bool promoting = false;
   bool removed = false;
   raft_term term_barrier_term = 0;  // the term a barrier is out for
   raft_index members_config_index = ~0ULL;
@@ -387,6 +394,7 @@ struct Node::Impl {
     self->expire(SteadyClock::now());
     if (self->closing) return;
     self->flush_held();
+    self->try_promotions(SteadyClock::now());
     // Ready (at start) once the log held then is applied: as leader, after
     // a barrier of our own term commits. Every new term gets one too.
     if (raft_state(&self->raft) == RAFT_LEADER && self->committed_term != self->raft.current_term &&
@@ -811,9 +819,8 @@ struct Node::Impl {
         self->start_assign(id, RAFT_STANDBY, user_done);
       } else {
         user_done(Error());
-        self->start_assign(id, RAFT_VOTER, [id](Error e) {
-          if (e) spdlog::warn("member {:x} was added but not yet promoted to voter: {}", id, e.message());
-        });
+        self->want_voter.insert(id);
+        self->try_promotions(SteadyClock::now());
       }
     };
     int rv = raft_add(&raft, &c->req, id, address.c_str(), on_change);
@@ -823,6 +830,33 @@ struct Node::Impl {
       return;
     }
     ++inflight;
+  }
+
+  void try_promotions(SteadyClock::time_point now) {
+    if (want_voter.empty() || promoting || now < next_promotion_try) return;
+    if (raft_state(&raft) != RAFT_LEADER) {
+      want_voter.clear();  // a new leader does not know them; MemberPromote does not apply to spares
+      return;
+    }
+    next_promotion_try = now + std::chrono::seconds(1);
+    for (auto it = want_voter.begin(); it != want_voter.end();) {
+      int i = index_of(*it);
+      if (i < 0 || raft.configuration.servers[i].role == RAFT_VOTER) {
+        it = want_voter.erase(it);
+        continue;
+      }
+      if (raft.configuration.servers[i].role != RAFT_SPARE) {
+        ++it;
+        continue;
+      }
+      raft_id id = *it;
+      promoting = true;
+      start_assign(id, RAFT_VOTER, [this, id](Error e) {
+        promoting = false;
+        if (e) spdlog::info("member {:x} is not a voter yet (retrying): {}", id, e.message());
+      });
+      return;
+    }
   }
 
   void promote_member(raft_id id, std::function<void(Error)> done) {
