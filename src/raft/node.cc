@@ -174,6 +174,43 @@ struct Node::Impl {
 
   // ---- consensus thread ----------------------------------------------------
 
+  // libraft changes leader and term inside its own tick and message
+  // callbacks; these wrappers refresh the leader fields right after, so a
+  // Status never names a leader our own 10 ms tick has not caught up with.
+  raft_io_tick_cb libraft_tick = nullptr;
+  raft_io_recv_cb libraft_recv = nullptr;
+  int (*uv_start)(struct raft_io*, unsigned, raft_io_tick_cb, raft_io_recv_cb) = nullptr;
+
+  static Impl* of(struct raft_io* io) { return static_cast<Impl*>(static_cast<struct raft*>(io->data)->data); }
+  static int start_hook(struct raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv) {
+    Impl* self = of(io);
+    self->libraft_tick = tick;
+    self->libraft_recv = recv;
+    return self->uv_start(io, msecs, tick_hook, recv_hook);
+  }
+  static void tick_hook(struct raft_io* io) {
+    Impl* self = of(io);
+    self->libraft_tick(io);
+    self->refresh_leader();
+  }
+  static void recv_hook(struct raft_io* io, struct raft_message* msg) {
+    Impl* self = of(io);
+    self->libraft_recv(io, msg);
+    self->refresh_leader();
+  }
+  void refresh_leader() {
+    raft_id lid = 0;
+    const char* addr = nullptr;
+    raft_leader(&raft, &lid, &addr);
+    bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
+    if (lid == raft.id && !leading) lid = 0;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    if (progress.leader_id == lid && progress.term == raft.current_term && progress.is_leader == leading) return;
+    progress.leader_id = lid;
+    progress.term = raft.current_term;
+    progress.is_leader = leading;
+  }
+
   void update_progress() {
     Progress p;
     p.term = raft.current_term;
@@ -1078,6 +1115,9 @@ Error Node::start() {
   if (int rv = raft_init(&m->raft, &m->io, &m->fsm, opts_.id, opts_.address.c_str()); rv != 0) {
     return errors::internal(std::string("cannot initialize Raft: ") + raft_errmsg(&m->raft));
   }
+  m->raft.data = m;
+  m->uv_start = m->io.start;
+  m->io.start = Impl::start_hook;
   if (!opts_.join) {
     // A new cluster's members all bootstrap the same configuration; a log
     // that exists already keeps its own (RAFT_CANTBOOTSTRAP).
