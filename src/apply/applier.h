@@ -63,6 +63,9 @@ class Applier {
   // fetch's, or the database's. On error, *damaged tells whether the old
   // state was already partly replaced: then the member must stop, and its
   // restart (which finds no applied index) fetches the snapshot again.
+  // True when the state was restored from a snapshot above `log_last_index`
+  // and nothing applied since: a log that ends below it is not damaged.
+  bool restored_ahead_of(uint64_t log_last_index) const;
   using PairSink = std::function<Error(storage::Cf, std::string_view key, std::string_view value)>;
   Error restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged);
 

@@ -8,10 +8,14 @@ namespace etcdq::apply {
 namespace {
 
 constexpr size_t kBatchBytes = 4 << 20;
+// The applied index of the last restored state (local, not replicated).
+constexpr std::string_view kRestoredIndex = "restored_index";
 
 // A member's own identity lives in the meta column family too
 // (server/identity.h); it is not part of the replicated state.
-bool is_local_meta(std::string_view key) { return key == "member_id" || key == "cluster_id"; }
+bool is_local_meta(std::string_view key) {
+  return key == "member_id" || key == "cluster_id" || key == kRestoredIndex;
+}
 
 // Deletes every key of `cf` (all but the local identity in meta).
 Error clear(storage::Engine* e, storage::Cf cf) {
@@ -35,6 +39,18 @@ Error clear(storage::Engine* e, storage::Cf cf) {
 }
 
 }  // namespace
+
+bool Applier::restored_ahead_of(uint64_t log_last_index) const {
+  std::string v;
+  auto* e = store_->engine();
+  if (!e->db()->Get(rocksdb::ReadOptions(), e->cf(storage::Cf::kMeta),
+                    rocksdb::Slice(kRestoredIndex.data(), kRestoredIndex.size()), &v).ok()) {
+    return false;
+  }
+  // The state came whole from a snapshot at this index, and nothing was
+  // applied on top of it yet: the log may end below it.
+  return static_cast<uint64_t>(mvcc::decode_i64(v)) == applied_index_ && log_last_index < applied_index_;
+}
 
 Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged) {
   storage::Engine* e = store_->engine();
@@ -87,6 +103,7 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
     rocksdb::WriteBatch b;
     b.Put(e->cf(storage::Cf::kMeta), rocksdb::Slice(mvcc::kMetaAppliedIndex.data(), mvcc::kMetaAppliedIndex.size()),
           applied);
+    b.Put(e->cf(storage::Cf::kMeta), kRestoredIndex, applied);
     if (Error err = e->write(&b)) return err;
     if (Error err = e->sync_wal()) return err;
   }

@@ -18,6 +18,7 @@
 #include "cli/flags.h"
 #include "mvcc/store.h"
 #include "raft/node.h"
+#include "raft/snapshot_install.h"
 #include "server/identity.h"
 #include "server/maintenance_service.h"
 #include "server/server.h"
@@ -177,6 +178,43 @@ int main(int argc, char** argv) {
     }
     return "";
   };
+  std::string self_target = raft::url_to_target(cfg.advertise_client_urls.front().text);
+  ro.all_client_targets = [&members, self_target]() {
+    std::vector<std::string> out;
+    for (const auto& [id, a] : members.all()) {
+      for (const auto& u : a.client_urls()) {
+        std::string t = raft::url_to_target(u);
+        if (!t.empty() && t != self_target) {
+          out.push_back(t);
+          break;
+        }
+      }
+    }
+    return out;
+  };
+  ro.install_plan_path = (fs::path(cfg.data_dir) / "member" / "install-plan").string();
+
+  // A snapshot install that did not finish: fetch the state before libraft
+  // starts, from any member that has it (raft/snapshot_install.h).
+  raft::InstallPlan plan;
+  if (raft::read_plan(ro.install_plan_path, &plan)) {
+    spdlog::warn("a snapshot install did not finish: fetching the state at index {} or later before starting",
+                 plan.min_index);
+    raft::Forwarder forwarder;
+    for (int attempt = 1;; ++attempt) {
+      bool damaged = false;
+      Error e = raft::fetch_state(&applier, forwarder, plan, &damaged);
+      if (!e) break;
+      if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
+      if (stop_signal_pending(sigs)) {
+        spdlog::info("stopped before the state was fetched");
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    raft::remove_plan(ro.install_plan_path);
+  }
+
   auto node = std::make_unique<raft::Node>(ro, &applier);
   if (Error e = node->start()) return fail(e.message());
   ctx.node = node.get();

@@ -1,5 +1,8 @@
 #include "raft/forwarder.h"
 
+#include <condition_variable>
+#include <thread>
+
 namespace etcdq::raft {
 
 std::string url_to_target(const std::string& url) {
@@ -107,10 +110,29 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
   peer::FetchSnapshotRequest req;
   req.set_index(index);
   auto reader = stub->FetchSnapshot(&ctx, req);
+  // A source that stops sending (stopped, partitioned) must not hold this
+  // member forever: cancel after kInactivityLimit without a chunk.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  auto last_progress = std::chrono::steady_clock::now();
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return done; })) {
+      if (std::chrono::steady_clock::now() - last_progress > kInactivityLimit) {
+        ctx.TryCancel();
+        return;
+      }
+    }
+  });
   peer::SnapshotChunk chunk;
   bool last = false;
   Error failed;
   while (reader->Read(&chunk)) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last_progress = std::chrono::steady_clock::now();
+    }
     if (Error e = fn(chunk)) {
       failed = e;
       ctx.TryCancel();
@@ -119,6 +141,12 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
     last = chunk.last();
   }
   grpc::Status s = reader->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
   if (failed) return failed;
   if (!s.ok()) return errors::internal("fetching the snapshot at index " + std::to_string(index) + " from " +
                                        target + ": " + s.error_message());

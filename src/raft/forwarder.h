@@ -44,13 +44,16 @@ class Forwarder {
                         std::function<void(Error, int64_t ttl)> done);
   // Fire and forget: tells `target` that member `id` (itself) was removed.
   void removed(const std::string& target, uint64_t id);
-  // Blocks until the whole snapshot at `index` arrived (`fn` called for each
-  // chunk in order), `fn` fails, or the transfer fails.
+  // Blocks until the whole state at `index` or later arrived (`fn` called
+  // for each chunk in order), `fn` fails, or the transfer fails (also when
+  // no chunk came for kInactivityLimit).
   Error fetch_snapshot(const std::string& target, uint64_t index,
                        const std::function<Error(const peer::SnapshotChunk&)>& fn);
 
   // The channel to `target`, for proxying etcd's own services to the leader.
   std::shared_ptr<grpc::Channel> channel(const std::string& target);
+
+  static constexpr std::chrono::seconds kInactivityLimit{5};
 
   static Error from_status(const grpc::Status& s);
   // True when the call surely never reached the target (it could not be

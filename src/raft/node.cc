@@ -20,6 +20,7 @@ extern "C" {
 #include <unordered_map>
 
 #include "apply/entry.h"
+#include "raft/snapshot_install.h"
 #include "common/executor.h"
 
 namespace etcdq::raft {
@@ -31,6 +32,8 @@ constexpr int kCompletionThreads = 2;
 constexpr size_t kMaxForwardBytes = 1 << 20;
 
 using SteadyClock = std::chrono::steady_clock;
+// Passes over every member that may have the state, before giving up.
+constexpr int kInstallRounds = 3;
 
 Error raft_error(int rv, const char* what) {
   switch (rv) {
@@ -978,41 +981,41 @@ struct Node::Impl {
   // Our state is older than a snapshot libraft installs: stream the state at
   // its index from the member that took it, replacing ours.
   Error install(const apply::SnapshotMeta& meta) {
-    std::vector<std::string> targets;
-    if (opts->client_target_of) {
-      std::string t = opts->client_target_of(meta.source_member());
-      if (!t.empty()) targets.push_back(t);
-    }
-    for (const auto& u : meta.source_client_urls()) {
-      std::string t = url_to_target(u);
-      if (!t.empty() && std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(t);
-    }
-    if (targets.empty()) return errors::internal("no client URL known for member " + std::to_string(meta.source_member()));
-    Error last;
-    for (const auto& target : targets) {
-      spdlog::info("installing the snapshot at index {} (revision {}) from member {:x} at {}", meta.applied_index(),
-                   meta.revision(), meta.source_member(), target);
-      bool damaged = false;
-      last = applier->restore(
-          [&](const apply::Applier::PairSink& sink) {
-            return forwarder->fetch_snapshot(target, meta.applied_index(), [&](const peer::SnapshotChunk& c) -> Error {
-              for (const auto& p : c.pairs()) {
-                if (p.cf() >= static_cast<uint32_t>(storage::kCfCount)) return errors::internal("bad column family in a snapshot");
-                if (Error e = sink(static_cast<storage::Cf>(p.cf()), p.key(), p.value())) return e;
-              }
-              return {};
-            });
-          },
-          &damaged);
-      if (!last) return {};
-      if (damaged) {
-        // Half the old state is gone; a restart finds no applied index and
-        // fetches again.
-        spdlog::critical("snapshot install failed midway, stopping: {}", last.message());
-        std::_Exit(70);
+    InstallPlan plan;
+    plan.min_index = meta.applied_index();
+    auto add = [&](const std::string& t) {
+      if (!t.empty() && std::find(plan.targets.begin(), plan.targets.end(), t) == plan.targets.end()) {
+        plan.targets.push_back(t);
       }
+    };
+    if (opts->client_target_of) add(opts->client_target_of(meta.source_member()));
+    for (const auto& u : meta.source_client_urls()) add(url_to_target(u));
+    add(leader_target());
+    if (opts->all_client_targets) {
+      for (const auto& t : opts->all_client_targets()) add(t);
     }
-    return last;
+    if (!opts->install_plan_path.empty()) {
+      if (Error e = write_plan(opts->install_plan_path, plan)) return e;
+    }
+    spdlog::info("installing the snapshot at index {} (revision {}) taken by member {:x}", meta.applied_index(),
+                 meta.revision(), meta.source_member());
+    Error last;
+    for (int round = 0; round < kInstallRounds; ++round) {
+      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      bool damaged = false;
+      last = fetch_state(applier, *forwarder, plan, &damaged);
+      if (!last) {
+        if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
+        return {};
+      }
+      if (damaged) break;
+    }
+    // libraft would go on from the snapshot's index with a state that does
+    // not match it (libraft 0.15 does not undo a snapshot whose restore
+    // failed). Stop; the next start fetches the state first (the plan).
+    spdlog::critical("cannot install the snapshot at index {}, stopping (the next start fetches it first): {}",
+                     meta.applied_index(), last.message());
+    std::_Exit(70);
   }
 
   // ---- fsm callbacks ---------------------------------------------------------
@@ -1144,7 +1147,8 @@ Error Node::start() {
   // The state database may never be ahead of the log that produced it: the
   // log was damaged, truncated or replaced. Serving would mean skipping new
   // entries as "already applied" (etcd refuses to start on a bad WAL too).
-  if (raft_last_index(&m->raft) < m->applier->applied_index()) {
+  if (raft_last_index(&m->raft) < m->applier->applied_index() &&
+      !m->applier->restored_ahead_of(raft_last_index(&m->raft))) {
     return errors::internal("the Raft log in " + opts_.dir + " ends at index " +
                             std::to_string(raft_last_index(&m->raft)) + " but the state database has applied index " +
                             std::to_string(m->applier->applied_index()) +

@@ -72,6 +72,10 @@ struct NodeOptions {
   std::function<std::string(uint64_t member_id)> client_target_of;
   std::vector<std::string> self_client_urls;  // written into snapshots we take
   storage::Checkpoints* checkpoints = nullptr;
+  // Every known member's Peer target (snapshot installs try them all).
+  std::function<std::vector<std::string>()> all_client_targets;
+  // Where an install plan is kept while a snapshot installs (snapshot_install.h).
+  std::string install_plan_path;
   // Called once (on the consensus thread) when this member's removal from
   // the cluster committed; etcd's member then exits.
   std::function<void()> on_removed;

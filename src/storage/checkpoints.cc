@@ -66,8 +66,8 @@ uint64_t Checkpoints::newest() const {
   return kept.empty() ? 0 : kept.back();
 }
 
-Error Checkpoints::read(uint64_t index, const Visitor& fn) const {
-  std::string dir = dir_of(index);
+Error Checkpoints::read(uint64_t min_index, const Visitor& fn) const {
+  std::string dir;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (int i = 0; i < kCfCount; ++i) cfs.emplace_back(kCfNames[i], rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -77,8 +77,11 @@ Error Checkpoints::read(uint64_t index, const Visitor& fn) const {
     // Open under the lock: take() must not delete it while RocksDB opens
     // its files; once open, the files stay readable even if unlinked.
     std::lock_guard<std::mutex> lock(mu_);
-    std::error_code ec;
-    if (!fs::exists(dir, ec)) return errors::internal("no checkpoint at index " + std::to_string(index));
+    auto kept = kept_indexes(root_);
+    if (kept.empty() || kept.back() < min_index) {
+      return errors::internal("no checkpoint at index " + std::to_string(min_index) + " or later");
+    }
+    dir = dir_of(kept.back());
     rocksdb::DBOptions opts;
     opts.max_open_files = -1;  // keep every SST open: they may be unlinked meanwhile
     s = rocksdb::DB::OpenForReadOnly(opts, dir, cfs, &handles, &raw);

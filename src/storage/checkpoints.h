@@ -32,12 +32,12 @@ class Checkpoints {
   // Errors: RocksDB's, naming the directory.
   Error take(Engine* engine, uint64_t index);
 
-  // Calls `fn` for every (column family, key, value) of the checkpoint at
-  // `index`, in column family then key order; stops at the first error `fn`
-  // returns and returns it. Errors: not_found-style internal error when no
-  // checkpoint at `index` is kept; RocksDB's.
+  // Calls `fn` for every (column family, key, value) of the newest kept
+  // checkpoint at `min_index` or later, in column family then key order;
+  // stops at the first error `fn` returns and returns it. Errors: an
+  // internal error when no such checkpoint is kept; RocksDB's.
   using Visitor = std::function<Error(Cf, std::string_view key, std::string_view value)>;
-  Error read(uint64_t index, const Visitor& fn) const;
+  Error read(uint64_t min_index, const Visitor& fn) const;
 
   // The newest kept checkpoint's index (0: none).
   uint64_t newest() const;
