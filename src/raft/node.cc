@@ -839,10 +839,10 @@ struct Node::Impl {
   void add_member(raft_id id, const std::string& address, bool learner, std::function<void(Error)> done) {
     if (closing) return done(errors::stopped());
     if (raft_state(&raft) != RAFT_LEADER) return done(errors::not_leader());
-    if (index_of(id) >= 0) return done(errors::member_exist());
     for (unsigned i = 0; i < raft.configuration.n; ++i) {
       if (address == raft.configuration.servers[i].address) return done(errors::peer_url_exist());
     }
+    if (index_of(id) >= 0) return done(errors::member_exist());
     if (learner && count_role(RAFT_STANDBY) >= 1) return done(errors::too_many_learners());
     if (!learner && opts->strict_reconfig_check) {
       unsigned voters = count_role(RAFT_VOTER) + 1;
@@ -1140,6 +1140,11 @@ Error Node::start() {
   raft_set_election_timeout(&m->raft, opts_.election_ms);
   raft_set_snapshot_threshold(&m->raft, opts_.snapshot_threshold);
   raft_set_snapshot_trailing(&m->raft, opts_.snapshot_trailing);
+  // libraft waits this long for a follower to answer a snapshot before it
+  // sends it again (30 s by default: a follower that was down when one was
+  // sent waited that long). Ours are metadata only, so resending is cheap;
+  // a follower still installing the state finds it has it already.
+  raft_set_install_snapshot_timeout(&m->raft, std::max(5000u, 5 * opts_.election_ms));
   raft_set_pre_vote(&m->raft, opts_.pre_vote);
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
     return errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft));

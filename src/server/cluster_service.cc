@@ -33,7 +33,10 @@ Error parse_peer_urls(const google::protobuf::RepeatedPtrField<std::string>& url
   if (urls.empty()) return errors::member_bad_urls();
   for (const auto& u : urls) {
     std::string t = raft::url_to_target(u);
-    if (t.empty() || u.rfind("http://", 0) != 0 || t.find(':') == std::string::npos) return errors::member_bad_urls();
+    // etcd takes http://host:port and nothing after it (types.NewURLs).
+    if (t.empty() || u.rfind("http://", 0) != 0 || t.find(':') == std::string::npos || u != "http://" + t) {
+      return errors::member_bad_urls();
+    }
   }
   *address = raft::url_to_target(urls[0]);
   return {};

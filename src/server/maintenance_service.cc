@@ -72,7 +72,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
       auto s = db->CompactRange(o, ctx->store->engine()->cf(static_cast<storage::Cf>(i)), nullptr, nullptr);
       if (!s.ok()) e = errors::internal("defragment failed: " + s.ToString());
     }
-    ctx->fill_header(resp->mutable_header());
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);  // etcd's carries none
     finish(reactor, e);
   }).detach();
   return reactor;
@@ -90,7 +90,7 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
     return reactor;
   }
   ctx->node->transfer_leadership(req->targetid(), [ctx, reactor, resp](Error e) {
-    if (!e) ctx->fill_header(resp->mutable_header());
+    if (!e) ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);  // etcd's carries none
     finish(reactor, e);
   });
   return reactor;
