@@ -1,32 +1,17 @@
 #include "server/cluster_service.h"
 
 #include "raft/forwarder.h"
+#include "server/proxy.h"
 
 namespace etcdq::server {
 namespace {
 
 std::string peer_url_of(const raft::MemberState& m) { return "http://" + m.address; }
 
-// A follower's membership call goes to the leader, whose answer is ours.
-// `call` starts the call on a stub of the leader's Cluster service.
+// A follower's membership call goes to the leader (server/proxy.h).
 template <typename Resp, typename Start>
 bool proxy_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, Start start) {
-  if (ctx->node->progress().is_leader) return false;
-  std::string target = ctx->node->leader_target();
-  if (target.empty()) {
-    finish(reactor, errors::no_leader());
-    return true;
-  }
-  auto stub = std::shared_ptr<etcdserverpb::Cluster::Stub>(
-      etcdserverpb::Cluster::NewStub(ctx->node->forwarder().channel(target)));
-  auto cctx = std::make_shared<grpc::ClientContext>();
-  cctx->set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(ctx->node->options().request_timeout_ms()));
-  start(stub.get(), cctx.get(), [ctx, reactor, resp, stub, cctx](grpc::Status s) {
-    if (s.ok()) ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
-    finish(reactor, raft::Forwarder::from_status(s));
-  });
-  return true;
+  return server::proxy_to_leader<etcdserverpb::Cluster>(ctx, reactor, resp, /*with_revision=*/false, start);
 }
 
 Error parse_peer_urls(const google::protobuf::RepeatedPtrField<std::string>& urls, std::string* address) {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "mvcc/range.h"
+#include "server/proxy.h"
 
 namespace etcdq::server {
 namespace {
@@ -148,23 +149,11 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  if (!ctx_->node->progress().is_leader) {
-    // The remaining TTL is the leader's clock: ask it.
-    std::string target = ctx_->node->leader_target();
-    if (target.empty()) {
-      finish(reactor, errors::no_leader());
-      return reactor;
-    }
-    auto stub = std::shared_ptr<etcdserverpb::Lease::Stub>(
-        etcdserverpb::Lease::NewStub(ctx_->node->forwarder().channel(target)));
-    auto cctx = std::make_shared<grpc::ClientContext>();
-    cctx->set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(ctx_->node->options().request_timeout_ms()));
-    Context* ctx = ctx_;
-    stub->async()->LeaseTimeToLive(cctx.get(), req, resp, [ctx, reactor, resp, stub, cctx](grpc::Status st) {
-      if (st.ok()) ctx->fill_header(resp->mutable_header());
-      finish(reactor, raft::Forwarder::from_status(st));
-    });
+  // The remaining TTL is the leader's clock: a follower asks it.
+  if (proxy_to_leader<etcdserverpb::Lease>(ctx_, reactor, resp, /*with_revision=*/true,
+                                           [req, resp](auto* stub, auto* cctx, auto done) {
+                                             stub->async()->LeaseTimeToLive(cctx, req, resp, std::move(done));
+                                           })) {
     return reactor;
   }
   resp->set_id(req->id());
