@@ -995,7 +995,12 @@ struct Node::Impl {
       for (const auto& t : opts->all_client_targets()) add(t);
     }
     if (!opts->install_plan_path.empty()) {
-      if (Error e = write_plan(opts->install_plan_path, plan)) return e;
+      if (Error e = write_plan(opts->install_plan_path, plan)) {
+        // Without the plan a crash midway could not be recovered; and
+        // libraft must not go on from this snapshot without its state.
+        spdlog::critical("cannot record the snapshot install, stopping: {}", e.message());
+        std::_Exit(70);
+      }
     }
     spdlog::info("installing the snapshot at index {} (revision {}) taken by member {:x}", meta.applied_index(),
                  meta.revision(), meta.source_member());
