@@ -77,9 +77,9 @@ struct Node::Impl {
   };
   using ReadFn = std::function<void(Error)>;
   struct ReadIndexAnswer {
+    uint64_t seq = 0;  // which call (an abandoned call's answer is ignored)
     Error error;
     uint64_t index = 0;
-    std::vector<ReadFn> reads;
   };
   std::mutex mu;  // guards everything up to stop_requested
   std::vector<Pending> queue;
@@ -118,12 +118,18 @@ struct Node::Impl {
   // are held (etcd holds them too, until its request timeout).
   std::unordered_map<uint64_t, std::string> unanswered;
   std::vector<uint64_t> held;
-  std::vector<ReadFn> follower_reads;  // waiting for the next read index call
-  bool read_index_inflight = false;
   struct WaitingRead {
     SteadyClock::time_point deadline;
     ReadFn fn;
   };
+  // Follower reads waiting for a read index call (held while no leader is
+  // known, as etcd holds them, until their request timeout), and those of
+  // the call in flight, to `read_index_leader`.
+  std::vector<WaitingRead> follower_reads;
+  std::vector<WaitingRead> read_index_batch;
+  bool read_index_inflight = false;
+  uint64_t read_index_seq = 0;
+  raft_id read_index_leader = 0;
   std::multimap<uint64_t, WaitingRead> reads_waiting_apply;  // by read index
   size_t inflight = 0;
   bool closing = false;
@@ -290,6 +296,15 @@ struct Node::Impl {
       fail(forwarded_deadlines.front().second, errors::timeout());
       forwarded_deadlines.pop_front();
     }
+    for (auto it = follower_reads.begin(); it != follower_reads.end();) {
+      if (it->deadline <= now) {
+        ReadFn fn = std::move(it->fn);
+        it = follower_reads.erase(it);
+        completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
+      } else {
+        ++it;
+      }
+    }
     for (auto it = reads_waiting_apply.begin(); it != reads_waiting_apply.end();) {
       if (it->second.deadline <= now) {
         ReadFn fn = std::move(it->second.fn);
@@ -434,6 +449,12 @@ struct Node::Impl {
     self->expire(SteadyClock::now());
     if (self->closing) return;
     self->flush_held();
+    self->abandon_read_index_if_stale();
+    if (raft_state(&self->raft) == RAFT_FOLLOWER) {
+      self->send_read_index();
+    } else if (raft_state(&self->raft) == RAFT_LEADER && !self->follower_reads.empty()) {
+      uv_async_send(&self->wake);  // drain() serves them with a barrier of ours
+    }
     self->try_promotions(SteadyClock::now());
     // Ready (at start) once the log held then is applied: as leader, after
     // a barrier of our own term commits. Every new term gets one too.
@@ -508,8 +529,10 @@ struct Node::Impl {
       held.clear();
       for (auto& fn : rs) fn(errors::stopped());
       for (auto& fn : irs) fn(errors::stopped(), 0);
-      for (auto& fn : follower_reads) fn(errors::stopped());
+      for (auto& w : follower_reads) w.fn(errors::stopped());
       follower_reads.clear();
+      for (auto& w : read_index_batch) w.fn(errors::stopped());
+      read_index_batch.clear();
       for (auto& [idx, w] : reads_waiting_apply) w.fn(errors::stopped());
       reads_waiting_apply.clear();
       for (auto& t : ts) t();  // membership tasks see `closing` and fail
@@ -540,12 +563,13 @@ struct Node::Impl {
     }
     if (leader) {
       // Reads queued for a read index before this member became leader.
-      for (auto& fn : follower_reads) rs.push_back(std::move(fn));
+      for (auto& w : follower_reads) rs.push_back(std::move(w.fn));
       follower_reads.clear();
     }
     if (!rs.empty()) {
       if (!leader) {
-        for (auto& fn : rs) follower_reads.push_back(std::move(fn));
+        auto deadline = SteadyClock::now() + std::chrono::milliseconds(opts->request_timeout_ms());
+        for (auto& fn : rs) follower_reads.push_back(WaitingRead{deadline, std::move(fn)});
       } else {
         // One barrier confirms leadership for every read waiting now.
         auto* b = new BarrierReq{};
@@ -705,35 +729,61 @@ struct Node::Impl {
   }
 
   // Follower: ask the leader for a read index for every read waiting now.
+  // With no leader known they wait (expire() times them out).
   void send_read_index() {
     if (read_index_inflight || follower_reads.empty()) return;
     std::string target = leader_target();
-    if (target.empty()) {
-      for (auto& fn : follower_reads) fn(errors::no_leader());
-      follower_reads.clear();
-      return;
-    }
+    if (target.empty()) return;
+    raft_id lid = 0;
+    const char* addr = nullptr;
+    raft_leader(&raft, &lid, &addr);
     read_index_inflight = true;
-    auto batch = std::make_shared<std::vector<ReadFn>>(std::move(follower_reads));
+    read_index_leader = lid;
+    uint64_t seq = ++read_index_seq;
+    read_index_batch = std::move(follower_reads);
     follower_reads.clear();
     std::weak_ptr<Inbox> weak = inbox;
     forwarder->read_index(target, std::chrono::milliseconds(opts->request_timeout_ms()),
-                          [weak, batch](Error e, uint64_t index) {
-                            if (auto in = weak.lock()) in->post_answer(ReadIndexAnswer{e, index, std::move(*batch)});
+                          [weak, seq](Error e, uint64_t index) {
+                            if (auto in = weak.lock()) in->post_answer(ReadIndexAnswer{seq, e, index});
                           });
   }
 
-  void on_read_index(ReadIndexAnswer&& a) {
+  // The leader changed while a read index call was out: its reads go to the
+  // new leader (reads are safe to ask for again).
+  void abandon_read_index_if_stale() {
+    if (!read_index_inflight) return;
+    raft_id lid = 0;
+    const char* addr = nullptr;
+    raft_leader(&raft, &lid, &addr);
+    if (lid == read_index_leader && raft_state(&raft) == RAFT_FOLLOWER) return;
     read_index_inflight = false;
+    ++read_index_seq;
+    for (auto& w : read_index_batch) follower_reads.push_back(std::move(w));
+    read_index_batch.clear();
+  }
+
+  static bool retryable(const Error& e) {
+    return e == errors::leader_changed() || e == errors::not_leader() || e == errors::no_leader();
+  }
+
+  void on_read_index(ReadIndexAnswer&& a) {
+    if (!read_index_inflight || a.seq != read_index_seq) return;  // abandoned
+    read_index_inflight = false;
+    std::vector<WaitingRead> batch = std::move(read_index_batch);
+    read_index_batch.clear();
+    if (a.error && retryable(a.error)) {
+      for (auto& w : batch) follower_reads.push_back(std::move(w));
+      return;
+    }
     if (a.error) {
-      auto fns = std::make_shared<std::vector<ReadFn>>(std::move(a.reads));
+      auto fns = std::make_shared<std::vector<WaitingRead>>(std::move(batch));
       completions->post([fns, e = a.error] {
-        for (auto& fn : *fns) fn(e);
+        for (auto& w : *fns) w.fn(e);
       });
       return;
     }
-    auto deadline = SteadyClock::now() + std::chrono::milliseconds(opts->request_timeout_ms());
-    for (auto& fn : a.reads) reads_waiting_apply.emplace(a.index, WaitingRead{deadline, std::move(fn)});
+    for (auto& w : batch) reads_waiting_apply.emplace(a.index, std::move(w));
     release_reads(raft_last_applied(&raft));
   }
 
