@@ -46,6 +46,7 @@ from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
 import harness  # noqa: E402
+from watchlib import prefix_end  # noqa: E402,F401 (tests import it from here)
 from harness import CHANNEL_OPTIONS, all_keys_request, binary_under_test  # noqa: E402
 
 is_reference_etcd = harness.is_reference_etcd   # for the tests: True when the binary is Debian's etcd
@@ -562,15 +563,6 @@ class Cluster:
         return out
 
 
-def prefix_end(prefix):
-    b = bytearray(prefix)
-    for k in range(len(b) - 1, -1, -1):
-        if b[k] < 0xff:
-            b[k] += 1
-            return bytes(b[:k + 1])
-    return b"\0"
-
-
 def initial_cluster_like_etcdctl(add_resp, new_name):
     """The ETCD_INITIAL_CLUSTER `etcdctl member add` prints: name=peerURL for every member
     in the MemberAdd answer, the new one under its chosen name (etcdctl's command/member_command.go)."""
@@ -724,50 +716,24 @@ class Writer:
 
 # ---- test case base --------------------------------------------------------------------------
 
-class ClusterTestCase(unittest.TestCase):
+class ClusterTestCase(harness.CleanupTestCase):
     """Clusters made with self.new_cluster() are cleaned up after the test, those made
     with cls.new_class_cluster() (in setUpClass) after the class; when a test fails,
     the log tails of every member of both go to stderr first."""
 
     @classmethod
     def new_class_cluster(cls, *args, **kwargs):
-        c = Cluster(*args, **kwargs)
-        if "_class_clusters" not in cls.__dict__:
-            cls._class_clusters = []
-        cls._class_clusters.append(c)
-        return c
-
-    @classmethod
-    def tearDownClass(cls):
-        for c in cls.__dict__.get("_class_clusters", ()):
-            c.cleanup()
-        super().tearDownClass()
+        return cls.track_class(Cluster(*args, **kwargs))
 
     def new_cluster(self, *args, **kwargs):
-        c = Cluster(*args, **kwargs)
-        self._clusters.append(c)
-        return c
+        return self.track(Cluster(*args, **kwargs))
+
+    def log_text(self, c):
+        return "member logs\n%s" % c.log_tails()
 
     def note(self, text):
         """A measurement or observation, printed with the test's output."""
         sys.stderr.write("    [%s] %s\n" % (self._testMethodName, text))
-
-    def run(self, result=None):
-        if result is None:
-            result = self.defaultTestResult()
-        self._clusters = []
-        before = len(result.failures) + len(result.errors)
-        try:
-            return super().run(result)
-        finally:
-            try:
-                if len(result.failures) + len(result.errors) > before:
-                    for c in self._clusters + list(type(self).__dict__.get("_class_clusters", ())):
-                        sys.stderr.write("\n%s: member logs\n%s\n" % (self.id(), c.log_tails()))
-            finally:
-                for c in self._clusters:
-                    c.cleanup()
-                self._clusters = []
 
 
 def main():

@@ -324,7 +324,51 @@ for _sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(_sig, _cleanup_and_die)
 
 
-class MemberTestCase(unittest.TestCase):
+class CleanupTestCase(unittest.TestCase):
+    """A TestCase that stops what it started: things passed to self.track() go
+    after the test, to cls.track_class() (in setUpClass) after the class, each
+    with cleanup(); when a test fails, log_text() of every one of them is
+    printed to stderr first."""
+
+    def track(self, thing):
+        self._tracked.append(thing)
+        return thing
+
+    @classmethod
+    def track_class(cls, thing):
+        if "_class_tracked" not in cls.__dict__:
+            cls._class_tracked = []
+        cls._class_tracked.append(thing)
+        return thing
+
+    def log_text(self, thing):
+        return repr(thing)
+
+    @classmethod
+    def tearDownClass(cls):
+        for t in cls.__dict__.get("_class_tracked", ()):
+            t.cleanup()
+        super().tearDownClass()
+
+    def run(self, result=None):
+        if result is None:
+            result = self.defaultTestResult()
+        self._tracked = []
+        before = len(result.failures) + len(result.errors)
+        try:
+            return super().run(result)
+        finally:
+            try:
+                if len(result.failures) + len(result.errors) > before:
+                    for t in self._tracked + list(type(self).__dict__.get("_class_tracked", ())):
+                        sys.stderr.write("\n%s: %s\n" % (self.id(), self.log_text(t)))
+            finally:
+                for t in self._tracked:
+                    t.cleanup()
+                self._tracked = []
+
+
+class MemberTestCase(CleanupTestCase):
     """A TestCase whose members are cleaned up after each test or class, with their
     log tails printed to stderr when the test fails.
 
@@ -332,43 +376,15 @@ class MemberTestCase(unittest.TestCase):
     cls.new_class_member(...) (in setUpClass) -> one shared by the class.
     """
 
-    _class_members = ()
-
     @classmethod
     def new_class_member(cls, *args, **kwargs):
-        m = Member(*args, **kwargs)
-        if "_class_members" not in cls.__dict__:
-            cls._class_members = []
-        cls._class_members.append(m)
-        return m
-
-    @classmethod
-    def tearDownClass(cls):
-        for m in cls.__dict__.get("_class_members", ()):
-            m.cleanup()
-        super().tearDownClass()
+        return cls.track_class(Member(*args, **kwargs))
 
     def new_member(self, *args, **kwargs):
-        m = Member(*args, **kwargs)
-        self._test_members.append(m)
-        return m
+        return self.track(Member(*args, **kwargs))
 
-    def run(self, result=None):
-        if result is None:
-            result = self.defaultTestResult()
-        self._test_members = []
-        before = len(result.failures) + len(result.errors)
-        try:
-            return super().run(result)
-        finally:
-            try:
-                if len(result.failures) + len(result.errors) > before:
-                    for m in self._test_members + list(type(self).__dict__.get("_class_members", ())):
-                        sys.stderr.write("\n%s: log of %r\n%s\n" % (self.id(), m, m.log_tail()))
-            finally:
-                for m in self._test_members:
-                    m.cleanup()
-                self._test_members = []
+    def log_text(self, m):
+        return "log of %r\n%s" % (m, m.log_tail())
 
 
 def main():
