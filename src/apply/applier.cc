@@ -13,17 +13,23 @@ namespace {
 constexpr int kMaxCommandNesting = 1024;
 }  // namespace
 
-Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members)
+Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members,
+                 queue::Book* queues)
     : store_(store),
       lessor_(lessor),
       alarms_(alarms),
       members_(members),
+      queues_(queues),
       applied_index_(store->view()->applied_index()),
       leases_([lessor](int64_t id) { return lessor->exists(id); }) {}
 
 Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Result>* results) {
   if (index <= applied_index_) return {};  // applied before a restart
   mvcc::Writer w(store_);
+  queue::Book* queues = queues_;
+  w.set_delete_tap([queues](mvcc::Writer& wr, std::string_view key) {
+    if (key.starts_with("/q/")) queues->deleted(wr, key);
+  });
   std::string_view rest = payload;
   std::string_view bytes;
   bool corrupt = false;
@@ -37,6 +43,7 @@ Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Resul
   }
   if (Error e = w.commit(index)) return e;
   applied_index_ = index;
+  queues_->committed(w.revision());
   return {};
 }
 
@@ -76,6 +83,7 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
     return;
   }
   w.begin();
+  Env env{leases_, queues_, cmd.time_ms()};
   switch (cmd.request_case()) {
     case Command::kPut: {
       const auto& r = cmd.put();
@@ -83,7 +91,7 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
       if (r.lease() != 0 && !leases_(r.lease())) {
         out->error = errors::lease_not_found();
       } else {
-        out->error = put(w, r, leases_, &resp);
+        out->error = put(w, r, env, &resp);
       }
       w.end();
       out->response = std::move(resp);
@@ -99,7 +107,7 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
     case Command::kTxn: {
       etcdserverpb::TxnResponse resp;
       WriterState s(&w);
-      out->error = txn(s, cmd.txn(), leases_, &resp);
+      out->error = txn(s, cmd.txn(), env, &resp);
       w.end();
       out->response = std::move(resp);
       break;
@@ -154,6 +162,11 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
       }
       for (auto& m : changed) *resp.add_alarms() = std::move(m);
       out->response = std::move(resp);
+      break;
+    }
+    case Command::kQueueAssign: {
+      queues_->assign(w, cmd.queue_assign(), cmd.time_ms());
+      w.end();
       break;
     }
     case Command::kMemberAttributes: {

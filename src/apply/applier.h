@@ -24,6 +24,7 @@
 #include "etcdq/command.pb.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
+#include "queue/book.h"
 
 namespace etcdq::apply {
 
@@ -42,7 +43,7 @@ struct Result {
 
 class Applier {
  public:
-  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members);
+  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members, queue::Book* queues);
 
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return store_->view()->revision(); }
@@ -77,6 +78,7 @@ class Applier {
   lease::Lessor* lessor_;
   Alarms* alarms_;
   Members* members_;
+  queue::Book* queues_;
   uint64_t applied_index_;
   LeaseExists leases_;
 };

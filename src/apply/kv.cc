@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "apply/validate.h"
+#include "queue/keys.h"
 
 namespace etcdq::apply {
 namespace {
@@ -114,8 +115,8 @@ Error check_path(const KvState& s, const TxnRequest& t, const std::vector<bool>&
   return {};
 }
 
-void run_path(KvState& s, const TxnRequest& t, const std::vector<bool>& path, size_t* pos,
-              const LeaseExists& leases, TxnResponse* resp) {
+void run_path(KvState& s, const TxnRequest& t, const std::vector<bool>& path, size_t* pos, const Env& env,
+              TxnResponse* resp) {
   bool ok = path[(*pos)++];
   resp->set_succeeded(ok);
   resp->mutable_header();  // etcd gives nested txns an empty header
@@ -126,13 +127,13 @@ void run_path(KvState& s, const TxnRequest& t, const std::vector<bool>& path, si
         range(s, op.request_range(), out->mutable_response_range());
         break;
       case RequestOp::kRequestPut:
-        put(*s.writer(), op.request_put(), leases, out->mutable_response_put());
+        put(*s.writer(), op.request_put(), env, out->mutable_response_put());
         break;
       case RequestOp::kRequestDeleteRange:
         delete_range(*s.writer(), op.request_delete_range(), out->mutable_response_delete_range());
         break;
       case RequestOp::kRequestTxn:
-        run_path(s, op.request_txn(), path, pos, leases, out->mutable_response_txn());
+        run_path(s, op.request_txn(), path, pos, env, out->mutable_response_txn());
         break;
       default: break;
     }
@@ -213,9 +214,25 @@ Error range(const KvState& s, const RangeRequest& r, etcdserverpb::RangeResponse
   return {};
 }
 
-Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const LeaseExists& leases,
-          etcdserverpb::PutResponse* resp) {
-  (void)leases;  // checked before the txn started (check_put)
+Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const Env& env, etcdserverpb::PutResponse* resp) {
+  if (env.queues && queue::in_queue_space(r.key())) {
+    queue::Key k = queue::parse(r.key());
+    if (k.kind == queue::KeyKind::kProduce) {
+      // A new message never exists yet: nothing to keep or return.
+      if (r.ignore_value() || r.ignore_lease()) return errors::key_not_found();
+      env.queues->produce(w, k.queue, k.tail, r.value(), r.lease(), env.time_ms);
+      resp->mutable_header()->set_revision(w.revision() + 1);
+      return {};
+    }
+    if (k.kind == queue::KeyKind::kConfig) {
+      env.queues->config_put(w, k.queue, r.value());
+      if (r.key() != queue::config_key(k.queue)) {  // /queue/{queue}/config: stored at /q/
+        etcdserverpb::PutRequest at_q = r;
+        at_q.set_key(queue::config_key(k.queue));
+        return put(w, at_q, Env{env.leases, nullptr, env.time_ms}, resp);
+      }
+    }
+  }
   std::string value = r.value();
   int64_t lease = r.lease();
   if (r.ignore_value() || r.ignore_lease() || r.prev_kv()) {
@@ -233,22 +250,24 @@ Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const LeaseExists&
 
 Error delete_range(mvcc::Writer& w, const etcdserverpb::DeleteRangeRequest& r,
                    etcdserverpb::DeleteRangeResponse* resp) {
+  std::string key = r.key(), end = r.range_end();
+  queue::canonicalize_delete(&key, &end);
   std::vector<KeyValue> prev;
-  int64_t n = w.delete_range(r.key(), r.range_end(), r.prev_kv() ? &prev : nullptr);
+  int64_t n = w.delete_range(key, end, r.prev_kv() ? &prev : nullptr);
   resp->set_deleted(n);
   for (auto& kv : prev) *resp->add_prev_kvs() = std::move(kv);
   resp->mutable_header()->set_revision(w.revision() + (w.txn_changed() ? 1 : 0));
   return {};
 }
 
-Error txn(KvState& s, const TxnRequest& r, const LeaseExists& leases, TxnResponse* resp) {
+Error txn(KvState& s, const TxnRequest& r, const Env& env, TxnResponse* resp) {
   std::vector<bool> path;
   compare_to_path(s, r, &path);
   bool writes = !txn_is_read_only(r);
   size_t pos = 0;
-  if (Error e = check_path(s, r, path, &pos, writes, leases)) return e;
+  if (Error e = check_path(s, r, path, &pos, writes, env.leases)) return e;
   pos = 0;
-  run_path(s, r, path, &pos, leases, resp);
+  run_path(s, r, path, &pos, env, resp);
   resp->mutable_header()->set_revision(s.read_revision());
   return {};
 }

@@ -16,6 +16,7 @@
 #include "mvcc/range.h"
 #include "mvcc/store.h"
 #include "mvcc/writer.h"
+#include "queue/book.h"
 
 namespace etcdq::apply {
 
@@ -64,16 +65,24 @@ class WriterState final : public KvState {
 // is not fails with errors::lease_not_found().
 using LeaseExists = std::function<bool(int64_t lease_id)>;
 
+// What a write needs besides the store. Queue keys (queue/keys.h) take
+// their meaning from `queues`: a Put to /q/{queue}/p/{tail} produces, a
+// Put to /q/{queue}/config sets the queue's settings, and a Delete of a
+// consumer-scoped or /queue/ message key acks the message at /q/.
+struct Env {
+  LeaseExists leases;
+  queue::Book* queues = nullptr;  // null: queue keys are plain keys (read-only txns)
+  int64_t time_ms = 0;            // the command's time (Command.time_ms)
+};
+
 // Header revisions are set as etcd's applier sets them; the server fills in
 // cluster_id, member_id and raft_term.
 Error range(const KvState& s, const etcdserverpb::RangeRequest& r, etcdserverpb::RangeResponse* resp);
 // The caller brackets put/delete_range/txn with writer->begin() and end().
-Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const LeaseExists& leases,
-          etcdserverpb::PutResponse* resp);
+Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const Env& env, etcdserverpb::PutResponse* resp);
 Error delete_range(mvcc::Writer& w, const etcdserverpb::DeleteRangeRequest& r,
                    etcdserverpb::DeleteRangeResponse* resp);
 // For a read-only txn `s` may be a ViewState; otherwise a WriterState.
-Error txn(KvState& s, const etcdserverpb::TxnRequest& r, const LeaseExists& leases,
-          etcdserverpb::TxnResponse* resp);
+Error txn(KvState& s, const etcdserverpb::TxnRequest& r, const Env& env, etcdserverpb::TxnResponse* resp);
 
 }  // namespace etcdq::apply

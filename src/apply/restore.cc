@@ -111,6 +111,7 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
   lessor_->reload();
   alarms_->reload();
   members_->reload();
+  queues_->reload();
   store_->reload();
   *damaged = false;
   spdlog::info("state restored from a snapshot: applied index {}, revision {}", applied_index_, revision());

@@ -1,5 +1,8 @@
 #include "apply/validate.h"
 
+#include "queue/config.h"
+#include "queue/keys.h"
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -115,6 +118,22 @@ bool ops_read_only(const google::protobuf::RepeatedPtrField<RequestOp>& ops) {
 
 }  // namespace
 
+Error validate_queue_put(const etcdserverpb::PutRequest& r) {
+  if (!queue::in_queue_space(r.key())) return {};
+  queue::Key k = queue::parse(r.key());
+  switch (k.kind) {
+    case queue::KeyKind::kProduce: return {};
+    case queue::KeyKind::kConfig: {
+      queue::Config c;
+      return queue::parse_config(r.value(), &c);
+    }
+    default:
+      return {Code::kInvalidArgument,
+              "etcdq: malformed queue key \"" + r.key() +
+                  "\": produce with /q/{queue}/p/{tail} or set /q/{queue}/config (QUEUES.md)"};
+  }
+}
+
 Error validate_range(const etcdserverpb::RangeRequest& r) {
   if (r.key().empty()) return errors::empty_key();
   return {};
@@ -124,7 +143,7 @@ Error validate_put(const etcdserverpb::PutRequest& r) {
   if (r.key().empty()) return errors::empty_key();
   if (r.ignore_value() && !r.value().empty()) return errors::value_provided();
   if (r.ignore_lease() && r.lease() != 0) return errors::lease_provided();
-  return {};
+  return validate_queue_put(r);
 }
 
 Error validate_delete_range(const etcdserverpb::DeleteRangeRequest& r) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "apply/applier.h"
+#include "queue/book.h"
 #include "cli/flags.h"
 #include "mvcc/store.h"
 #include "raft/node.h"
@@ -146,7 +147,9 @@ int main(int argc, char** argv) {
   lease::Lessor lessor(engine.get(), lease::min_ttl_seconds(cfg.election_ms));
   apply::Alarms alarms(engine.get());
   apply::Members members(engine.get());
-  apply::Applier applier(store.get(), &lessor, &alarms, &members);
+  queue::Book queues(engine.get());
+  queues.set_self(ctx.self.id);
+  apply::Applier applier(store.get(), &lessor, &alarms, &members, &queues);
   storage::Checkpoints checkpoints((fs::path(cfg.data_dir) / "member" / "snap").string());
 
   raft::NodeOptions ro;

@@ -96,6 +96,7 @@ int64_t Writer::delete_range(std::string_view key, std::string_view end,
       ev.mutable_kv()->set_mod_revision(rev.main);
       *ev.mutable_prev_kv() = kv;
     }
+    if (delete_tap_) delete_tap_(*this, kv.key());
   }
   if (prev) *prev = std::move(live.kvs);
   return static_cast<int64_t>(live.count);

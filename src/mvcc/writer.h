@@ -13,6 +13,7 @@
 
 #include <rocksdb/utilities/write_batch_with_index.h>
 
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +61,11 @@ class Writer final : public Reader {
   void put_meta(std::string_view key, std::string_view value);
   void delete_meta(std::string_view key);
 
+  // Called with each key delete_range removes, after its removal is in the
+  // batch (queues keep records of their messages). May write through `w`.
+  using DeleteTap = std::function<void(Writer& w, std::string_view key)>;
+  void set_delete_tap(DeleteTap tap) { delete_tap_ = std::move(tap); }
+
   // Writes the batch with `applied_index`, publishes the new view, and
   // hands the batch's events to the watch hub.
   Error commit(uint64_t applied_index);
@@ -78,6 +84,7 @@ class Writer final : public Reader {
   // Events for the watch hub, built only when some watcher exists.
   bool collect_events_;
   std::vector<mvccpb::Event> events_;
+  DeleteTap delete_tap_;
 };
 
 }  // namespace etcdq::mvcc

@@ -1237,6 +1237,11 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
   uint64_t id = m->next_id.fetch_add(1, std::memory_order_relaxed);
   cmd.set_origin(m->origin);
   cmd.set_proposal_id(id);
+  if (cmd.time_ms() == 0) {
+    cmd.set_time_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count());
+  }
   Impl::Pending p{id, cmd.SerializeAsString(), std::move(done), nullptr};
   {
     std::lock_guard<std::mutex> lock(m->mu);

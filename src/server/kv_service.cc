@@ -113,7 +113,7 @@ grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const e
     // etcd serves a txn without writes as a read, not through the log.
     Context* ctx = ctx_;
     serve_read(ctx, txn_is_serializable(*req), reactor, [ctx, req, resp](apply::ViewState& s) {
-      Error e = apply::txn(s, *req, [](int64_t) { return false; }, resp);
+      Error e = apply::txn(s, *req, apply::Env{[](int64_t) { return false; }}, resp);
       if (!e) ctx->fill_header(resp->mutable_header());
       return e;
     });

@@ -86,7 +86,7 @@ void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnRespon
       if (!e) {
         auto view = ctx_->store->view();
         apply::ViewState s(*view);
-        e = apply::txn(s, *shared, [](int64_t) { return false; }, &resp);
+        e = apply::txn(s, *shared, apply::Env{[](int64_t) { return false; }}, &resp);
         if (!e) ctx_->fill_header(resp.mutable_header());
       }
       post([done, e, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });

@@ -37,7 +37,9 @@ class MvccRules : public ::testing::Test {
     lessor_ = std::make_unique<lease::Lessor>(engine_.get(), 2);
     alarms_ = std::make_unique<apply::Alarms>(engine_.get());
     members_ = std::make_unique<apply::Members>(engine_.get());
-    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get());
+    queues_ = std::make_unique<queue::Book>(engine_.get());
+    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get(),
+                                                     queues_.get());
     index_ = applier_->applied_index();
   }
   void close() {
@@ -96,6 +98,7 @@ class MvccRules : public ::testing::Test {
   std::unique_ptr<lease::Lessor> lessor_;
   std::unique_ptr<apply::Alarms> alarms_;
   std::unique_ptr<apply::Members> members_;
+  std::unique_ptr<queue::Book> queues_;
   std::unique_ptr<apply::Applier> applier_;
   uint64_t index_ = 0;
   Error last_error_;

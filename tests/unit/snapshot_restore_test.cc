@@ -28,7 +28,9 @@ struct Member {
     lessor = std::make_unique<lease::Lessor>(engine.get(), 2);
     alarms = std::make_unique<apply::Alarms>(engine.get());
     members = std::make_unique<apply::Members>(engine.get());
-    applier = std::make_unique<apply::Applier>(store.get(), lessor.get(), alarms.get(), members.get());
+    queues = std::make_unique<queue::Book>(engine.get());
+    applier = std::make_unique<apply::Applier>(store.get(), lessor.get(), alarms.get(), members.get(),
+                                                     queues.get());
     index = applier->applied_index();
   }
   ~Member() {
@@ -78,6 +80,7 @@ struct Member {
   std::unique_ptr<lease::Lessor> lessor;
   std::unique_ptr<apply::Alarms> alarms;
   std::unique_ptr<apply::Members> members;
+  std::unique_ptr<queue::Book> queues;
   std::unique_ptr<apply::Applier> applier;
   uint64_t index = 0;
   Error last_error;

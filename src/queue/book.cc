@@ -1,0 +1,262 @@
+#include "queue/book.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "queue/keys.h"
+
+namespace etcdq::queue {
+namespace {
+
+constexpr std::string_view kMetaPrefix = "queue/";
+
+std::string idx_digits(uint64_t idx) {
+  char d[kIdxDigits + 1];
+  std::snprintf(d, sizeof d, "%020llu", static_cast<unsigned long long>(idx));
+  return std::string(d, kIdxDigits);
+}
+
+std::string envelope(std::string_view queue, uint64_t idx, std::string_view key, uint32_t deliveries,
+                     const std::string& reason, const std::string& payload) {
+  nlohmann::json j = {{"queue", queue}, {"idx", idx}, {"key", key}, {"deliveries", deliveries}, {"reason", reason}};
+  j["payload"] = payload;
+  try {
+    return j.dump();
+  } catch (const nlohmann::json::exception&) {  // not UTF-8: keep the bytes, in hex
+    static const char* hex = "0123456789abcdef";
+    std::string h;
+    for (unsigned char c : payload) {
+      h.push_back(hex[c >> 4]);
+      h.push_back(hex[c & 15]);
+    }
+    j.erase("payload");
+    j["payload_hex"] = h;
+    return j.dump();
+  }
+}
+
+}  // namespace
+
+std::string counters_key(std::string_view queue) { return std::string(kMetaPrefix) + std::string(queue) + "/a"; }
+std::string config_meta_key(std::string_view queue) { return std::string(kMetaPrefix) + std::string(queue) + "/c"; }
+std::string message_meta_key(std::string_view queue, uint64_t idx) {
+  return std::string(kMetaPrefix) + std::string(queue) + "/m/" + idx_digits(idx);
+}
+
+Book::Book(storage::Engine* engine) : engine_(engine) { reload(); }
+
+void Book::reload() {
+  std::map<std::string, Queue, std::less<>> loaded;
+  std::unique_ptr<rocksdb::Iterator> it(engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
+  for (it->Seek(rocksdb::Slice(kMetaPrefix.data(), kMetaPrefix.size())); it->Valid(); it->Next()) {
+    std::string_view k(it->key().data(), it->key().size());
+    if (!k.starts_with(kMetaPrefix)) break;
+    std::string_view rest = k.substr(kMetaPrefix.size());
+    size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) continue;
+    std::string name(rest.substr(0, slash));
+    std::string_view what = rest.substr(slash + 1);
+    Queue& q = loaded[name];
+    std::string_view v(it->value().data(), it->value().size());
+    if (what == "a") {
+      q.counters.ParseFromArray(v.data(), static_cast<int>(v.size()));
+    } else if (what == "c") {
+      Config c;
+      if (!parse_config(v, &c)) q.config = c;
+    } else if (what.starts_with("m/")) {
+      uint64_t idx = std::strtoull(std::string(what.substr(2)).c_str(), nullptr, 10);
+      if (idx > q.counters.cursor()) {
+        // The rest of this queue's records were never handed out: next queue.
+        std::string next = std::string(kMetaPrefix) + name + "0";  // '0' follows '/'
+        it->Seek(next);
+        if (!it->Valid()) break;
+        it->Prev();
+        continue;
+      }
+      q.handed_out[idx].ParseFromArray(v.data(), static_cast<int>(v.size()));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  queues_ = std::move(loaded);
+}
+
+Book::Queue& Book::queue_locked(std::string_view name) {
+  auto it = queues_.find(name);
+  if (it == queues_.end()) {
+    it = queues_.emplace(std::string(name), Queue{}).first;
+    it->second.counters.set_next_idx(1);
+  }
+  return it->second;
+}
+
+void Book::save_counters(mvcc::Writer& w, std::string_view name, const Queue& q) {
+  w.put_meta(counters_key(name), q.counters.SerializeAsString());
+  dirty_ = true;
+}
+
+void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tail, std::string_view value,
+                   int64_t lease, int64_t time_ms) {
+  uint64_t idx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Queue& q = queue_locked(queue);
+    if (q.counters.next_idx() == 0) q.counters.set_next_idx(1);
+    idx = q.counters.next_idx();
+    q.counters.set_next_idx(idx + 1);
+    q.counters.set_depth(q.counters.depth() + 1);
+    q.counters.set_produced(q.counters.produced() + 1);
+    save_counters(w, queue, q);
+  }
+  apply::QueueMessage m;
+  m.set_tail(std::string(tail));
+  m.set_produced_ms(time_ms);
+  w.put_meta(message_meta_key(queue, idx), m.SerializeAsString());
+  w.put(message_key(queue, idx, tail), value, lease, nullptr);
+}
+
+void Book::deleted(mvcc::Writer& w, std::string_view key) {
+  Key k = parse(key);
+  if (k.kind == KeyKind::kConfig) {
+    w.delete_meta(config_meta_key(k.queue));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = queues_.find(k.queue);
+    if (it != queues_.end()) it->second.config = Config{};
+    dirty_ = true;
+    return;
+  }
+  if (k.kind != KeyKind::kMessage) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = queues_.find(k.queue);
+  if (it == queues_.end()) return;
+  Queue& q = it->second;
+  w.delete_meta(message_meta_key(k.queue, k.idx));
+  q.handed_out.erase(k.idx);
+  if (q.counters.depth() > 0) q.counters.set_depth(q.counters.depth() - 1);
+  if (dead_lettering_) {
+    q.counters.set_dead_lettered(q.counters.dead_lettered() + 1);
+  } else {
+    q.counters.set_acked(q.counters.acked() + 1);
+  }
+  save_counters(w, k.queue, q);
+}
+
+void Book::config_put(mvcc::Writer& w, std::string_view queue, std::string_view value) {
+  Config c;
+  if (parse_config(value, &c)) return;  // validated before it was proposed
+  w.put_meta(config_meta_key(queue), value);
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_locked(queue).config = c;
+  dirty_ = true;
+}
+
+void Book::dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, const apply::QueueMessage& m,
+                       const std::string& reason, int64_t time_ms) {
+  std::string key = message_key(name, idx, m.tail());
+  mvccpb::KeyValue kv;
+  if (!w.get_latest(key, &kv)) return;
+  std::string value = envelope(name, idx, key, m.deliveries(), reason, kv.value());
+  dead_lettering_ = true;
+  w.delete_range(key, "", nullptr);  // deleted() drops the record
+  dead_lettering_ = false;
+  produce(w, dead_letter_queue(name), m.tail(), value, 0, time_ms);
+}
+
+void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms) {
+  std::string name = a.queue();
+  for (const auto& as : a.assignments()) {
+    std::string rec;
+    if (!w.get(storage::Cf::kMeta, message_meta_key(name, as.idx()), &rec)) continue;  // acked meanwhile
+    apply::QueueMessage m;
+    if (!m.ParseFromString(rec) || m.deliveries() != as.deliveries()) continue;  // decided on stale state
+    if (as.member() == 0) {
+      dead_letter(w, name, as.idx(), m, as.reason(), time_ms);
+      continue;
+    }
+    std::string key = message_key(name, as.idx(), m.tail());
+    m.set_deliveries(m.deliveries() + 1);
+    m.set_member(as.member());
+    m.set_instance(as.instance());
+    m.set_deadline_ms(a.deadline_ms());
+    w.put_meta(message_meta_key(name, as.idx()), m.SerializeAsString());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Queue& q = queue_locked(name);
+      if (as.idx() > q.counters.cursor()) {
+        // Messages skipped on the way (a lost decision) join the handed-out
+        // set undelivered, so they are delivered next.
+        std::unique_ptr<rocksdb::Iterator> it(w.iterator(storage::Cf::kMeta));
+        std::string from = message_meta_key(name, q.counters.cursor() + 1);
+        std::string to = message_meta_key(name, as.idx());
+        for (it->Seek(from); it->Valid() && it->key().compare(to) < 0; it->Next()) {
+          uint64_t skipped = std::strtoull(it->key().ToString().substr(from.size() - kIdxDigits).c_str(), nullptr, 10);
+          q.handed_out[skipped].ParseFromArray(it->value().data(), static_cast<int>(it->value().size()));
+        }
+        q.counters.set_cursor(as.idx());
+      }
+      q.handed_out[as.idx()] = m;
+      q.counters.set_delivered(q.counters.delivered() + 1);
+      if (m.deliveries() > 1) q.counters.set_redelivered(q.counters.redelivered() + 1);
+      save_counters(w, name, q);
+    }
+    if (as.member() == self_ && deliver_) {
+      Delivery d;
+      d.instance = as.instance();
+      d.queue = name;
+      if (w.get_latest(key, &d.kv)) pending_.push_back(std::move(d));
+    }
+  }
+}
+
+void Book::committed(int64_t revision) {
+  if (!pending_.empty()) {
+    for (auto& d : pending_) d.revision = revision;
+    std::vector<Delivery> out;
+    out.swap(pending_);
+    deliver_(std::move(out));
+  }
+  if (dirty_) {
+    dirty_ = false;
+    if (changed_) changed_();
+  }
+}
+
+std::vector<std::string> Book::queues() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, q] : queues_) out.push_back(name);
+  return out;
+}
+
+bool Book::view(std::string_view queue, QueueView* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = queues_.find(queue);
+  if (it == queues_.end()) return false;
+  out->name = it->first;
+  out->config = it->second.config;
+  out->counters = it->second.counters;
+  out->handed_out = it->second.handed_out;
+  return true;
+}
+
+int64_t Book::oldest_produced_ms(std::string_view queue) const {
+  uint64_t cursor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = queues_.find(queue);
+    if (it == queues_.end()) return 0;
+    if (!it->second.handed_out.empty()) return it->second.handed_out.begin()->second.produced_ms();
+    cursor = it->second.counters.cursor();
+  }
+  std::unique_ptr<rocksdb::Iterator> it(engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
+  std::string from = message_meta_key(queue, cursor + 1);
+  std::string prefix = from.substr(0, from.size() - kIdxDigits);
+  it->Seek(from);
+  if (!it->Valid() || !it->key().starts_with(prefix)) return 0;
+  apply::QueueMessage m;
+  m.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()));
+  return m.produced_ms();
+}
+
+}  // namespace etcdq::queue

@@ -1,0 +1,107 @@
+// The replicated state of every queue (QUEUES.md): counters, settings and
+// one record per message, written by apply in the entry's own RocksDB batch
+// (meta column family, "queue/{queue}/..."), plus an in-memory mirror of
+// what the scheduler needs: each queue's counters, settings, and the
+// records of messages handed out at least once (idx <= cursor; bounded by
+// what consumers hold, not by the backlog).
+//
+// Apply side (the apply thread, inside a mvcc::Writer txn):
+//   produce   Put /q/{queue}/p/{tail}: the message gets the queue's next idx
+//             and is stored at /q/{queue}/{idx}/{tail} (an ordinary key:
+//             ranges and watches see it);
+//   deleted   a key under /q/ was deleted (ack, lease expiry, prefix delete);
+//   assign    the leader's QueueAssign: deliveries and dead letters;
+//   config    /q/{queue}/config was put or deleted.
+// After the entry is committed, committed() hands this member's deliveries
+// to the deliver callback and wakes the changed callback (never blocks).
+//
+// Thread-safety: apply-side calls from the apply thread only; the readers
+// (queues, view, oldest_produced_ms) from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "etcd/api/mvccpb/kv.pb.h"
+#include "etcdq/command.pb.h"
+#include "mvcc/writer.h"
+#include "queue/config.h"
+#include "storage/engine.h"
+
+namespace etcdq::queue {
+
+// A message this member must hand to one of its consumers.
+struct Delivery {
+  uint64_t instance = 0;
+  std::string queue;
+  mvccpb::KeyValue kv;  // the message, key /q/{queue}/{idx}/{tail}
+  int64_t revision = 0;  // the store's revision once the entry is applied
+};
+
+// One queue as the scheduler sees it: a copy.
+struct QueueView {
+  std::string name;
+  Config config;
+  apply::QueueCounters counters;
+  std::map<uint64_t, apply::QueueMessage> handed_out;  // idx <= cursor, still in the queue
+};
+
+class Book {
+ public:
+  explicit Book(storage::Engine* engine);
+  // This member's id: assignments to it are delivered here.
+  void set_self(uint64_t member_id) { self_ = member_id; }
+  void set_deliver(std::function<void(std::vector<Delivery>&&)> fn) { deliver_ = std::move(fn); }
+  void set_changed(std::function<void()> fn) { changed_ = std::move(fn); }
+
+  // Reloads the mirror from the database (start, snapshot restore).
+  void reload();
+
+  // --- apply thread ---
+  void produce(mvcc::Writer& w, std::string_view queue, std::string_view tail, std::string_view value,
+               int64_t lease, int64_t time_ms);
+  void deleted(mvcc::Writer& w, std::string_view key);
+  void config_put(mvcc::Writer& w, std::string_view queue, std::string_view value);
+  void assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms);
+  void committed(int64_t revision);
+
+  // --- any thread ---
+  std::vector<std::string> queues() const;
+  bool view(std::string_view queue, QueueView* out) const;
+  // When the oldest message still queued was produced (Unix ms), 0: none.
+  int64_t oldest_produced_ms(std::string_view queue) const;
+
+ private:
+  struct Queue {
+    Config config;
+    apply::QueueCounters counters;
+    std::map<uint64_t, apply::QueueMessage> handed_out;
+  };
+  Queue& queue_locked(std::string_view name);  // creates it
+  void save_counters(mvcc::Writer& w, std::string_view name, const Queue& q);
+  void dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, const apply::QueueMessage& m,
+                   const std::string& reason, int64_t time_ms);
+
+  storage::Engine* engine_;
+  uint64_t self_ = 0;
+  std::function<void(std::vector<Delivery>&&)> deliver_;
+  std::function<void()> changed_;
+  mutable std::mutex mu_;  // guards queues_
+  std::map<std::string, Queue, std::less<>> queues_;
+  // apply thread only
+  std::vector<Delivery> pending_;
+  bool dirty_ = false;
+  bool dead_lettering_ = false;
+};
+
+// Meta column family keys.
+std::string counters_key(std::string_view queue);
+std::string config_meta_key(std::string_view queue);
+std::string message_meta_key(std::string_view queue, uint64_t idx);
+
+}  // namespace etcdq::queue
