@@ -16,6 +16,9 @@
 
 #include "apply/applier.h"
 #include "queue/book.h"
+#include "queue/host.h"
+#include "queue/keys.h"
+#include "queue/scheduler.h"
 #include "cli/flags.h"
 #include "mvcc/store.h"
 #include "raft/node.h"
@@ -218,6 +221,15 @@ int main(int argc, char** argv) {
     raft::remove_plan(ro.install_plan_path);
   }
 
+  // Apply hands deliveries to the consumers hosted here and wakes the queue
+  // scheduler (set before apply starts).
+  queue::Host queue_host;
+  std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
+  queues.set_deliver([&queue_host](std::vector<queue::Delivery>&& d) { queue_host.deliver(std::move(d)); });
+  queues.set_changed([&scheduler_ptr] {
+    if (auto* s = scheduler_ptr.load()) s->wake();
+  });
+
   auto node = std::make_unique<raft::Node>(ro, &applier);
   if (Error e = node->start()) return fail(e.message());
   ctx.node = node.get();
@@ -276,6 +288,30 @@ int main(int argc, char** argv) {
                  ctx.self.id, cfg.name, ctx.current_cluster_id(), cfg.advertise_client_urls.front().text);
   }
 
+  // Queues: consumers hosted here, and the scheduler that (on the leader)
+  // hands messages to them (queue/scheduler.h).
+  queue::SchedulerOptions so;
+  so.self = ctx.self.id;
+  raft::Node* n = node.get();
+  so.is_leader = [n] { return n->progress().is_leader; };
+  so.propose = [n](apply::Command cmd, std::function<void(Error)> done) {
+    n->propose(std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
+  };
+  so.leader_target = [n] { return n->leader_target(); };
+  so.report = [n](const std::string& target, const peer::QueueConsumersRequest& req) {
+    n->forwarder().queue_consumers(target, req);
+  };
+  so.skip = [](std::string_view q) {
+    std::string_view table;
+    return queue::clickhouse_table(q, &table);
+  };
+  auto scheduler = std::make_unique<queue::Scheduler>(&queues, &queue_host, so);
+  scheduler_ptr = scheduler.get();
+  ctx.queues = &queues;
+  ctx.queue_host = &queue_host;
+  ctx.queue_scheduler = scheduler.get();
+  scheduler->start();
+
   auto client_server =
       std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
   std::vector<std::string> listen;
@@ -296,6 +332,8 @@ int main(int argc, char** argv) {
   }
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
+  scheduler->stop();
+  scheduler_ptr = nullptr;
   node->stop();
   client_server->shutdown(1000);
   // The services (watch progress, lease expiry, lock/election waits) use the

@@ -46,6 +46,9 @@ struct WatchBatch {
   std::vector<mvccpb::Event> events;
   // Non-zero: the watcher is canceled; its next revision was compacted.
   int64_t compact_revision = 0;
+  // Non-empty: the watcher is canceled for this reason (sent even when the
+  // stream has no room: it is small and ends the watcher's traffic).
+  std::string cancel_reason;
 };
 
 // One client stream's side of the hub.

@@ -103,6 +103,14 @@ void Forwarder::removed(const std::string& target, uint64_t id) {
   stub->async()->Removed(&c->ctx, &c->req, &c->resp, [c](grpc::Status) { delete c; });
 }
 
+void Forwarder::queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req) {
+  auto* c = new Call<peer::QueueConsumersRequest, peer::QueueConsumersResponse>();
+  c->req = req;
+  c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->QueueConsumers(&c->ctx, &c->req, &c->resp, [c](grpc::Status) { delete c; });
+}
+
 Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
                                 const std::function<Error(const peer::SnapshotChunk&)>& fn) {
   auto stub = peer::Peer::NewStub(channel(target));

@@ -44,6 +44,8 @@ class Forwarder {
                         std::function<void(Error, int64_t ttl)> done);
   // Fire and forget: tells `target` that member `id` (itself) was removed.
   void removed(const std::string& target, uint64_t id);
+  // Fire and forget: this member's queue consumers, to the leader.
+  void queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req);
   // Blocks until the whole state at `index` or later arrived (`fn` called
   // for each chunk in order), `fn` fails, or the transfer fails (also when
   // no chunk came for kInactivityLimit).

@@ -15,6 +15,8 @@
 #include "lease/id.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
+#include "queue/host.h"
+#include "queue/scheduler.h"
 #include "raft/node.h"
 #include "server/identity.h"
 
@@ -32,8 +34,11 @@ struct Context {
   lease::Lessor* lessor;
   lease::IdGenerator* lease_ids;
   apply::Alarms* alarms;
-  apply::Members* members;
-  storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)  // published names and client URLs (membership itself is the node's)
+  apply::Members* members;  // published names and client URLs (membership itself is the node's)
+  queue::Host* queue_host = nullptr;  // consumer watches (queue/host.h)
+  queue::Book* queues = nullptr;                  // replicated queue state (queue/book.h)
+  queue::Scheduler* queue_scheduler = nullptr;   // takes consumer reports (queue/scheduler.h)
+  storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)
   MemberInfo self;
   uint64_t cluster_id;  // until the replicated one is known (members->cluster_id())
   std::string cluster_token;  // --initial-cluster-token: added members' ids derive from it

@@ -124,6 +124,19 @@ grpc::ServerUnaryReactor* PeerService::Removed(grpc::CallbackServerContext* c, c
   return reactor;
 }
 
+grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContext* c,
+                                                      const peer::QueueConsumersRequest* req,
+                                                      peer::QueueConsumersResponse*) {
+  auto* reactor = c->DefaultReactor();
+  if (ctx_->queue_scheduler) {
+    std::vector<queue::ConsumerRef> consumers;
+    for (const auto& r : req->consumers()) consumers.push_back({r.queue(), r.instance(), r.name()});
+    ctx_->queue_scheduler->reported(req->member(), std::move(consumers));
+  }
+  finish(reactor, {});
+  return reactor;
+}
+
 grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext*,
                                                                           const peer::FetchSnapshotRequest* req) {
   return new SnapshotWriter(ctx_, req->index());

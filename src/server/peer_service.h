@@ -27,6 +27,8 @@ class PeerService final : public peer::Peer::CallbackService {
                                            etcdserverpb::LeaseKeepAliveResponse* resp) override;
   grpc::ServerUnaryReactor* Removed(grpc::CallbackServerContext* c, const peer::RemovedRequest* req,
                                     peer::RemovedResponse* resp) override;
+  grpc::ServerUnaryReactor* QueueConsumers(grpc::CallbackServerContext* c, const peer::QueueConsumersRequest* req,
+                                           peer::QueueConsumersResponse* resp) override;
   grpc::ServerWriteReactor<peer::SnapshotChunk>* FetchSnapshot(grpc::CallbackServerContext* c,
                                                                const peer::FetchSnapshotRequest* req) override;
 

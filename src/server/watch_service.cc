@@ -1,5 +1,7 @@
 #include "server/watch_service.h"
 
+#include "queue/keys.h"
+
 #include <deque>
 #include <map>
 
@@ -70,6 +72,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   void OnCancel() override { close(grpc::Status::CANCELLED); }
 
   void OnDone() override {
+    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     svc_->forget(this);
     delete this;
   }
@@ -88,6 +91,16 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
 
   bool offer_locked(mvcc::WatchBatch&& b) {
     if (finishing_ || broken_) return true;  // nobody will read it; drop
+    if (!b.cancel_reason.empty()) {
+      if (watchers_.erase(b.watch_id) == 0) return true;
+      WatchResponse r;
+      r.set_watch_id(b.watch_id);
+      r.set_canceled(true);
+      r.set_cancel_reason(b.cancel_reason);
+      header(&r, b.revision);
+      enqueue(std::move(r));
+      return true;
+    }
     if (queued_bytes_ >= WatchService::kMaxQueuedBytes) return false;
     auto it = watchers_.find(b.watch_id);
     bool fragment = it != watchers_.end() && it->second.fragment;
@@ -146,6 +159,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   // alive until then: the write or Finish it names is reserved for it).
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
+    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_locked();
     return next_locked();
@@ -225,12 +239,21 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       }
     }
     perform(a);
-    if (added) hub.add(this, id, spec);
+    if (!added) return;
+    // A queue consumer (QUEUES.md) gets the messages the leader assigns it,
+    // not the changes of its key.
+    queue::Key qk;
+    if (ctx_->queue_host && queue::consumer_watch(c.key(), c.range_end(), &qk)) {
+      ctx_->queue_host->add(this, id, qk.queue, qk.consumer);
+    } else {
+      hub.add(this, id, spec);
+    }
   }
 
   void cancel(int64_t id) {
     auto& hub = ctx_->store->watch_hub();
     bool existed = hub.remove(this, id);
+    if (ctx_->queue_host && ctx_->queue_host->remove(this, id)) existed = true;
     WatchResponse r;
     r.set_watch_id(id);
     r.set_canceled(true);
@@ -322,6 +345,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
 
   void close(grpc::Status s) {
     ctx_->store->watch_hub().remove_all(this);
+    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     Action a;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -1,0 +1,117 @@
+#include "queue/host.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+namespace etcdq::queue {
+
+// Instance ids start at a random point: a restarted member never names a
+// consumer the way its previous process did, so the leader cannot mistake
+// an old consumer's messages for a live one's.
+Host::Host() : next_instance_((std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) & ~0xffffULL) {
+  if (next_instance_ == 0) next_instance_ = 1ULL << 16;
+}
+
+uint64_t Host::add(mvcc::WatchSink* sink, int64_t watch_id, std::string_view queue, std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t instance = ++next_instance_;
+  Consumer c{sink, watch_id, ConsumerRef{std::string(queue), instance, std::string(name)}, {}, {}};
+  consumers_.emplace(instance, std::move(c));
+  by_watch_[{sink, watch_id}] = instance;
+  ++version_;
+  return instance;
+}
+
+void Host::erase_locked(uint64_t instance) {
+  auto it = consumers_.find(instance);
+  if (it == consumers_.end()) return;
+  by_watch_.erase({it->second.sink, it->second.watch_id});
+  consumers_.erase(it);
+  ++version_;
+}
+
+bool Host::remove(mvcc::WatchSink* sink, int64_t watch_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_watch_.find({sink, watch_id});
+  if (it == by_watch_.end()) return false;
+  erase_locked(it->second);
+  return true;
+}
+
+void Host::remove_all(mvcc::WatchSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> gone;
+  for (auto it = by_watch_.lower_bound({sink, INT64_MIN}); it != by_watch_.end() && it->first.first == sink; ++it) {
+    gone.push_back(it->second);
+  }
+  for (uint64_t i : gone) erase_locked(i);
+}
+
+bool Host::flush_locked(Consumer& c) {
+  if (c.waiting.empty()) return true;
+  mvcc::WatchBatch b;
+  b.watch_id = c.watch_id;
+  b.revision = c.waiting.back().revision;
+  b.events.reserve(c.waiting.size());
+  for (auto& d : c.waiting) {
+    b.events.emplace_back();
+    b.events.back().set_type(mvccpb::Event::PUT);
+    *b.events.back().mutable_kv() = d.kv;
+  }
+  if (!c.sink->offer(std::move(b))) {
+    if (c.waiting_since == Clock::time_point{}) c.waiting_since = Clock::now();
+    return false;
+  }
+  c.waiting.clear();
+  c.waiting_since = {};
+  return true;
+}
+
+void Host::deliver(std::vector<Delivery>&& deliveries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Consumer*> touched;
+  for (auto& d : deliveries) {
+    auto it = consumers_.find(d.instance);
+    if (it == consumers_.end()) continue;  // gone: the leader redelivers what it held
+    if (it->second.waiting.empty()) touched.push_back(&it->second);
+    it->second.waiting.push_back(std::move(d));
+  }
+  for (Consumer* c : touched) flush_locked(*c);
+}
+
+void Host::tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = Clock::now();
+  std::vector<uint64_t> stuck;
+  for (auto& [instance, c] : consumers_) {
+    if (flush_locked(c)) continue;
+    if (now - c.waiting_since >= kTakeTimeout) stuck.push_back(instance);
+  }
+  for (uint64_t instance : stuck) {
+    Consumer& c = consumers_.at(instance);
+    spdlog::warn("queue {}: consumer {} took no delivery for {} s; dropping it, its messages go to others",
+                 c.ref.queue, c.ref.name, kTakeTimeout.count());
+    mvcc::WatchBatch cancel;
+    cancel.watch_id = c.watch_id;
+    cancel.revision = c.waiting.back().revision;
+    cancel.cancel_reason = "etcdq: queue consumer dropped: it took no delivery for 5 s";
+    c.sink->offer(std::move(cancel));
+    erase_locked(instance);
+  }
+}
+
+bool Host::has(uint64_t instance) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return consumers_.count(instance) > 0;
+}
+
+std::vector<ConsumerRef> Host::consumers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ConsumerRef> out;
+  out.reserve(consumers_.size());
+  for (const auto& [instance, c] : consumers_) out.push_back(c.ref);
+  return out;
+}
+
+}  // namespace etcdq::queue

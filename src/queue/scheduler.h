@@ -1,0 +1,118 @@
+// Who gets which message: decided in one place, the leader (QUEUES.md, "Any
+// member"). Its scheduler thread hands each queue's messages to the live
+// consumers round-robin, at most max_in_flight unacknowledged per consumer:
+// redeliveries first (oldest idx first), then new messages in idx order.
+// Each decision is a QueueAssign command through the log, so every member
+// agrees on who holds what until when, and the member hosting the consumer
+// delivers when it applies the decision.
+//
+// A message is handed out again when its holder is gone or its visibility
+// timeout passed without an ack; after max_deliveries it is dead-lettered
+// instead. Consumers on other members are known from their reports
+// (Peer.QueueConsumers, every kReportEvery and on change); a member that
+// has not reported for kReportStale has lost its consumers. A new leader
+// waits kLeaderGrace for reports before it takes messages from consumers it
+// does not know yet.
+//
+// On a member that is not the leader the same thread reports this member's
+// consumers to the leader. On every member it retries deliveries that a
+// full stream could not take (host.h).
+//
+// Thread-safety: every public method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "etcdq/command.pb.h"
+#include "etcdq/peer.pb.h"
+#include "queue/book.h"
+#include "queue/host.h"
+
+namespace etcdq::queue {
+
+struct SchedulerOptions {
+  uint64_t self = 0;  // this member's id
+  std::function<bool()> is_leader;
+  // Proposes through the log; `done` once applied here or failed. Any thread.
+  std::function<void(apply::Command, std::function<void(Error)>)> propose;
+  // The leader's Peer target when it is another member, else "".
+  std::function<std::string()> leader_target;
+  // Sends this member's consumers to the leader; fire and forget.
+  std::function<void(const std::string& target, const peer::QueueConsumersRequest&)> report;
+  // Queues the scheduler leaves alone (the ClickHouse sink's).
+  std::function<bool(std::string_view queue)> skip;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Book* book, Host* host, SchedulerOptions opts);
+  ~Scheduler();  // stop()
+
+  void start();
+  void stop();
+  // Something changed (an entry touched a queue, a consumer came or went).
+  void wake();
+  // Leader: member `member` hosts exactly `consumers` now.
+  void reported(uint64_t member, std::vector<ConsumerRef> consumers);
+
+  static constexpr std::chrono::milliseconds kTick{20};
+  static constexpr std::chrono::seconds kReportEvery{1};
+  static constexpr std::chrono::seconds kReportStale{3};
+  static constexpr std::chrono::seconds kLeaderGrace{3};
+  static constexpr size_t kMaxAssignmentsPerCommand = 4096;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Holder {
+    uint64_t member = 0;
+    uint64_t instance = 0;
+    auto operator<=>(const Holder&) const = default;
+  };
+  struct Report {
+    std::vector<ConsumerRef> consumers;
+    Clock::time_point at;
+  };
+  // Leader-local bookkeeping of decisions proposed but not applied yet.
+  struct Proposed {
+    std::map<uint64_t, Holder> idx;  // decided, not applied
+    uint64_t fresh_up_to = 0;        // new messages decided up to here
+  };
+
+  void run();
+  void lead(int64_t now_ms);
+  void schedule(const std::string& queue, int64_t now_ms);
+  void report_if_due();
+  bool alive(const Holder& h) const;  // mu_ held
+
+  Book* book_;
+  Host* host_;
+  SchedulerOptions opts_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  bool stop_ = false;
+  std::map<uint64_t, Report> reports_;  // leader: by member
+  std::map<std::string, Proposed> proposed_;
+  bool leading_ = false;
+  Clock::time_point leading_since_{};
+  size_t rotate_ = 0;
+  uint64_t generation_ = 0;  // bumps when leadership comes or goes
+  // follower: what was last reported, to whom and when
+  uint64_t reported_version_ = ~0ULL;
+  std::string reported_to_;
+  Clock::time_point reported_at_{};
+  std::thread thread_;
+};
+
+}  // namespace etcdq::queue
