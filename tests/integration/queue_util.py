@@ -2,6 +2,7 @@
 an `etcdctl watch` subprocess whose events are parsed as they arrive, and the
 key helpers of QUEUES.md.
 """
+import json
 import os
 import queue as pyqueue
 import subprocess
@@ -9,7 +10,9 @@ import threading
 import time
 import uuid
 
+import grpc
 from etcd3 import events as etcd3_events
+from etcd3.etcdrpc import rpc_pb2
 
 ETCDCTL = "/usr/bin/etcdctl"
 IDX_DIGITS = 20
@@ -135,7 +138,8 @@ class Consumer:
     `client` (one client per consumer: python-etcd3 runs one Watch stream per client).
     Every delivery is recorded in self.deliveries as (monotonic time, idx, key, value).
     With ack=True a worker thread acks each delivery with client.delete(key) and
-    records (idx, key, True/False, or the exception text) in self.acks; with
+    records (idx, key, True/False or the exception text, monotonic time the answer came)
+    in self.acks; with
     hold_after=N it stops acking after N acks (and holds what it gets).
     """
 
@@ -188,13 +192,12 @@ class Consumer:
                 continue
             if self.ack_delay:
                 time.sleep(self.ack_delay)
-            t = time.monotonic()
             try:
                 result = self.client.delete(key)
             except Exception as e:  # noqa: BLE001 - recorded; the message may come back
                 result = "%s: %s" % (type(e).__name__, e)
             with self.lock:
-                self.acks.append((idx, key, result, t))
+                self.acks.append((idx, key, result, time.monotonic()))
 
     def delivered(self):
         with self.lock:
@@ -218,3 +221,40 @@ class Consumer:
         self._stopped.set()
         if self._worker is not None:
             self._worker.join(5)
+
+
+class Producer:
+    """Puts /q/{queue}/p/p{pid}-{seq:06d}, payload JSON {"producer", "seq"}, one at a time
+    on the KV stub `kv` (a raw etcdserverpb.KV stub: its channel reconnects after a
+    member restarts), until stop is set, through errors.
+    self.acked: [(tail, payload)] whose Put answered OK, with the answer's time in
+    self.acked_at; self.unknown: [(tail, payload, error)] whose Put failed (in or not)."""
+
+    def __init__(self, kv, queue, pid, timeout=2.0, interval=0.0):
+        self.kv, self.queue, self.pid = kv, queue, pid
+        self.timeout, self.interval = timeout, interval
+        self.acked, self.acked_at, self.unknown = [], [], []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True, name="producer-%d" % pid)
+        self.thread.start()
+
+    def run(self):
+        seq = 0
+        while not self.stop.is_set():
+            tail = "p%d-%06d" % (self.pid, seq)
+            payload = json.dumps({"producer": self.pid, "seq": seq}).encode()
+            try:
+                self.kv.Put(rpc_pb2.PutRequest(key=("/q/%s/p/%s" % (self.queue, tail)).encode(), value=payload),
+                            timeout=self.timeout)
+                self.acked.append((tail, payload))
+                self.acked_at.append(time.monotonic())
+            except grpc.RpcError as e:
+                self.unknown.append((tail, payload, e.code().name))
+                time.sleep(0.05)
+            seq += 1
+            if self.interval:
+                self.stop.wait(self.interval)
+
+    def finish(self, timeout=10):
+        self.stop.set()
+        self.thread.join(timeout)
