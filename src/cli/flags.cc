@@ -95,6 +95,16 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
       ->envname("ETCD_LISTEN_PEER_URLS");
   app.add_option("--initial-advertise-peer-urls", advertise_peer, "Peer URLs to advertise to the cluster")
       ->envname("ETCD_INITIAL_ADVERTISE_PEER_URLS");
+  std::string listen_http, listen_metrics;
+  app.add_option("--listen-client-http-urls", listen_http, "URLs to serve /metrics, /health and /version on")
+      ->envname("ETCD_LISTEN_CLIENT_HTTP_URLS");
+  app.add_option("--listen-metrics-urls", listen_metrics, "More URLs to serve /metrics, /health and /version on")
+      ->envname("ETCD_LISTEN_METRICS_URLS");
+  app.add_option("--clickhouse-url", c->clickhouse_url,
+                 "ClickHouse HTTP interface (http://host:8123) that ch:{table} queues insert into")
+      ->envname("ETCDQ_CLICKHOUSE_URL");
+  app.add_option("--clickhouse-db", c->clickhouse_db, "ClickHouse database of the ch:{table} queues' tables")
+      ->envname("ETCDQ_CLICKHOUSE_DB");
   app.add_option("--initial-cluster", c->initial_cluster, "Initial cluster configuration: name=peerURL,...")
       ->envname("ETCD_INITIAL_CLUSTER");
   app.add_option("--initial-cluster-state", c->initial_cluster_state, "new or existing")
@@ -155,6 +165,16 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   if (Error e = parse_urls("advertise-client-urls", advertise_client, &c->advertise_client_urls)) return e;
   if (Error e = parse_urls("listen-peer-urls", listen_peer, &c->listen_peer_urls)) return e;
   if (Error e = parse_urls("initial-advertise-peer-urls", advertise_peer, &c->initial_advertise_peer_urls)) return e;
+  if (!listen_http.empty()) {
+    if (Error e = parse_urls("listen-client-http-urls", listen_http, &c->listen_client_http_urls)) return e;
+  }
+  if (!listen_metrics.empty()) {
+    if (Error e = parse_urls("listen-metrics-urls", listen_metrics, &c->listen_metrics_urls)) return e;
+  }
+  if (!c->clickhouse_url.empty()) {
+    Url u;
+    if (Error e = parse_url(c->clickhouse_url, &u)) return {Code::kInvalidArgument, "--clickhouse-url: " + e.message()};
+  }
   if (c->initial_cluster.empty()) {
     for (const auto& u : c->initial_advertise_peer_urls) {
       if (!c->initial_cluster.empty()) c->initial_cluster += ",";

@@ -26,6 +26,12 @@ struct Config {
   std::vector<Url> advertise_client_urls;
   std::vector<Url> listen_peer_urls;
   std::vector<Url> initial_advertise_peer_urls;
+  // HTTP: /metrics, /health, /version (http/server.h); etcd 3.5's flags.
+  std::vector<Url> listen_client_http_urls;
+  std::vector<Url> listen_metrics_urls;
+  // The ClickHouse sink of `ch:{table}` queues (queue/clickhouse.h).
+  std::string clickhouse_url;
+  std::string clickhouse_db = "default";
   std::string initial_cluster;  // name=url,...
   std::string initial_cluster_state = "new";
   std::string initial_cluster_token = "etcd-cluster";

@@ -15,7 +15,10 @@
 #include <thread>
 
 #include "apply/applier.h"
+#include "http/server.h"
 #include "queue/book.h"
+#include "queue/clickhouse.h"
+#include "queue/metrics.h"
 #include "queue/host.h"
 #include "queue/keys.h"
 #include "queue/scheduler.h"
@@ -311,6 +314,42 @@ int main(int argc, char** argv) {
   ctx.queue_host = &queue_host;
   ctx.queue_scheduler = scheduler.get();
   scheduler->start();
+  queue::ClickHouseOptions cho;
+  cho.url = cfg.clickhouse_url;
+  cho.database = cfg.clickhouse_db;
+  cho.is_leader = so.is_leader;
+  cho.propose = so.propose;
+  queue::ClickHouseSink clickhouse(&queues, store.get(), cho);
+  clickhouse.start();
+
+  http::HttpOptions ho;
+  ho.metrics = [&queues, n] {
+    auto p = n->progress();
+    std::string out = "# HELP etcd_server_has_leader Whether a leader exists. 1 is existence, 0 is not.\n"
+                      "# TYPE etcd_server_has_leader gauge\n"
+                      "etcd_server_has_leader " + std::to_string(p.leader_id != 0 ? 1 : 0) + "\n"
+                      "# HELP etcd_server_is_leader Whether or not this member is a leader. 1 if is, 0 otherwise.\n"
+                      "# TYPE etcd_server_is_leader gauge\n"
+                      "etcd_server_is_leader " + std::to_string(p.is_leader ? 1 : 0) + "\n";
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    return out + queue::metrics_text(queues, now_ms);
+  };
+  ho.has_leader = [n] { return n->progress().leader_id != 0; };
+  ho.server_version = ETCDQ_VERSION;
+  ho.cluster_version = "3.5.0";
+  http::HttpServer http_server(ho);
+  {
+    std::vector<std::pair<std::string, int>> listen_http;
+    for (const auto& u : cfg.listen_client_http_urls) listen_http.emplace_back(u.host, u.port);
+    for (const auto& u : cfg.listen_metrics_urls) listen_http.emplace_back(u.host, u.port);
+    if (Error e = http_server.start(listen_http)) {
+      scheduler->stop();
+      clickhouse.stop();
+      node->stop();
+      return fail(e.message());
+    }
+  }
 
   auto client_server =
       std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
@@ -332,6 +371,8 @@ int main(int argc, char** argv) {
   }
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
+  http_server.stop();
+  clickhouse.stop();
   scheduler->stop();
   scheduler_ptr = nullptr;
   node->stop();

@@ -144,7 +144,8 @@ void canonicalize_delete(std::string* key, std::string* range_end) {
 std::string dead_letter_queue(std::string_view queue) { return std::string(queue) + ".dlq"; }
 
 bool clickhouse_table(std::string_view queue, std::string_view* table) {
-  if (!queue.starts_with("ch:") || queue.size() == 3) return false;
+  // A sink's dead letters are an ordinary queue, for people to look at.
+  if (!queue.starts_with("ch:") || queue.size() == 3 || queue.ends_with(".dlq")) return false;
   *table = queue.substr(3);
   return true;
 }

@@ -61,6 +61,7 @@ void canonicalize_delete(std::string* key, std::string* range_end);
 // The dead-letter queue of `queue`.
 std::string dead_letter_queue(std::string_view queue);
 // A `ch:{table}` queue feeds ClickHouse table {table}: true, and the table.
+// Its dead-letter queue (`ch:{table}.dlq`) is an ordinary queue.
 bool clickhouse_table(std::string_view queue, std::string_view* table);
 
 // A consumer Watch: the exact consumer key, or it (or it plus '/') as a
