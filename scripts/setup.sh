@@ -13,6 +13,8 @@ PACKAGES=(
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests: the oracle and the real clients
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio
+  # the queue sink's test starts a ClickHouse of its own on loopback
+  clickhouse-server
 )
 
 missing=()
