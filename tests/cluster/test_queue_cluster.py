@@ -171,6 +171,28 @@ class QueueCluster(ClusterTestCase):
             self.assertEqual(queued(c.kv(i), "fo"), [], "m%d still lists messages" % i)
         self.assertGreater(t_restarted, t_kill)
 
+    def test_a_consumer_name_that_is_not_utf8_does_not_cut_off_the_other_consumers_of_its_member(self):
+        # etcd keys are bytes: /q/{queue}/c/{consumer} with a consumer name that is not UTF-8 is
+        # a consumer like any other (it works on one member). On a follower it must not stop the
+        # leader from hearing about the follower's other consumers.
+        c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS)
+        leader = c.leader_index()
+        follower = next(i for i in range(3) if i != leader)
+        good = Consumer(c.client(follower), "cq")
+        time.sleep(1.5)
+        kv = c.kv(leader)
+        kv.Put(rpc_pb2.PutRequest(key=b"/q/cq/p/a", value=b"1"), timeout=5)
+        self.assertTrue(wait_until(lambda: len(good.acked()) >= 1, 10), "first message not delivered")
+        odd = c.client(follower)
+        odd.add_watch_callback(b"/q/other/c/name-\xff", lambda _r: None)
+        time.sleep(2.5)   # a few consumer reports (every second)
+        kv.Put(rpc_pb2.PutRequest(key=b"/q/cq/p/b", value=b"2"), timeout=5)
+        ok = wait_until(lambda: len(good.acked()) >= 2, 10)
+        good.cancel()
+        self.assertTrue(ok, "the follower's good consumer got %s after another client on its member watched "
+                        "/q/other/c/name-\\xff; still queued: %s" % (
+                            [d[1] for d in good.delivered()], queued(c.kv(leader), "cq")))
+
 
 if __name__ == "__main__":
     main()
