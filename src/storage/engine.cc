@@ -1,5 +1,7 @@
 #include "storage/engine.h"
 
+#include <chrono>
+
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 
@@ -81,13 +83,21 @@ Error Engine::sync_wal() {
 }
 
 int64_t Engine::size_bytes() const {
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  int64_t cached = size_cache_.load(std::memory_order_relaxed);
+  if (cached != 0 && now - size_measured_ns_.load(std::memory_order_relaxed) < kSizeRefreshNs) return cached;
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
     std::error_code fec;
     if (f.is_regular_file(fec)) total += f.file_size(fec);
   }
-  return total > 4096 ? static_cast<int64_t>(total) : 4096;
+  int64_t size = total > 4096 ? static_cast<int64_t>(total) : 4096;
+  size_cache_.store(size, std::memory_order_relaxed);
+  size_measured_ns_.store(now, std::memory_order_relaxed);
+  return size;
 }
 
 int64_t Engine::in_use_bytes() const {

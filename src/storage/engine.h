@@ -11,6 +11,7 @@
 #include <rocksdb/utilities/write_batch_with_index.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -45,8 +46,11 @@ class Engine {
   Error sync_wal();
   // Bytes the database takes on disk (every file in its directory: SST
   // files, RocksDB's WAL, manifests), as etcd's dbSize is its file's size.
-  // Never 0 (etcdctl divides by it).
+  // Never 0 (etcdctl divides by it). Measured at most every
+  // kSizeRefresh (every write checks the quota; listing the directory per
+  // write cost several percent of put throughput). Any thread.
   int64_t size_bytes() const;
+  static constexpr int64_t kSizeRefreshNs = 100'000'000;
   // RocksDB's estimate of the live data plus memtables (etcd's
   // dbSizeInUse); never 0 and never above size_bytes().
   int64_t in_use_bytes() const;
@@ -57,6 +61,8 @@ class Engine {
   std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
   std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles_{};
+  mutable std::atomic<int64_t> size_cache_{0};
+  mutable std::atomic<int64_t> size_measured_ns_{0};
 };
 
 }  // namespace etcdq::storage
