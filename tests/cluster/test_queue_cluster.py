@@ -9,6 +9,7 @@ may be delivered twice.
 """
 import json
 import os
+import random
 import sys
 import time
 
@@ -170,6 +171,64 @@ class QueueCluster(ClusterTestCase):
         for i in range(3):
             self.assertEqual(queued(c.kv(i), "fo"), [], "m%d still lists messages" % i)
         self.assertGreater(t_restarted, t_kill)
+
+    def test_leader_sigkilled_at_random_points_three_times_loses_nothing(self):
+        seed = int(os.environ.get("ETCDQ_QUEUE_SEED", random.randrange(1 << 30)))
+        rnd = random.Random(seed)
+        self.note("seed %d (ETCDQ_QUEUE_SEED)" % seed)
+        c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS)
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"/q/rk/config", value=json.dumps(
+            {"visibility_timeout": 4, "max_deliveries": 1000}).encode()), timeout=5)
+        consumers = {i: Consumer(c.client(i), "rk", name="m%d-life1" % i) for i in range(3)}
+        every_consumer = list(consumers.values())
+        time.sleep(1.5)
+        producers = [Producer(c.kv(i), "rk", i, timeout=3.0, interval=0.01) for i in range(3)]
+        all_producers = list(producers)
+        for k in range(3):
+            time.sleep(rnd.uniform(2.0, 4.0))
+            leader = c.leader_index()
+            c.kill9(leader)
+            consumers[leader].stop_acking()
+            c.wait_leader(timeout=30)
+            time.sleep(rnd.uniform(0.0, 1.5))
+            c.restart(leader)
+            producers[leader].finish()
+            producers[leader] = Producer(c.kv(leader), "rk", 10 * (k + 1) + leader, timeout=3.0, interval=0.01)
+            all_producers.append(producers[leader])
+            consumers[leader] = Consumer(c.client(leader), "rk", name="m%d-life%d" % (leader, k + 2))
+            every_consumer.append(consumers[leader])
+        time.sleep(rnd.uniform(1.0, 3.0))
+        for p in producers:
+            p.finish()
+        acked_produce = {payload for p in all_producers for _t, payload in p.acked}
+
+        def delivered_payloads():
+            return {d[3] for x in every_consumer for d in x.delivered()}
+        leader = c.leader_index()
+        ok = wait_until(lambda: not (acked_produce - delivered_payloads()) and not queued(c.kv(leader), "rk"),
+                        60, step=0.25)
+        time.sleep(1.0)
+        for x in consumers.values():
+            x.cancel()
+        deliveries = [d for x in every_consumer for d in x.delivered()]
+        self.note("%d produces acknowledged; %d deliveries of %d payloads" % (
+            len(acked_produce), len(deliveries), len(delivered_payloads())))
+        self.assertEqual(len(acked_produce - delivered_payloads()), 0, "acknowledged produces never delivered")
+        self.assertTrue(ok, "not drained")
+        by_idx = {}
+        for _t, idx, _key, value in deliveries:
+            by_idx.setdefault(idx, set()).add(value)
+        self.assertEqual({i: v for i, v in by_idx.items() if len(v) > 1}, {}, "idx reused")
+        ack_done = {}
+        for x in every_consumer:
+            for _i, key, result, t in x.acked():
+                if result is True:
+                    ack_done.setdefault(key, t)
+        revived = [(k, round(t - ack_done[k], 2)) for t, _i, k, _v in deliveries
+                   if k in ack_done and t > ack_done[k] + 1.0]
+        self.assertEqual(revived, [], "delivered again after its ack returned deleted=1")
+        for i in range(3):
+            self.assertEqual(queued(c.kv(i), "rk"), [], "m%d still lists messages" % i)
 
     def test_a_consumer_name_that_is_not_utf8_does_not_cut_off_the_other_consumers_of_its_member(self):
         # etcd keys are bytes: /q/{queue}/c/{consumer} with a consumer name that is not UTF-8 is

@@ -241,6 +241,21 @@ class QueueEdges(harness.MemberTestCase):
         c.cancel()
         self.assertEqual([d[1] for d in c.delivered()][:4], [1, 1, 1, 2])
 
+    def test_default_max_in_flight_is_64_and_acks_make_room(self):
+        kv = self.m.kv()
+        for i in range(100):
+            kv.Put(rpc_pb2.PutRequest(key=b"/q/mif/p/m%03d" % i, value=b"%d" % i), timeout=5)
+        c = Consumer(self.m.client(), "mif", ack=False)
+        self.assertTrue(wait_until(lambda: len(c.delivered()) >= 64, 10), len(c.delivered()))
+        time.sleep(1.0)
+        self.assertEqual([d[1] for d in c.delivered()], list(range(1, 65)))
+        for i in range(1, 11):
+            self.assertTrue(self.admin.delete(msg_key("mif", i, "m%03d" % (i - 1))))
+        self.assertTrue(wait_until(lambda: len(c.delivered()) >= 74, 10), len(c.delivered()))
+        time.sleep(1.0)
+        c.cancel()
+        self.assertEqual([d[1] for d in c.delivered()], list(range(1, 75)))
+
     def test_two_watches_with_one_consumer_name(self):
         for i in range(4):
             self.admin.put("/q/dup/p/m%d" % i, str(i))
