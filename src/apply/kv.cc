@@ -162,8 +162,10 @@ Error range(const KvState& s, const RangeRequest& r, etcdserverpb::RangeResponse
   o.count_only = r.count_only();
   // One extra key tells whether there are `more`.
   if (!fetch_all && r.limit() > 0) o.limit = r.limit() + 1;
+  std::string key = r.key(), end = r.range_end();
+  queue::canonicalize_read(&key, &end);
   mvcc::RangeResult rr;
-  if (Error e = s.range(r.key(), r.range_end(), o, &rr)) return e;
+  if (Error e = s.range(key, end, o, &rr)) return e;
 
   auto& kvs = rr.kvs;
   auto prune = [&](auto drop) { kvs.erase(std::remove_if(kvs.begin(), kvs.end(), drop), kvs.end()); };

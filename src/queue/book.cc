@@ -20,21 +20,30 @@ std::string idx_digits(uint64_t idx) {
 
 std::string envelope(std::string_view queue, uint64_t idx, std::string_view key, uint32_t deliveries,
                      const std::string& reason, const std::string& payload) {
-  nlohmann::json j = {{"queue", queue}, {"idx", idx}, {"key", key}, {"deliveries", deliveries}, {"reason", reason}};
+  // Keys and payloads are bytes; JSON strings are UTF-8. A payload that is
+  // not UTF-8 is kept exactly, in hex; a name that is not is shown with
+  // U+FFFD where it is broken (the original key is gone anyway).
+  using nlohmann::json;
+  json j = {{"queue", queue}, {"idx", idx}, {"key", key}, {"deliveries", deliveries}, {"reason", reason}};
   j["payload"] = payload;
   try {
     return j.dump();
-  } catch (const nlohmann::json::exception&) {  // not UTF-8: keep the bytes, in hex
+  } catch (const json::exception&) {
+  }
+  j.erase("payload");
+  try {
+    json(payload).dump();
+    j["payload"] = payload;
+  } catch (const json::exception&) {
     static const char* hex = "0123456789abcdef";
     std::string h;
     for (unsigned char c : payload) {
       h.push_back(hex[c >> 4]);
       h.push_back(hex[c & 15]);
     }
-    j.erase("payload");
     j["payload_hex"] = h;
-    return j.dump();
   }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace

@@ -49,22 +49,33 @@ void Host::remove_all(mvcc::WatchSink* sink) {
 }
 
 bool Host::flush_locked(Consumer& c) {
-  if (c.waiting.empty()) return true;
-  mvcc::WatchBatch b;
-  b.watch_id = c.watch_id;
-  b.revision = c.waiting.back().revision;
-  b.events.reserve(c.waiting.size());
-  for (auto& d : c.waiting) {
-    b.events.emplace_back();
-    b.events.back().set_type(mvccpb::Event::PUT);
-    *b.events.back().mutable_kv() = d.kv;
+  // Responses of at most kMaxResponseBytes (one message may be larger):
+  // clients keep gRPC's default 4 MiB receive limit, and a stream that is
+  // full refuses the next one, which is how a stuck consumer shows.
+  while (!c.waiting.empty()) {
+    mvcc::WatchBatch b;
+    b.watch_id = c.watch_id;
+    size_t bytes = 0, n = 0;
+    for (const auto& d : c.waiting) {
+      size_t size = d.kv.ByteSizeLong() + 16;
+      if (n > 0 && bytes + size > kMaxResponseBytes) break;
+      bytes += size;
+      ++n;
+    }
+    b.revision = c.waiting[n - 1].revision;
+    b.events.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      b.events.emplace_back();
+      b.events.back().set_type(mvccpb::Event::PUT);
+      *b.events.back().mutable_kv() = c.waiting[i].kv;
+    }
+    if (!c.sink->offer(std::move(b))) {
+      if (c.waiting_since == Clock::time_point{}) c.waiting_since = Clock::now();
+      return false;
+    }
+    c.waiting.erase(c.waiting.begin(), c.waiting.begin() + static_cast<long>(n));
+    c.waiting_since = {};
   }
-  if (!c.sink->offer(std::move(b))) {
-    if (c.waiting_since == Clock::time_point{}) c.waiting_since = Clock::now();
-    return false;
-  }
-  c.waiting.clear();
-  c.waiting_since = {};
   return true;
 }
 

@@ -55,6 +55,7 @@ class Host {
   uint64_t version() const { return version_.load(); }
 
   static constexpr std::chrono::seconds kTakeTimeout{5};
+  static constexpr size_t kMaxResponseBytes = 1 << 20;
 
  private:
   using Clock = std::chrono::steady_clock;

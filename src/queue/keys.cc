@@ -141,6 +141,13 @@ void canonicalize_delete(std::string* key, std::string* range_end) {
   }
 }
 
+void canonicalize_read(std::string* key, std::string* range_end) {
+  if (!key->starts_with("/queue/")) return;
+  if (!range_end->empty() && !range_end->starts_with("/queue/")) return;
+  key->replace(0, 7, "/q/");
+  if (!range_end->empty()) range_end->replace(0, 7, "/q/");
+}
+
 std::string dead_letter_queue(std::string_view queue) { return std::string(queue) + ".dlq"; }
 
 bool clickhouse_table(std::string_view queue, std::string_view* table) {

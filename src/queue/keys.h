@@ -58,6 +58,11 @@ std::string config_key(std::string_view queue);
 // key, and /queue/ keys (and /queue/ ranges) become /q/ ones.
 void canonicalize_delete(std::string* key, std::string* range_end);
 
+// A Range or plain Watch under /queue/ reads /q/, where messages live
+// (both prefixes are the same, QUEUES.md): `key` and a `range_end` that is
+// empty or also under /queue/ are rewritten.
+void canonicalize_read(std::string* key, std::string* range_end);
+
 // The dead-letter queue of `queue`.
 std::string dead_letter_queue(std::string_view queue);
 // A `ch:{table}` queue feeds ClickHouse table {table}: true, and the table.

@@ -189,12 +189,13 @@ void Scheduler::schedule(const std::string& queue, int64_t now_ms) {
       if (generation == generation_) {
         Proposed& p = proposed_[queue];
         for (uint64_t idx : decided) p.idx.erase(idx);
-        // Not applied: decide again from what the log says.
+        // Not applied: decide again from what the log says, at the next
+        // tick (not at once: a failing proposal must not spin).
         if (e) p.fresh_up_to = 0;
       }
-      woken_ = true;
+      if (!e) woken_ = true;
     }
-    cv_.notify_one();
+    if (!e) cv_.notify_one();
   });
 }
 

@@ -23,16 +23,16 @@ BAD_CONFIG = "etcdq: invalid queue config"
 def msg_key(queue, idx, tail):
     """The key a message is stored (and delivered) at: /q/{queue}/{idx, 20 digits}/{tail}."""
     if isinstance(queue, bytes):
-        queue = queue.decode()
+        queue = queue.decode(errors="surrogateescape")
     if isinstance(tail, bytes):
-        tail = tail.decode()
+        tail = tail.decode(errors="surrogateescape")
     return "/q/%s/%0*d/%s" % (queue, IDX_DIGITS, idx, tail)
 
 
 def parse_msg_key(key):
     """(queue, idx, tail) of a delivered message key (str or bytes), or None."""
     if isinstance(key, bytes):
-        key = key.decode()
+        key = key.decode(errors="surrogateescape")
     parts = key.split("/", 4)
     if len(parts) < 5 or parts[0] != "" or parts[1] != "q":
         return None

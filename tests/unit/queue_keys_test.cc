@@ -442,3 +442,31 @@ TEST(QueueConfig, ErrorsNameTheProblem) {
 
 }  // namespace
 }  // namespace etcdq::queue
+
+// ---- canonicalize_read --------------------------------------------------------------
+
+namespace etcdq::queue {
+namespace {
+
+TEST(QueueKeys, CanonicalizeReadUnderQueueReadsQ) {
+  struct Case {
+    std::string key, end, want_key, want_end;
+  } cases[] = {
+      {"/queue/jobs/", "/queue/jobs0", "/q/jobs/", "/q/jobs0"},  // prefix
+      {"/queue/jobs/config", "", "/q/jobs/config", ""},          // one key
+      {"/q/jobs/", "/q/jobs0", "/q/jobs/", "/q/jobs0"},          // already /q/
+      {"/queue/jobs/", std::string(1, '\0'), "/queue/jobs/", std::string(1, '\0')},  // from key: left alone
+      {"/queue/jobs/", "/zzz", "/queue/jobs/", "/zzz"},          // range leaving /queue/: left alone
+      {"/queuex/a", "", "/queuex/a", ""},                          // not the prefix
+      {"plain", "", "plain", ""},
+  };
+  for (const auto& c : cases) {
+    std::string key = c.key, end = c.end;
+    canonicalize_read(&key, &end);
+    EXPECT_EQ(key, c.want_key) << c.key;
+    EXPECT_EQ(end, c.want_end) << c.key;
+  }
+}
+
+}  // namespace
+}  // namespace etcdq::queue
