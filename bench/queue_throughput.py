@@ -1,0 +1,102 @@
+"""Work-queue throughput of etcdq (QUEUES.md), end to end through etcd's API:
+produce (Put), deliver (Watch), ack (Delete), with bench/etcdq_queue_bench.
+
+    /usr/bin/python3 bench/queue_throughput.py [--messages 100000] [--consumers 1,4,16] [--out bench/RESULTS.md]
+
+For each cluster size (1 member, then 3), starts a fresh etcdq cluster on
+loopback (bench/cluster_side_by_side.py's Cluster: free ports, data dirs in
+$BENCH_DIR or /var/tmp, etcd's default timings), then for each consumer count
+runs etcdq_queue_bench on a new queue: --messages Puts of 256-byte payloads
+with 256 in flight, spread over every member; the consumers' watches spread
+over every member too; each delivered message acked by a Delete. Reported per
+run: messages/s produced, delivered (first deliveries) and acked end to end,
+the produce-to-delivery delay p50/p99, redeliveries, and whether every
+message arrived. etcd has no queues, so there is no etcd column.
+
+--out appends a markdown table (date, commit, cores, load average, disk)
+under "## Queues" in that file.
+"""
+import argparse, datetime, json, os, re, subprocess, sys, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import cluster_side_by_side as csbs  # noqa: E402
+
+SECTION = "## Queues"
+INTRO = ("End-to-end work-queue throughput (`bench/queue_throughput.py`, `etcdq_queue_bench`): Puts to "
+         "`/q/{queue}/p/…` (256 B, 256 in flight), consumers on Watch, each message acked by a Delete. "
+         "etcd has no queues. Load generator and servers share the machine's cores.")
+
+
+def append_section(path, text):
+    body = open(path).read() if os.path.exists(path) else ""
+    if SECTION not in body:
+        body = body.rstrip("\n") + "\n\n\n" + SECTION + "\n\n" + INTRO + "\n\n" + text
+    else:
+        start = body.index(SECTION) + len(SECTION)
+        m = re.search(r"^## ", body[start:], re.M)
+        end = start + m.start() if m else len(body)
+        body = body[:end].rstrip("\n") + "\n\n" + text + ("\n\n" + body[end:] if m else "")
+    with open(path, "w") as f:
+        f.write(body if body.endswith("\n") else body + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--etcdq", default=os.path.join(ROOT, "build", "etcdq"))
+    ap.add_argument("--tool", default=os.path.join(ROOT, "build", "bench", "etcdq_queue_bench"))
+    ap.add_argument("--messages", type=int, default=100000)
+    ap.add_argument("--consumers", default="1,4,16")
+    ap.add_argument("--sizes", default="1,3", help="cluster sizes")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    root = os.environ.get("BENCH_DIR", "/var/tmp")
+    rows = []
+    problems = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        c = csbs.Cluster(f"queue{size}", args.etcdq, root, 100, 1000, 100000, size=size)
+        try:
+            c.start()
+            eps = ",".join(m.endpoint for m in c.members)
+            for n in [int(x) for x in args.consumers.split(",")]:
+                with tempfile.NamedTemporaryFile(suffix=".json") as j:
+                    cmd = [args.tool, "--endpoints", eps, "--messages", str(args.messages), "--consumers", str(n),
+                           "--json", j.name, "--timeout", "600"]
+                    r = subprocess.run(cmd, capture_output=True, text=True)
+                    print(f"{size} member(s), {n} consumer(s):\n{r.stdout}", flush=True)
+                    if r.returncode != 0:
+                        problems.append(f"{size} member(s), {n} consumers: exit {r.returncode}: {r.stderr[-500:]}")
+                    try:
+                        res = json.load(open(j.name))
+                    except (OSError, ValueError):
+                        continue
+                    rows.append((size, n, res))
+            c.check_alive("after the queue runs")
+        except csbs.Odd as e:
+            problems.append(str(e))
+        finally:
+            c.stop()
+            c.remove()
+    lines = ["| members | consumers | produced msg/s | delivered msg/s | acked msg/s (end to end) "
+             "| delay p50 ms | delay p99 ms | redelivered | missing |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for size, n, r in rows:
+        lines.append(f"| {size} | {n} | {r['produced_per_s']:.0f} | {r['delivered_per_s']:.0f} | "
+                     f"{r['acked_per_s']:.0f} | {r['delay_ms']['p50']:.1f} | {r['delay_ms']['p99']:.1f} | "
+                     f"{r['redelivered']} | {r['missing']} |")
+    table = "\n".join(lines)
+    print(table)
+    for p in problems:
+        print("problem:", p)
+    if args.out:
+        head = (f"### {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
+                f"{csbs.commit_line()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end, "
+                f"{csbs.disk_line(root)}; {args.messages} messages a run")
+        append_section(args.out, head + "\n\n" + table + ("\n\n" + "\n".join("- " + p for p in problems)
+                                                          if problems else ""))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
