@@ -15,7 +15,8 @@ void usage() {
                "  [--conns 100] [--clients 1000] [--total N | --seconds 5]\n"
                "  put/txn-put/range/delete: [--key-size 8] [--val-size 256] [--sequential-keys]\n"
                "    [--key-space 100000] [--range-mode single|prefix] [--limit 100]\n"
-               "    [--consistency l|s] [--preload 1000] [--skip-preload]\n"
+               "    [--consistency l|s] [--preload 1000] [--preload-start 0]\n"
+               "    [--skip-preload]\n"
                "  lease-keepalive: [--leases 100]\n"
                "  k8s: [--k8s-namespaces 10] [--k8s-watchers 4] [--k8s-page 50] [--drain-seconds 10]\n"
                "  [--json out.json] [--label name] [--no-progress]\n");
@@ -75,6 +76,7 @@ bool parse_options(int argc, char** argv, Options* o) {
         if (v != "l" && v != "s") throw std::invalid_argument(v);
         o->serializable = v == "s";
       } else if (a == "--preload") o->preload = std::stoll(v);
+      else if (a == "--preload-start") o->preload_start = std::stoll(v);
       else if (a == "--leases") o->leases = std::stoi(v);
       else if (a == "--k8s-namespaces") o->k8s_namespaces = std::stoi(v);
       else if (a == "--k8s-watchers") o->k8s_watchers = std::stoi(v);
@@ -113,6 +115,7 @@ bool parse_options(int argc, char** argv, Options* o) {
   if (o->range_mode != "single" && o->range_mode != "prefix") return bad("--range-mode must be single or prefix");
   if (o->limit < 1) return bad("--limit must be >= 1");
   if (o->preload < 1 || o->preload > 100'000'000) return bad("--preload must be 1..1e8");
+  if (o->preload_start < 0 || o->preload_start > o->preload) return bad("--preload-start must be 0..preload");
   if (o->leases < 1 || o->leases > 100000) return bad("--leases must be 1..100000");
   if (o->k8s_namespaces < 1 || o->k8s_watchers < 0 || o->k8s_page < 1) return bad("bad --k8s-* value");
   return true;

@@ -24,6 +24,7 @@ struct Options {
   bool serializable = false;
   int64_t preload = 1000;  // keys written before range and delete runs
   bool skip_preload = false;  // range: the --preload keys are already there
+  int64_t preload_start = 0;  // range: load keys [preload_start, preload) only
   // lease-keepalive
   int leases = 100;
   // k8s

@@ -66,9 +66,10 @@ std::unique_ptr<Workload> make_workload(const std::string& name, const Options& 
 std::string numbered_key(const std::string& prefix, int64_t i, int width);
 // 64-bit mixer (splitmix64 finaliser): random keys from request numbers.
 uint64_t mix64(uint64_t x);
-// Puts keys prefix+numbered_key(i) for i in [0, n) with `value`, 256 in
-// flight; false with *error on the first failure.
-bool load_keys(Connections* conns, const std::string& prefix, int64_t n, int width, const std::string& value,
-               std::string* error);
+// Puts keys numbered_key(prefix, i, width) for i in [first, end) with
+// `value`, in Txns of 100 puts, 32 in flight; false with *error on the
+// first failure.
+bool load_keys(Connections* conns, const std::string& prefix, int64_t first, int64_t end, int width,
+               const std::string& value, std::string* error);
 
 }  // namespace loadgen
