@@ -72,8 +72,10 @@ class Histogram {
 struct SignedHistogram {
   Histogram neg, pos;
   void add(int64_t v) {
-    if (v < 0) neg.add(static_cast<uint64_t>(-v));
-    else pos.add(static_cast<uint64_t>(v));
+    if (v < 0)
+      neg.add(static_cast<uint64_t>(-v));
+    else
+      pos.add(static_cast<uint64_t>(v));
   }
   void merge(const SignedHistogram& o) {
     neg.merge(o.neg);

@@ -209,9 +209,12 @@ class K8sWorkload : public Workload {
     if (op == kCreate && st.objects.size() >= kMaxObjectsPerClient) op = kDelete;
     const std::string ns = "/registry/pods/ns" + std::to_string(client % o_.k8s_namespaces) + "/";
     switch (op) {
-      case kList: return list(ns, client, std::move(done));
-      case kGet: return get(st, static_cast<size_t>(seq), client, std::move(done));
-      default: return write(op, st, ns, static_cast<size_t>(seq), client, std::move(done));
+      case kList:
+        return list(ns, client, std::move(done));
+      case kGet:
+        return get(st, static_cast<size_t>(seq), client, std::move(done));
+      default:
+        return write(op, st, ns, static_cast<size_t>(seq), client, std::move(done));
     }
   }
 
@@ -268,7 +271,8 @@ class K8sWorkload : public Workload {
     c_->kv[c_->of_client(client)]->async()->Range(
         &call->ctx, &call->req, &call->resp, [call, obj, done](grpc::Status s) {
           Outcome out{kGet, ""};
-          if (!s.ok()) out.error = status_error(s);
+          if (!s.ok())
+            out.error = status_error(s);
           else if (call->resp.kvs_size() != 1 || call->resp.kvs(0).mod_revision() != obj.mod_revision)
             out.error = "check: get did not return the object's last write";
           delete call;
@@ -310,12 +314,15 @@ class K8sWorkload : public Workload {
           } else if (!r.succeeded()) {
             compare_failed_.fetch_add(1);
             out.error = "check: compare on the client's own object failed";
-          } else if (op == kDelete && (r.responses_size() != 1 || r.responses(0).response_delete_range().deleted() != 1)) {
+          } else if (op == kDelete &&
+                     (r.responses_size() != 1 || r.responses(0).response_delete_range().deleted() != 1)) {
             out.error = "check: delete of a live object deleted nothing";
           } else {
             const int64_t rev = r.header().revision();
-            if (op == kCreate) st.objects.push_back({key, rev});
-            else if (op == kUpdate) st.objects[index].mod_revision = rev;
+            if (op == kCreate)
+              st.objects.push_back({key, rev});
+            else if (op == kUpdate)
+              st.objects[index].mod_revision = rev;
             else {
               st.objects[index] = std::move(st.objects.back());
               st.objects.pop_back();

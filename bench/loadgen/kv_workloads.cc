@@ -47,15 +47,15 @@ class PutWorkload : public Workload {
     auto* call = new Call<etcdserverpb::PutRequest, etcdserverpb::PutResponse>;
     call->req.set_key(numbered_key("", key_number(o_, seq), width_));
     call->req.set_value(value_);
-    c_->kv[c_->of_client(client)]->async()->Put(&call->ctx, &call->req, &call->resp,
-                                                 [call, done](grpc::Status s) {
-                                                   Outcome out;
-                                                   if (!s.ok()) out.error = status_error(s);
-                                                   else if (call->resp.header().revision() <= 0)
-                                                     out.error = "check: put without a revision";
-                                                   delete call;
-                                                   done(std::move(out));
-                                                 });
+    c_->kv[c_->of_client(client)]->async()->Put(&call->ctx, &call->req, &call->resp, [call, done](grpc::Status s) {
+      Outcome out;
+      if (!s.ok())
+        out.error = status_error(s);
+      else if (call->resp.header().revision() <= 0)
+        out.error = "check: put without a revision";
+      delete call;
+      done(std::move(out));
+    });
   }
 
  private:
@@ -83,18 +83,19 @@ class TxnPutWorkload : public Workload {
     put->set_key(key);
     put->set_value(value_);
     call->req.add_failure()->mutable_request_range()->set_key(key);
-    c_->kv[c_->of_client(client)]->async()->Txn(&call->ctx, &call->req, &call->resp,
-                                                 [this, call, done](grpc::Status s) {
-                                                   Outcome out;
-                                                   if (!s.ok()) out.error = status_error(s);
-                                                   else if (!call->resp.succeeded() ||
-                                                            call->resp.responses_size() != 1 ||
-                                                            !call->resp.responses(0).has_response_put())
-                                                     out.error = "check: txn whose compare holds did not succeed";
-                                                   else succeeded_.fetch_add(1, std::memory_order_relaxed);
-                                                   delete call;
-                                                   done(std::move(out));
-                                                 });
+    c_->kv[c_->of_client(client)]->async()->Txn(
+        &call->ctx, &call->req, &call->resp, [this, call, done](grpc::Status s) {
+          Outcome out;
+          if (!s.ok())
+            out.error = status_error(s);
+          else if (!call->resp.succeeded() || call->resp.responses_size() != 1 ||
+                   !call->resp.responses(0).has_response_put())
+            out.error = "check: txn whose compare holds did not succeed";
+          else
+            succeeded_.fetch_add(1, std::memory_order_relaxed);
+          delete call;
+          done(std::move(out));
+        });
   }
   int64_t finish(std::map<std::string, int64_t>* checks) override {
     (*checks)["txn_succeeded"] = succeeded_.load();
@@ -126,7 +127,8 @@ class RangeWorkload : public Workload {
     auto* call = new Call<etcdserverpb::RangeRequest, etcdserverpb::RangeResponse>;
     const bool single = o_.range_mode == "single";
     if (single) {
-      call->req.set_key(numbered_key(kPrefix, static_cast<int64_t>(mix64(static_cast<uint64_t>(seq)) % o_.preload), width_));
+      call->req.set_key(
+          numbered_key(kPrefix, static_cast<int64_t>(mix64(static_cast<uint64_t>(seq)) % o_.preload), width_));
     } else {
       call->req.set_key(kPrefix);
       call->req.set_range_end(kPrefixEnd);
@@ -181,16 +183,16 @@ class DeleteWorkload : public Workload {
   void issue(int client, int64_t seq, Done done) override {
     auto* call = new Call<etcdserverpb::DeleteRangeRequest, etcdserverpb::DeleteRangeResponse>;
     call->req.set_key(numbered_key(prefix_, seq, width_));
-    c_->kv[c_->of_client(client)]->async()->DeleteRange(&call->ctx, &call->req, &call->resp,
-                                                         [call, done](grpc::Status s) {
-                                                           Outcome out;
-                                                           if (!s.ok()) out.error = status_error(s);
-                                                           else if (call->resp.deleted() != 1)
-                                                             out.error = "check: delete of a live key deleted " +
-                                                                         std::to_string(call->resp.deleted());
-                                                           delete call;
-                                                           done(std::move(out));
-                                                         });
+    c_->kv[c_->of_client(client)]->async()->DeleteRange(
+        &call->ctx, &call->req, &call->resp, [call, done](grpc::Status s) {
+          Outcome out;
+          if (!s.ok())
+            out.error = status_error(s);
+          else if (call->resp.deleted() != 1)
+            out.error = "check: delete of a live key deleted " + std::to_string(call->resp.deleted());
+          delete call;
+          done(std::move(out));
+        });
   }
 
  private:
@@ -244,8 +246,10 @@ bool load_keys(Connections* conns, const std::string& prefix, int64_t first, int
         &call->ctx, &call->req, &call->resp, [&, call](grpc::Status s) {
           std::lock_guard<std::mutex> g(mu);
           if (first_error.empty()) {
-            if (!s.ok()) first_error = "loading keys: " + status_error(s);
-            else if (!call->resp.succeeded()) first_error = "loading keys: txn without compares did not succeed";
+            if (!s.ok())
+              first_error = "loading keys: " + status_error(s);
+            else if (!call->resp.succeeded())
+              first_error = "loading keys: txn without compares did not succeed";
           }
           --inflight;
           cv.notify_all();

@@ -69,10 +69,9 @@ class KeepAliveStream final
       if (!ok) {
         out.error = "keep-alive stream closed";
         broken_ = true;  // no more operations on a stream that is ending
-      }
-      else if (resp_.id() != id_ || resp_.ttl() <= 0)
-        out.error = "check: keep-alive answer for lease " + std::to_string(resp_.id()) + " ttl " +
-                    std::to_string(resp_.ttl());
+      } else if (resp_.id() != id_ || resp_.ttl() <= 0)
+        out.error =
+            "check: keep-alive answer for lease " + std::to_string(resp_.id()) + " ttl " + std::to_string(resp_.ttl());
     }
     if (d) d(std::move(out));
   }
@@ -127,7 +126,7 @@ class LeaseKeepAliveWorkload : public Workload {
   }
   void issue(int client, int64_t seq, Done done) override {
     streams_[static_cast<size_t>(client)]->keep_alive(leases_[static_cast<size_t>(seq) % leases_.size()],
-                                                     std::move(done));
+                                                      std::move(done));
   }
   int64_t finish(std::map<std::string, int64_t>* checks) override {
     close();

@@ -22,7 +22,7 @@ struct Options {
   std::string range_mode = "single";  // single | prefix
   int limit = 100;                    // range prefix: page size
   bool serializable = false;
-  int64_t preload = 1000;  // keys written before range and delete runs
+  int64_t preload = 1000;     // keys written before range and delete runs
   bool skip_preload = false;  // range: the --preload keys are already there
   int64_t preload_start = 0;  // range: load keys [preload_start, preload) only
   // lease-keepalive

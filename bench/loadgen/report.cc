@@ -50,8 +50,8 @@ void print_table(const Options& o, const std::vector<WorkloadResult>& results) {
       const double rate = r.seconds > 0 ? static_cast<double>(h.count() + op.errors) / r.seconds : 0;
       std::printf("%-16s %-12s %10lld %10.0f %8lld %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", "", op.name.c_str(),
                   static_cast<long long>(h.count() + op.errors), rate, static_cast<long long>(op.errors),
-                  h.mean() / 1e6, ms(h.quantile(0.5)), ms(h.quantile(0.9)), ms(h.quantile(0.99)),
-                  ms(h.quantile(0.999)), ms(h.max()));
+                  h.mean() / 1e6, ms(h.quantile(0.5)), ms(h.quantile(0.9)), ms(h.quantile(0.99)), ms(h.quantile(0.999)),
+                  ms(h.max()));
     }
     for (const auto& [k, v] : r.checks) std::printf("%-16s   %s: %lld\n", "", k.c_str(), static_cast<long long>(v));
     if (r.violations) std::printf("%-16s   VIOLATIONS: %lld\n", "", static_cast<long long>(r.violations));
@@ -71,8 +71,8 @@ bool write_json(const Options& o, const std::vector<WorkloadResult>& results, co
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     all_ok = all_ok && result_ok(r);
-    f << (i ? "," : "") << "\n    {\"workload\": " << json_string(r.workload) << ", \"ok\": "
-      << (result_ok(r) ? "true" : "false") << ", \"setup_error\": " << json_string(r.setup_error)
+    f << (i ? "," : "") << "\n    {\"workload\": " << json_string(r.workload)
+      << ", \"ok\": " << (result_ok(r) ? "true" : "false") << ", \"setup_error\": " << json_string(r.setup_error)
       << ", \"requests\": " << r.requests << ", \"errors\": " << r.errors << ", \"violations\": " << r.violations
       << ", \"seconds\": " << r.seconds << ", \"requests_per_s\": " << r.requests_per_s
       << ", \"client_cpu_seconds\": " << r.client_cpu_s;

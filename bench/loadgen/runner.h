@@ -27,7 +27,7 @@ struct WorkloadResult {
   int64_t requests = 0;  // answered, errors included
   int64_t errors = 0;    // requests that failed or answered wrongly
   int64_t violations = 0;
-  double seconds = 0;    // first issue -> last answer
+  double seconds = 0;  // first issue -> last answer
   double requests_per_s = 0;
   double client_cpu_s = 0;
   std::vector<OpResult> ops;
