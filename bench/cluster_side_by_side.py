@@ -91,7 +91,8 @@ class Member:
                 "--initial-cluster", c.initial_cluster, "--initial-cluster-state", "new",
                 "--initial-cluster-token", c.token,
                 "--heartbeat-interval", str(c.heartbeat_ms), "--election-timeout", str(c.election_ms),
-                "--snapshot-count", str(c.snapshot_count), "--pre-vote=" + ("true" if c.pre_vote else "false")]
+                "--snapshot-count", str(c.snapshot_count), "--pre-vote=" + ("true" if c.pre_vote else "false")
+                ] + list(c.extra_args)
 
     def spawn(self):
         self.starts += 1
@@ -169,6 +170,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix=f"cluster-bench-{label}-", dir=root)
         self.heartbeat_ms, self.election_ms, self.snapshot_count = heartbeat_ms, election_ms, snapshot_count
         self.pre_vote = False
+        self.extra_args = []    # more flags, the same for every member
         self.token = f"cluster-bench-{label}-{os.getpid()}-{int(time.time())}"
         self.members = [Member(self, f"m{i}") for i in range(size)]
         self.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
@@ -469,13 +471,13 @@ def commit_line():
     return head + (" (with uncommitted changes in src/)" if dirty else "")
 
 
-def append_section(path, text):
-    """Appends `text` at the end of the SECTION in `path` (made at the end if absent)."""
+def append_section(path, text, section=SECTION, intro=INTRO):
+    """Appends `text` at the end of `section` in `path` (made at the end, with `intro`, if absent)."""
     body = open(path).read() if os.path.exists(path) else ""
-    if SECTION not in body:
-        body = body.rstrip("\n") + "\n\n\n" + SECTION + "\n\n" + INTRO + "\n" + text
+    if section not in body:
+        body = body.rstrip("\n") + "\n\n\n" + section + "\n\n" + intro + "\n" + text
     else:
-        start = body.index(SECTION) + len(SECTION)
+        start = body.index(section) + len(section)
         m = re.search(r"^## ", body[start:], re.M)
         end = start + m.start() if m else len(body)
         body = body[:end].rstrip("\n") + "\n\n" + text + ("\n\n" + body[end:] if m else "")

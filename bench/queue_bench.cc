@@ -28,13 +28,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/grpc_client.h"
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+using bench::now_ns;
 
 struct Options {
   std::vector<std::string> produce_endpoints{"127.0.0.1:2379"};
@@ -49,18 +49,6 @@ struct Options {
   std::string json;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 bool parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -71,9 +59,11 @@ bool parse(int argc, char** argv, Options* o) {
       }
       return argv[++i];
     };
-    if (a == "--produce-endpoints" || a == "--endpoints") o->produce_endpoints = split(val());
-    else if (a == "--consume-endpoints") o->consume_endpoints = split(val());
-    else if (a == "--queue") o->queue = val();
+    if (a == "--produce-endpoints" || a == "--endpoints") {
+      if (!bench::parse_endpoints(val(), &o->produce_endpoints)) return false;
+    } else if (a == "--consume-endpoints") {
+      if (!bench::parse_endpoints(val(), &o->consume_endpoints)) return false;
+    } else if (a == "--queue") o->queue = val();
     else if (a == "--messages") o->messages = std::stoll(val());
     else if (a == "--consumers") o->consumers = std::stoi(val());
     else if (a == "--in-flight") o->in_flight = std::stoi(val());
@@ -89,13 +79,6 @@ bool parse(int argc, char** argv, Options* o) {
   if (o->consume_endpoints.empty()) o->consume_endpoints = o->produce_endpoints;
   if (o->queue.empty()) o->queue = "bench" + std::to_string(now_ns() % 1000000000);
   return o->messages > 0 && o->consumers > 0 && o->in_flight > 0;
-}
-
-// One TCP connection per channel: a distinct channel argument.
-std::shared_ptr<grpc::Channel> channel(const std::string& target, int n) {
-  grpc::ChannelArguments args;
-  args.SetInt("etcdq.bench.channel", n);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 
 struct Shared {
@@ -276,7 +259,7 @@ int main(int argc, char** argv) {
   Shared s(o);
   int nch = 0;
   {
-    auto kv = etcdserverpb::KV::NewStub(channel(o.produce_endpoints[0], nch++));
+    auto kv = etcdserverpb::KV::NewStub(bench::make_channel(o.produce_endpoints[0], nch++));
     grpc::ClientContext ctx;
     etcdserverpb::PutRequest req;
     etcdserverpb::PutResponse resp;
@@ -291,7 +274,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (int i = 0; i < o.consumers; ++i) {
     const auto& ep = o.consume_endpoints[static_cast<size_t>(i) % o.consume_endpoints.size()];
-    consumers.push_back(std::make_unique<Consumer>(&s, channel(ep, nch++), i));
+    consumers.push_back(std::make_unique<Consumer>(&s, bench::make_channel(ep, nch++), i));
   }
   for (auto& c : consumers) {
     if (!c->wait_created(30)) {
@@ -304,7 +287,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> stubs;
   for (int i = 0; i < 8; ++i) {
-    stubs.push_back(etcdserverpb::KV::NewStub(channel(o.produce_endpoints[static_cast<size_t>(i) % o.produce_endpoints.size()], nch++)));
+    stubs.push_back(etcdserverpb::KV::NewStub(bench::make_channel(o.produce_endpoints[static_cast<size_t>(i) % o.produce_endpoints.size()], nch++)));
   }
   Producer p(&s, &stubs);
   int64_t start = now_ns();

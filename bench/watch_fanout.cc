@@ -23,7 +23,6 @@
 // no thread per stream. Bounded: at most --max-puts puts, --seconds of load,
 // --create-timeout and --drain-seconds of waiting. Loopback endpoints only.
 #include <grpcpp/grpcpp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,15 +42,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/grpc_client.h"
+#include "common/histogram.h"
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
+using bench::Histogram;
+using bench::now_ns;
+using bench::SignedHistogram;
 
 // ---- options -------------------------------------------------------------
 
@@ -148,95 +149,6 @@ bool parse_args(int argc, char** argv, Options* o) {
   if (o->streams > o->watchers) o->streams = o->watchers;
   return true;
 }
-
-// "http://127.0.0.1:2379" -> "127.0.0.1:2379"; only loopback hosts.
-bool loopback_target(std::string e, std::string* target) {
-  for (const char* scheme : {"http://", "https://"})
-    if (e.rfind(scheme, 0) == 0) e = e.substr(std::strlen(scheme));
-  while (!e.empty() && e.back() == '/') e.pop_back();
-  auto colon = e.rfind(':');
-  if (colon == std::string::npos) return false;
-  std::string host = e.substr(0, colon);
-  bool ok = host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-  if (ok) *target = e;
-  return ok;
-}
-
-// ---- latency histogram (log-linear, < 1 % relative error) ----------------
-
-class Histogram {
- public:
-  static constexpr int kSubBits = 7;
-  static constexpr int kSub = 1 << kSubBits;
-  static constexpr int kBuckets = (64 - kSubBits + 1) * kSub;
-
-  Histogram() : b_(kBuckets, 0) {}
-  void add(uint64_t v) {
-    ++b_[index(v)];
-    ++n_;
-    max_ = std::max(max_, v);
-  }
-  void merge(const Histogram& o) {
-    for (int i = 0; i < kBuckets; ++i) b_[i] += o.b_[i];
-    n_ += o.n_;
-    max_ = std::max(max_, o.max_);
-  }
-  uint64_t count() const { return n_; }
-  uint64_t max() const { return max_; }
-  uint64_t quantile(double q) const {
-    if (n_ == 0) return 0;
-    uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(n_) + 0.999999);
-    return rank_value(std::clamp<uint64_t>(rank, 1, n_), false);
-  }
-  // The value of the rank-th smallest sample (1-based), or the rank-th
-  // largest when `descending` (for the magnitudes of negative delays).
-  uint64_t rank_value(uint64_t rank, bool descending) const {
-    uint64_t seen = 0;
-    for (int k = 0; k < kBuckets; ++k) {
-      int i = descending ? kBuckets - 1 - k : k;
-      seen += b_[i];
-      if (seen >= rank) return std::min(mid(i), max_);
-    }
-    return max_;
-  }
-
- private:
-  static int index(uint64_t v) {
-    if (v < kSub) return static_cast<int>(v);
-    int e = 63 - __builtin_clzll(v);
-    return (e - kSubBits + 1) * kSub + static_cast<int>((v >> (e - kSubBits)) & (kSub - 1));
-  }
-  static uint64_t mid(int i) {
-    if (i < kSub) return i;
-    int e = i / kSub + kSubBits - 1;
-    uint64_t lo = static_cast<uint64_t>(kSub + i % kSub) << (e - kSubBits);
-    return lo + ((uint64_t{1} << (e - kSubBits)) >> 1);
-  }
-  std::vector<uint64_t> b_;
-  uint64_t n_ = 0, max_ = 0;
-};
-
-// Signed delays: magnitudes of negative ones in `neg`, the rest in `pos`.
-struct SignedHistogram {
-  Histogram neg, pos;
-  void add(int64_t v) {
-    if (v < 0) neg.add(static_cast<uint64_t>(-v));
-    else pos.add(static_cast<uint64_t>(v));
-  }
-  void merge(const SignedHistogram& o) {
-    neg.merge(o.neg);
-    pos.merge(o.pos);
-  }
-  uint64_t count() const { return neg.count() + pos.count(); }
-  int64_t quantile(double q) const {
-    uint64_t n = count();
-    if (n == 0) return 0;
-    uint64_t rank = std::clamp<uint64_t>(static_cast<uint64_t>(q * static_cast<double>(n) + 0.999999), 1, n);
-    if (rank <= neg.count()) return -static_cast<int64_t>(neg.rank_value(rank, true));
-    return static_cast<int64_t>(pos.rank_value(rank - neg.count(), false));
-  }
-  int64_t max() const { return pos.count() ? static_cast<int64_t>(pos.max()) : quantile(1.0); }
-};
 
 // ---- shared state --------------------------------------------------------
 
@@ -487,15 +399,6 @@ void put_done(PutCall* c, const grpc::Status& s) {
   delete c;
 }
 
-std::shared_ptr<grpc::Channel> make_channel(const std::string& target, int id) {
-  grpc::ChannelArguments args;
-  // A channel of its own, with its own TCP connection.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt("etcdq_bench.channel_id", id);
-  args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
-
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 }  // namespace
@@ -509,7 +412,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> targets;
   for (const auto& e : o.endpoints) {
     std::string t;
-    if (!loopback_target(e, &t)) {
+    if (!bench::loopback_target(e, &t)) {
       std::fprintf(stderr, "endpoint %s: only loopback host:port endpoints are allowed\n", e.c_str());
       return 2;
     }
@@ -519,8 +422,8 @@ int main(int argc, char** argv) {
   // Channels: watch channels and put channels, round-robin over endpoints.
   std::vector<std::shared_ptr<grpc::Channel>> watch_ch, put_ch;
   int channel_id = 0;
-  for (int i = 0; i < o.watch_channels; ++i) watch_ch.push_back(make_channel(targets[i % targets.size()], channel_id++));
-  for (int i = 0; i < o.put_channels; ++i) put_ch.push_back(make_channel(targets[i % targets.size()], channel_id++));
+  for (int i = 0; i < o.watch_channels; ++i) watch_ch.push_back(bench::make_channel(targets[i % targets.size()], channel_id++));
+  for (int i = 0; i < o.put_channels; ++i) put_ch.push_back(bench::make_channel(targets[i % targets.size()], channel_id++));
   for (auto& ch : watch_ch) {
     if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       std::fprintf(stderr, "cannot connect to %s\n", o.endpoints[0].c_str());
@@ -734,9 +637,7 @@ int main(int argc, char** argv) {
   const int64_t violations = missing + extra + out_of_order + wrong_event + hash_mismatch + canceled +
                              g_unknown_watch_events.load() + g_unexpected_revs.load();
   const bool ok = setup_ok && violations == 0 && starved == 0 && g_put_errors.load() == 0 && bad_streams == 0;
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  const double cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  const double cpu_s = bench::process_cpu_seconds();
 
   std::printf("etcdq_watch_bench %s\n", o.label.c_str());
   std::printf("  endpoints %s, %d streams on %d channels, %d watchers on %d prefixes, rate %s, %.0f s, value %d B\n",
