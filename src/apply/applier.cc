@@ -41,6 +41,7 @@ Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Resul
     // A committed entry we cannot read: stopping beats diverging.
     return errors::internal("log entry " + std::to_string(index) + " is truncated");
   }
+  queues_->before_commit(w);
   if (Error e = w.commit(index)) return e;
   applied_index_ = index;
   queues_->committed(w.revision());

@@ -100,9 +100,21 @@ Book::Queue& Book::queue_locked(std::string_view name) {
   return it->second;
 }
 
-void Book::save_counters(mvcc::Writer& w, std::string_view name, const Queue& q) {
-  w.put_meta(counters_key(name), q.counters.SerializeAsString());
+void Book::save_counters(std::string_view name) {
+  // Written once per entry, in before_commit: a batch of many produces
+  // would otherwise carry one counters record per message.
+  if (dirty_queues_.find(name) == dirty_queues_.end()) dirty_queues_.emplace(name);
   dirty_ = true;
+}
+
+void Book::before_commit(mvcc::Writer& w) {
+  if (dirty_queues_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& name : dirty_queues_) {
+    auto it = queues_.find(name);
+    if (it != queues_.end()) w.put_meta(counters_key(name), it->second.counters.SerializeAsString());
+  }
+  dirty_queues_.clear();
 }
 
 void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tail, std::string_view value,
@@ -116,7 +128,7 @@ void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tai
     q.counters.set_next_idx(idx + 1);
     q.counters.set_depth(q.counters.depth() + 1);
     q.counters.set_produced(q.counters.produced() + 1);
-    save_counters(w, queue, q);
+    save_counters(queue);
   }
   apply::QueueMessage m;
   m.set_tail(std::string(tail));
@@ -148,7 +160,7 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
   } else {
     q.counters.set_acked(q.counters.acked() + 1);
   }
-  save_counters(w, k.queue, q);
+  save_counters(k.queue);
 }
 
 void Book::config_put(mvcc::Writer& w, std::string_view queue, std::string_view value) {
@@ -207,7 +219,7 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
       q.handed_out[as.idx()] = m;
       q.counters.set_delivered(q.counters.delivered() + 1);
       if (m.deliveries() > 1) q.counters.set_redelivered(q.counters.redelivered() + 1);
-      save_counters(w, name, q);
+      save_counters(name);
     }
     if (as.member() == self_ && deliver_) {
       Delivery d;

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,8 @@ class Book {
   void deleted(mvcc::Writer& w, std::string_view key);
   void config_put(mvcc::Writer& w, std::string_view queue, std::string_view value);
   void assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms);
+  // Writes the counters of the queues this entry changed (once each).
+  void before_commit(mvcc::Writer& w);
   void committed(int64_t revision);
 
   // --- any thread ---
@@ -83,7 +86,7 @@ class Book {
     std::map<uint64_t, apply::QueueMessage> handed_out;
   };
   Queue& queue_locked(std::string_view name);  // creates it
-  void save_counters(mvcc::Writer& w, std::string_view name, const Queue& q);
+  void save_counters(std::string_view name);  // mu_ held
   void dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, const apply::QueueMessage& m,
                    const std::string& reason, int64_t time_ms);
 
@@ -95,6 +98,7 @@ class Book {
   std::map<std::string, Queue, std::less<>> queues_;
   // apply thread only
   std::vector<Delivery> pending_;
+  std::set<std::string, std::less<>> dirty_queues_;
   bool dirty_ = false;
   bool dead_lettering_ = false;
 };
