@@ -262,6 +262,42 @@ class QueueBreakerCluster(harness.CleanupTestCase):
         self.assertTrue(ok, "b never reached the follower's other consumer; still queued: %s" % (
             [x.key for x in kv.Range(prefix_range(b"/q/cq/0"), timeout=5).kvs]))
 
+    def test_a_paused_follower_s_consumer_keeps_its_message_or_is_told_it_lost_it(self):
+        # A follower that stalls 3.5 s (disk, CPU, a partition from the leader while its
+        # clients still reach it) stops reporting; the leader hands its consumer's message
+        # to another consumer while the first one's watch is still open, inside its
+        # visibility timeout, and nothing tells the first one.
+        import signal
+        from cluster import Cluster
+        c = self.track(Cluster(3, heartbeat_ms=100, election_ms=1000))
+        leader = c.leader_index()
+        f = [i for i in range(3) if i != leader][0]
+        kv = c.kv(leader)
+        kv.Put(rpc_pb2.PutRequest(key=b"/q/sp/config", value=b'{"visibility_timeout": 60}'), timeout=5)
+        a = watchlib.WatchStream(watchlib.ready_channel(c[f]))
+        self.addCleanup(a.close)
+        a.create(b"/q/sp/c/A")
+        time.sleep(2.5)
+        kv.Put(rpc_pb2.PutRequest(key=b"/q/sp/p/m", value=b"v"), timeout=5)
+        self.assertTrue(wait_until(lambda: any(r.events for r in a.responses()), 10), "A got nothing")
+        b = watchlib.WatchStream(watchlib.ready_channel(c[leader]))
+        self.addCleanup(b.close)
+        b.create(b"/q/sp/c/B")
+        time.sleep(1)
+        os.kill(c[f].proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(3.5)
+        finally:
+            os.kill(c[f].proc.pid, signal.SIGCONT)
+        time.sleep(2)
+        self.assertEqual(c.leader_index(), leader, "the leader changed: not this case")
+        b_got = [t for t, r in b.log if r.events]
+        if b_got:
+            a_told = [t for t, r in a.log if r.canceled] + ([a.done_at] if a.done else [])
+            self.assertTrue(a_told and min(a_told) <= b_got[0] + 1.0,
+                            "B got the message %.1f s into A's 60 s visibility timeout while A's watch "
+                            "stayed open and A was never told" % (b_got[0] - [t for t, r in a.log if r.events][0]))
+
 
 if __name__ == "__main__":
     harness.main()
