@@ -177,6 +177,19 @@ class QueueBreaker(harness.MemberTestCase):
             key=key, target=rpc_pb2.Compare.VERSION, result=rpc_pb2.Compare.GREATER, version=0)]), timeout=5)
         self.assertTrue(t.succeeded, "Range of %r returns the message, a Compare on it says it does not exist" % key)
 
+    def test_config_put_with_ignore_value_keeps_the_config(self):
+        # etcd: ignore_value keeps the stored value (e.g. to attach a lease to it).
+        m = self.new_member()
+        kv = m.kv()
+        kv.Put(rpc_pb2.PutRequest(key=b"/q/iv/config", value=b'{"max_deliveries": 3}'), timeout=5)
+        lease = m.lease_stub().LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=100), timeout=5).ID
+        try:
+            kv.Put(rpc_pb2.PutRequest(key=b"/q/iv/config", ignore_value=True, lease=lease), timeout=5)
+        except grpc.RpcError as e:
+            self.fail("Put /q/iv/config ignore_value=true lease=L refused: %s %s" % (e.code(), e.details()))
+        got = kv.Range(rpc_pb2.RangeRequest(key=b"/q/iv/config"), timeout=5).kvs[0]
+        self.assertEqual((got.value, got.lease), (b'{"max_deliveries": 3}', lease))
+
     def test_clickhouse_url_with_a_trailing_slash_works_or_is_refused(self):
         rec = Recorder()
         self.addCleanup(rec.close)
