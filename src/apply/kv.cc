@@ -58,8 +58,10 @@ bool compare_kv(const Compare& c, const KeyValue& kv) {
 // A missing key compares as a zero KeyValue, except on VALUE, which fails:
 // "" cannot be told apart from absent on the wire (etcd's applyCompare).
 bool apply_compare(const KvState& s, const Compare& c) {
+  std::string key = c.key(), end = c.range_end();
+  queue::canonicalize_read(&key, &end);  // what Range of the same key sees
   mvcc::RangeResult rr;
-  if (s.range(c.key(), c.range_end(), {}, &rr)) return false;
+  if (s.range(key, end, {}, &rr)) return false;
   if (rr.kvs.empty()) {
     if (c.target() == Compare::VALUE) return false;
     return compare_kv(c, KeyValue());

@@ -124,6 +124,7 @@ Error validate_queue_put(const etcdserverpb::PutRequest& r) {
   switch (k.kind) {
     case queue::KeyKind::kProduce: return {};
     case queue::KeyKind::kConfig: {
+      if (r.ignore_value()) return {};  // keeps the config it has
       queue::Config c;
       return queue::parse_config(r.value(), &c);
     }

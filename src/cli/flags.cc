@@ -174,6 +174,13 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   if (!c->clickhouse_url.empty()) {
     Url u;
     if (Error e = parse_url(c->clickhouse_url, &u)) return {Code::kInvalidArgument, "--clickhouse-url: " + e.message()};
+    std::string after = c->clickhouse_url.substr(c->clickhouse_url.find("://") + 3);
+    size_t slash = after.find('/');
+    if (slash != std::string::npos && after.substr(slash) != "/") {
+      return {Code::kInvalidArgument, "--clickhouse-url " + c->clickhouse_url +
+                                          ": give ClickHouse's HTTP interface as http://host:port (no path)"};
+    }
+    c->clickhouse_url = "http://" + u.host_port();
   }
   if (c->initial_cluster.empty()) {
     for (const auto& u : c->initial_advertise_peer_urls) {

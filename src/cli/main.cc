@@ -229,8 +229,9 @@ int main(int argc, char** argv) {
   queue::Host queue_host;
   std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
   queues.set_deliver([&queue_host](std::vector<queue::Delivery>&& d) { queue_host.deliver(std::move(d)); });
-  queues.set_changed([&scheduler_ptr] {
-    if (auto* s = scheduler_ptr.load()) s->wake();
+  queues.set_revoke([&queue_host](std::vector<uint64_t>&& gone) { queue_host.revoke(gone); });
+  queues.set_changed([&scheduler_ptr](std::vector<std::string>&& changed) {
+    if (auto* s = scheduler_ptr.load()) s->changed(std::move(changed));
   });
 
   auto node = std::make_unique<raft::Node>(ro, &applier);

@@ -18,32 +18,19 @@ std::string idx_digits(uint64_t idx) {
   return std::string(d, kIdxDigits);
 }
 
-std::string envelope(std::string_view queue, uint64_t idx, std::string_view key, uint32_t deliveries,
-                     const std::string& reason, const std::string& payload) {
-  // Keys and payloads are bytes; JSON strings are UTF-8. A payload that is
-  // not UTF-8 is kept exactly, in hex; a name that is not is shown with
-  // U+FFFD where it is broken (the original key is gone anyway).
+// A dead letter's value: one line of JSON saying what it was and why it
+// was moved, then the payload exactly as produced. Nothing is escaped, so a
+// message dead-lettered again (the dead-letter queue of a dead-letter
+// queue) only gains one more line.
+std::string dead_letter_value(std::string_view queue, uint64_t idx, std::string_view key, uint32_t deliveries,
+                              const std::string& reason, const std::string& payload) {
   using nlohmann::json;
   json j = {{"queue", queue}, {"idx", idx}, {"key", key}, {"deliveries", deliveries}, {"reason", reason}};
-  j["payload"] = payload;
-  try {
-    return j.dump();
-  } catch (const json::exception&) {
-  }
-  j.erase("payload");
-  try {
-    json(payload).dump();
-    j["payload"] = payload;
-  } catch (const json::exception&) {
-    static const char* hex = "0123456789abcdef";
-    std::string h;
-    for (unsigned char c : payload) {
-      h.push_back(hex[c >> 4]);
-      h.push_back(hex[c & 15]);
-    }
-    j["payload_hex"] = h;
-  }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  // Names are bytes: a broken UTF-8 sequence shows as U+FFFD in this line.
+  std::string v = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  v += '\n';
+  v += payload;
+  return v;
 }
 
 }  // namespace
@@ -87,8 +74,13 @@ void Book::reload() {
       q.handed_out[idx].ParseFromArray(v.data(), static_cast<int>(v.size()));
     }
   }
+  std::set<std::string, std::less<>> nonempty;
+  for (const auto& [name, q] : loaded) {
+    if (q.counters.depth() > 0) nonempty.insert(name);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   queues_ = std::move(loaded);
+  nonempty_ = std::move(nonempty);
 }
 
 Book::Queue& Book::queue_locked(std::string_view name) {
@@ -104,6 +96,14 @@ void Book::save_counters(std::string_view name) {
   // Written once per entry, in before_commit: a batch of many produces
   // would otherwise carry one counters record per message.
   if (dirty_queues_.find(name) == dirty_queues_.end()) dirty_queues_.emplace(name);
+  if (changed_queues_.find(name) == changed_queues_.end()) changed_queues_.emplace(name);
+  auto it = queues_.find(name);
+  if (it != queues_.end() && it->second.counters.depth() > 0) {
+    if (nonempty_.find(name) == nonempty_.end()) nonempty_.emplace(name);
+  } else {
+    auto n = nonempty_.find(name);
+    if (n != nonempty_.end()) nonempty_.erase(n);
+  }
   dirty_ = true;
 }
 
@@ -169,6 +169,7 @@ void Book::config_put(mvcc::Writer& w, std::string_view queue, std::string_view 
   w.put_meta(config_meta_key(queue), value);
   std::lock_guard<std::mutex> lock(mu_);
   queue_locked(queue).config = c;
+  changed_queues_.emplace(queue);
   dirty_ = true;
 }
 
@@ -177,7 +178,7 @@ void Book::dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, con
   std::string key = message_key(name, idx, m.tail());
   mvccpb::KeyValue kv;
   if (!w.get_latest(key, &kv)) return;
-  std::string value = envelope(name, idx, key, m.deliveries(), reason, kv.value());
+  std::string value = dead_letter_value(name, idx, key, m.deliveries(), reason, kv.value());
   dead_lettering_ = true;
   w.delete_range(key, "", nullptr);  // deleted() drops the record
   dead_lettering_ = false;
@@ -196,6 +197,9 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
       continue;
     }
     std::string key = message_key(name, as.idx(), m.tail());
+    if (m.member() == self_ && m.instance() != 0 && m.instance() != as.instance() && time_ms < m.deadline_ms()) {
+      revoked_.push_back(m.instance());
+    }
     m.set_deliveries(m.deliveries() + 1);
     m.set_member(as.member());
     m.set_instance(as.instance());
@@ -231,6 +235,11 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
 }
 
 void Book::committed(int64_t revision) {
+  if (!revoked_.empty()) {
+    std::vector<uint64_t> out;
+    out.swap(revoked_);
+    if (revoke_) revoke_(std::move(out));
+  }
   if (!pending_.empty()) {
     for (auto& d : pending_) d.revision = revision;
     std::vector<Delivery> out;
@@ -239,8 +248,15 @@ void Book::committed(int64_t revision) {
   }
   if (dirty_) {
     dirty_ = false;
-    if (changed_) changed_();
+    std::vector<std::string> names(changed_queues_.begin(), changed_queues_.end());
+    changed_queues_.clear();
+    if (changed_) changed_(std::move(names));
   }
+}
+
+std::vector<std::string> Book::nonempty_queues() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {nonempty_.begin(), nonempty_.end()};
 }
 
 std::vector<std::string> Book::queues() const {

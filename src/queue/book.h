@@ -58,7 +58,12 @@ class Book {
   // This member's id: assignments to it are delivered here.
   void set_self(uint64_t member_id) { self_ = member_id; }
   void set_deliver(std::function<void(std::vector<Delivery>&&)> fn) { deliver_ = std::move(fn); }
-  void set_changed(std::function<void()> fn) { changed_ = std::move(fn); }
+  // Consumers of this member whose messages the leader handed to others
+  // before their visibility timeout ended (it lost track of them, e.g.
+  // this member was cut off): they must be told.
+  void set_revoke(std::function<void(std::vector<uint64_t>&&)> fn) { revoke_ = std::move(fn); }
+  // After an entry that changed queues: their names.
+  void set_changed(std::function<void(std::vector<std::string>&&)> fn) { changed_ = std::move(fn); }
 
   // Reloads the mirror from the database (start, snapshot restore).
   void reload();
@@ -75,6 +80,8 @@ class Book {
 
   // --- any thread ---
   std::vector<std::string> queues() const;
+  // The queues that hold messages now.
+  std::vector<std::string> nonempty_queues() const;
   bool view(std::string_view queue, QueueView* out) const;
   // When the oldest message still queued was produced (Unix ms), 0: none.
   int64_t oldest_produced_ms(std::string_view queue) const;
@@ -93,12 +100,16 @@ class Book {
   storage::Engine* engine_;
   uint64_t self_ = 0;
   std::function<void(std::vector<Delivery>&&)> deliver_;
-  std::function<void()> changed_;
+  std::function<void(std::vector<uint64_t>&&)> revoke_;
+  std::function<void(std::vector<std::string>&&)> changed_;
   mutable std::mutex mu_;  // guards queues_
   std::map<std::string, Queue, std::less<>> queues_;
+  std::set<std::string, std::less<>> nonempty_;  // depth > 0
   // apply thread only
   std::vector<Delivery> pending_;
-  std::set<std::string, std::less<>> dirty_queues_;
+  std::vector<uint64_t> revoked_;
+  std::set<std::string, std::less<>> dirty_queues_;    // counters to write
+  std::set<std::string, std::less<>> changed_queues_;  // to tell the scheduler
   bool dirty_ = false;
   bool dead_lettering_ = false;
 };

@@ -148,7 +148,14 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
                                      : "not a JSON object: ClickHouse takes one JSON object per message");
       continue;
     }
-    rows += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    // The message as it was produced (re-encoding would round big numbers
+    // through doubles), on one line: a JSON text has line breaks only
+    // between tokens, where a space means the same.
+    size_t at = rows.size();
+    rows += kv.value();
+    for (size_t i = at; i < rows.size(); ++i) {
+      if (rows[i] == '\n' || rows[i] == '\r') rows[i] = ' ';
+    }
     rows += '\n';
     if (first_key.empty()) first_key = key;
     last_key = key;

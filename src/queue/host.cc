@@ -100,15 +100,33 @@ void Host::tick() {
     if (now - c.waiting_since >= kTakeTimeout) stuck.push_back(instance);
   }
   for (uint64_t instance : stuck) {
-    Consumer& c = consumers_.at(instance);
+    const Consumer& c = consumers_.at(instance);
     spdlog::warn("queue {}: consumer {} took no delivery for {} s; dropping it, its messages go to others",
                  c.ref.queue, c.ref.name, kTakeTimeout.count());
-    mvcc::WatchBatch cancel;
-    cancel.watch_id = c.watch_id;
-    cancel.revision = c.waiting.back().revision;
-    cancel.cancel_reason = "etcdq: queue consumer dropped: it took no delivery for 5 s";
-    c.sink->offer(std::move(cancel));
-    erase_locked(instance);
+    cancel_locked(instance, "etcdq: queue consumer dropped: it took no delivery for 5 s");
+  }
+}
+
+void Host::cancel_locked(uint64_t instance, const std::string& reason) {
+  auto it = consumers_.find(instance);
+  if (it == consumers_.end()) return;
+  mvcc::WatchBatch cancel;
+  cancel.watch_id = it->second.watch_id;
+  cancel.revision = it->second.waiting.empty() ? 0 : it->second.waiting.back().revision;
+  cancel.cancel_reason = reason;
+  it->second.sink->offer(std::move(cancel));
+  erase_locked(instance);
+}
+
+void Host::revoke(const std::vector<uint64_t>& instances) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t instance : instances) {
+    auto it = consumers_.find(instance);
+    if (it == consumers_.end()) continue;
+    spdlog::warn("queue {}: the leader handed consumer {}'s messages to others (it lost track of this member); "
+                 "dropping the consumer so it knows",
+                 it->second.ref.queue, it->second.ref.name);
+    cancel_locked(instance, "etcdq: queue consumer dropped: the leader handed its messages to others");
   }
 }
 

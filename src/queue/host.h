@@ -46,6 +46,9 @@ class Host {
 
   // The apply thread: messages assigned to our consumers. Never blocks.
   void deliver(std::vector<Delivery>&& deliveries);
+  // Drops these consumers, telling each (its watch is canceled with the
+  // reason): the leader handed what they held to others.
+  void revoke(const std::vector<uint64_t>& instances);
   // Retries waiting deliveries and drops consumers that do not take them.
   void tick();
 
@@ -68,6 +71,7 @@ class Host {
   };
   bool flush_locked(Consumer& c);  // true when nothing waits
   void erase_locked(uint64_t instance);
+  void cancel_locked(uint64_t instance, const std::string& reason);
 
   mutable std::mutex mu_;
   std::map<uint64_t, Consumer> consumers_;  // by instance

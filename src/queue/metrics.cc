@@ -7,16 +7,47 @@
 namespace etcdq::queue {
 namespace {
 
-// Prometheus label values escape backslash, quote and newline.
+// Prometheus label values are UTF-8 and escape backslash, quote and
+// newline. Queue names are bytes: a byte that is not part of valid UTF-8 is
+// written as the text \xHH (its backslash escaped), so one odd name cannot
+// make the whole scrape unparsable.
+size_t utf8_len(std::string_view s, size_t i) {  // 0: not valid UTF-8 at i
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (n == 0 || i + n > s.size() || (n == 2 && c < 0xc2) || c > 0xf4) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) >> 6) != 2) return 0;
+  }
+  // No overlong forms, no surrogates, nothing past U+10FFFF.
+  if ((c == 0xe0 && b(i + 1) < 0xa0) || (c == 0xed && b(i + 1) >= 0xa0) || (c == 0xf0 && b(i + 1) < 0x90) ||
+      (c == 0xf4 && b(i + 1) >= 0x90)) {
+    return 0;
+  }
+  return n;
+}
+
 std::string label(std::string_view v) {
+  static const char* hex = "0123456789abcdef";
   std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
+  for (size_t i = 0; i < v.size();) {
+    size_t n = utf8_len(v, i);
+    if (n == 0) {
+      unsigned char c = static_cast<unsigned char>(v[i++]);
+      out += "\\\\x";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
       continue;
     }
-    out.push_back(c);
+    char c = v[i];
+    if (n == 1 && (c == '\\' || c == '"')) out.push_back('\\');
+    if (n == 1 && c == '\n') {
+      out += "\\n";
+      ++i;
+      continue;
+    }
+    out.append(v.substr(i, n));
+    i += n;
   }
   return out;
 }

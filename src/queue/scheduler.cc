@@ -28,18 +28,28 @@ void Scheduler::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Scheduler::wake() {
+void Scheduler::changed(std::vector<std::string>&& queues) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (auto& q : queues) dirty_.insert(std::move(q));
     woken_ = true;
   }
   cv_.notify_one();
 }
 
-void Scheduler::reported(uint64_t member, std::vector<ConsumerRef> consumers) {
+void Scheduler::reported(uint64_t member, uint64_t report, uint32_t part, uint32_t parts,
+                         std::vector<ConsumerRef> consumers) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    reports_[member] = Report{std::move(consumers), Clock::now()};
+    Partial& p = partial_[member];
+    if (p.report != report) p = Partial{report, 0, {}};
+    ++p.received;
+    for (auto& c : consumers) p.consumers.push_back(std::move(c));
+    (void)part;
+    if (p.received < std::max<uint32_t>(parts, 1)) return;
+    reports_[member] = Report{std::move(p.consumers), Clock::now()};
+    partial_.erase(member);
+    full_ = true;
     woken_ = true;
   }
   cv_.notify_one();
@@ -55,65 +65,92 @@ void Scheduler::run() {
     }
     host_->tick();
     bool leader = opts_.is_leader();
+    bool full;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (leader && !leading_) {
         leading_since_ = Clock::now();
         reports_.clear();  // reports were sent to whoever led before
+        partial_.clear();
       }
       if (leader != leading_) {
         proposed_.clear();
         ++generation_;
+        full_ = true;
       }
       leading_ = leader;
+      uint64_t hv = host_->version();
+      if (hv != host_version_seen_) {
+        host_version_seen_ = hv;
+        full_ = true;
+      }
+      auto now = Clock::now();
+      if (now - last_full_ >= kFullPass) full_ = true;
+      full = full_;
+      if (full) {
+        full_ = false;
+        last_full_ = now;
+      }
     }
     if (leader) {
-      lead(unix_ms());
+      lead(unix_ms(), full);
     } else {
       report_if_due();
     }
   }
 }
 
-void Scheduler::lead(int64_t now_ms) {
-  for (const auto& q : book_->queues()) {
+void Scheduler::lead(int64_t now_ms, bool full) {
+  std::vector<std::string> queues;
+  Holders holders;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (full) {
+      dirty_.clear();
+    } else {
+      queues.assign(dirty_.begin(), dirty_.end());
+      dirty_.clear();
+    }
+    auto now = Clock::now();
+    for (const auto& [member, r] : reports_) {
+      if (member == opts_.self || now - r.at >= kReportStale) continue;
+      for (const auto& c : r.consumers) holders[c.queue].push_back({member, c.instance});
+    }
+  }
+  if (full) queues = book_->nonempty_queues();
+  for (const auto& c : host_->consumers()) holders[c.queue].push_back({opts_.self, c.instance});
+  static const std::vector<Holder> kNone;
+  for (const auto& q : queues) {
     if (opts_.skip && opts_.skip(q)) continue;
-    schedule(q, now_ms);
+    auto it = holders.find(q);
+    schedule(q, it == holders.end() ? kNone : it->second, now_ms);
   }
 }
 
 bool Scheduler::alive(const Holder& h) const {
   if (h.member == opts_.self) return host_->has(h.instance);
-  auto now = Clock::now();
   auto it = reports_.find(h.member);
-  if (it != reports_.end() && now - it->second.at < kReportStale) {
+  if (it != reports_.end() && Clock::now() - it->second.at < kReportStale) {
     return std::any_of(it->second.consumers.begin(), it->second.consumers.end(),
                        [&](const ConsumerRef& c) { return c.instance == h.instance; });
   }
-  // Not heard from: a new leader gives members time to report first.
-  return now - leading_since_ < kLeaderGrace;
+  // A member we do not hear from may be down, or only cut off from us while
+  // its consumer still works: what it holds stays its own until the
+  // visibility timeout (it gets nothing new meanwhile).
+  return true;
 }
 
-void Scheduler::schedule(const std::string& queue, int64_t now_ms) {
+void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& holders_in, int64_t now_ms) {
   QueueView v;
   if (!book_->view(queue, &v)) return;
-  std::vector<Holder> holders;
-  for (const auto& c : host_->consumers()) {
-    if (c.queue == queue) holders.push_back({opts_.self, c.instance});
-  }
+  if (holders_in.empty() && v.handed_out.empty()) return;  // nothing to hand out, nothing to take back
+  std::vector<Holder> holders = holders_in;
   apply::Command cmd;
   auto* a = cmd.mutable_queue_assign();
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
     generation = generation_;
-    auto now = Clock::now();
-    for (const auto& [member, r] : reports_) {
-      if (member == opts_.self || now - r.at >= kReportStale) continue;
-      for (const auto& c : r.consumers) {
-        if (c.queue == queue) holders.push_back({member, c.instance});
-      }
-    }
     std::sort(holders.begin(), holders.end());
     Proposed& p = proposed_[queue];
     std::map<Holder, uint32_t> used;
@@ -205,15 +242,29 @@ void Scheduler::report_if_due() {
   uint64_t version = host_->version();
   auto now = Clock::now();
   if (version == reported_version_ && target == reported_to_ && now - reported_at_ < kReportEvery) return;
-  peer::QueueConsumersRequest req;
-  req.set_member(opts_.self);
+  // In parts under the leader's receive limit; names stay here (the leader
+  // needs the queue and the instance only).
+  uint64_t report = next_report_++;
+  std::vector<peer::QueueConsumersRequest> parts(1);
+  size_t bytes = 0;
   for (const auto& c : host_->consumers()) {
-    auto* r = req.add_consumers();
+    size_t size = c.queue.size() + 16;
+    if (bytes > 0 && bytes + size > kMaxReportPartBytes) {
+      parts.emplace_back();
+      bytes = 0;
+    }
+    auto* r = parts.back().add_consumers();
     r->set_queue(c.queue);
     r->set_instance(c.instance);
-    r->set_name(c.name);
+    bytes += size;
   }
-  opts_.report(target, req);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    parts[i].set_member(opts_.self);
+    parts[i].set_report(report);
+    parts[i].set_part(static_cast<uint32_t>(i));
+    parts[i].set_parts(static_cast<uint32_t>(parts.size()));
+    opts_.report(target, parts[i]);
+  }
   reported_version_ = version;
   reported_to_ = target;
   reported_at_ = now;

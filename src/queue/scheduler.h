@@ -9,14 +9,19 @@
 // A message is handed out again when its holder is gone or its visibility
 // timeout passed without an ack; after max_deliveries it is dead-lettered
 // instead. Consumers on other members are known from their reports
-// (Peer.QueueConsumers, every kReportEvery and on change); a member that
-// has not reported for kReportStale has lost its consumers. A new leader
-// waits kLeaderGrace for reports before it takes messages from consumers it
-// does not know yet.
+// (Peer.QueueConsumers, every kReportEvery and on change): a consumer
+// missing from its member's fresh report is gone. A member that has not
+// reported for kReportStale (down, or cut off from the leader) gets no new
+// messages, but what its consumers hold stays theirs until the visibility
+// timeout: they may still be working on it.
 //
 // On a member that is not the leader the same thread reports this member's
 // consumers to the leader. On every member it retries deliveries that a
 // full stream could not take (host.h).
+//
+// Cost: a queue is looked at when an entry changed it, and every
+// kFullPass all queues holding messages are (visibility timeouts, consumers
+// gone); queues that are empty cost nothing.
 //
 // Thread-safety: every public method may be called from any thread.
 #pragma once
@@ -60,16 +65,18 @@ class Scheduler {
 
   void start();
   void stop();
-  // Something changed (an entry touched a queue, a consumer came or went).
-  void wake();
-  // Leader: member `member` hosts exactly `consumers` now.
-  void reported(uint64_t member, std::vector<ConsumerRef> consumers);
+  // An applied entry changed these queues.
+  void changed(std::vector<std::string>&& queues);
+  // Leader: part `part` of `parts` of report `report` from member `member`;
+  // once every part arrived, `member` hosts exactly those consumers.
+  void reported(uint64_t member, uint64_t report, uint32_t part, uint32_t parts, std::vector<ConsumerRef> consumers);
 
   static constexpr std::chrono::milliseconds kTick{20};
   static constexpr std::chrono::seconds kReportEvery{1};
   static constexpr std::chrono::seconds kReportStale{3};
-  static constexpr std::chrono::seconds kLeaderGrace{3};
+  static constexpr std::chrono::milliseconds kFullPass{200};
   static constexpr size_t kMaxAssignmentsPerCommand = 4096;
+  static constexpr size_t kMaxReportPartBytes = 512 << 10;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -88,9 +95,10 @@ class Scheduler {
     uint64_t fresh_up_to = 0;        // new messages decided up to here
   };
 
+  using Holders = std::map<std::string, std::vector<Holder>, std::less<>>;
   void run();
-  void lead(int64_t now_ms);
-  void schedule(const std::string& queue, int64_t now_ms);
+  void lead(int64_t now_ms, bool full);
+  void schedule(const std::string& queue, const std::vector<Holder>& holders, int64_t now_ms);
   void report_if_due();
   bool alive(const Holder& h) const;  // mu_ held
 
@@ -103,6 +111,17 @@ class Scheduler {
   bool woken_ = false;
   bool stop_ = false;
   std::map<uint64_t, Report> reports_;  // leader: by member
+  struct Partial {
+    uint64_t report = 0;
+    uint32_t received = 0;
+    std::vector<ConsumerRef> consumers;
+  };
+  std::map<uint64_t, Partial> partial_;  // leader: reports still arriving
+  std::set<std::string, std::less<>> dirty_;  // changed since the last round
+  bool full_ = true;                          // next round looks at every queue
+  Clock::time_point last_full_{};
+  uint64_t host_version_seen_ = ~0ULL;
+  uint64_t next_report_ = 1;
   std::map<std::string, Proposed> proposed_;
   bool leading_ = false;
   Clock::time_point leading_since_{};

@@ -131,7 +131,7 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
   if (ctx_->queue_scheduler) {
     std::vector<queue::ConsumerRef> consumers;
     for (const auto& r : req->consumers()) consumers.push_back({r.queue(), r.instance(), r.name()});
-    ctx_->queue_scheduler->reported(req->member(), std::move(consumers));
+    ctx_->queue_scheduler->reported(req->member(), req->report(), req->part(), req->parts(), std::move(consumers));
   }
   finish(reactor, {});
   return reactor;

@@ -156,11 +156,12 @@ class ClickHouseSinkTest(harness.MemberTestCase):
         c.put("/q/ch:events/p/list", "[1, 2]")
         c.put("/q/ch:events/p/good2", json.dumps({"id": 2, "name": "b"}))
         self.wait_for("2 rows", lambda: self.rows(ch) == (2, 2))
-        dead = self.wait_for("2 dead letters", lambda: [json.loads(v) for v, _ in c.get_prefix("/q/ch:events.dlq/")]
+        dead = self.wait_for("2 dead letters", lambda: [v.partition(b"\n") for v, _ in c.get_prefix("/q/ch:events.dlq/")]
                              if len(list(c.get_prefix("/q/ch:events.dlq/"))) == 2 else None)
-        self.assertEqual(sorted(d["payload"] for d in dead), ["[1, 2]", "this is not json"])
-        for d in dead:
-            self.assertIn("JSON", d["reason"])
+        # Each: a JSON line about it, then the payload as produced.
+        self.assertEqual(sorted(payload for _h, _n, payload in dead), [b"[1, 2]", b"this is not json"])
+        for head, _n, _p in dead:
+            self.assertIn("JSON", json.loads(head)["reason"])
         self.assertEqual(self.depth(c, "ch:events"), 0)
 
     def test_not_set_up_keeps_messages_and_says_so_once(self):
