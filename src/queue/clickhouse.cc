@@ -49,6 +49,7 @@ void ClickHouseSink::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    if (active_) active_->stop();  // ends an insert that hangs
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -108,10 +109,19 @@ Error ClickHouseSink::propose_and_wait(apply::Command cmd) {
 Error ClickHouseSink::insert(std::string_view table, const std::string& rows) {
   httplib::Client cli(opts_.url);
   cli.set_connection_timeout(std::chrono::seconds(2));
-  cli.set_read_timeout(std::chrono::seconds(30));
-  cli.set_write_timeout(std::chrono::seconds(30));
+  cli.set_read_timeout(kInsertTimeout);
+  cli.set_write_timeout(kInsertTimeout);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return errors::stopped();
+    active_ = &cli;
+  }
   std::string query = "INSERT INTO " + backquoted(opts_.database) + "." + backquoted(table) + " FORMAT JSONEachRow";
   auto res = cli.Post("/?query=" + url_encode(query), rows, "application/x-ndjson");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = nullptr;
+  }
   if (!res) return {Code::kUnavailable, "ClickHouse at " + opts_.url + ": " + httplib::to_string(res.error())};
   if (res->status != 200) {
     std::string body = res->body.substr(0, 300);

@@ -30,6 +30,10 @@
 #include "mvcc/store.h"
 #include "queue/book.h"
 
+namespace httplib {
+class Client;
+}
+
 namespace etcdq::queue {
 
 struct ClickHouseOptions {
@@ -53,6 +57,9 @@ class ClickHouseSink {
   static constexpr size_t kMaxBatchBytes = 4 << 20;
   static constexpr std::chrono::milliseconds kMinBackoff{200};
   static constexpr std::chrono::milliseconds kMaxBackoff{10000};
+  // An insert that gets no answer for this long is retried (a ClickHouse
+  // that accepts connections and never answers must not stall the queue).
+  static constexpr std::chrono::seconds kInsertTimeout{10};
 
  private:
   void run();
@@ -66,6 +73,7 @@ class ClickHouseSink {
   ClickHouseOptions opts_;
   std::mutex mu_;
   std::condition_variable cv_;
+  httplib::Client* active_ = nullptr;  // the insert in progress, stopped by stop()
   bool woken_ = false;
   bool stop_ = false;
   std::set<std::string> told_not_set_up_;
