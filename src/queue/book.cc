@@ -61,6 +61,7 @@ void Book::reload() {
     } else if (what == "c") {
       Config c;
       if (!parse_config(v, &c)) q.config = c;
+      q.has_config = true;
     } else if (what.starts_with("m/")) {
       uint64_t idx = std::strtoull(std::string(what.substr(2)).c_str(), nullptr, 10);
       if (idx > q.counters.cursor()) {
@@ -75,21 +76,34 @@ void Book::reload() {
     }
   }
   std::set<std::string, std::less<>> nonempty;
-  for (const auto& [name, q] : loaded) {
-    if (q.counters.depth() > 0) nonempty.insert(name);
+  for (auto it = loaded.begin(); it != loaded.end();) {
+    if (it->second.idle()) {
+      it = loaded.erase(it);
+      continue;
+    }
+    if (it->second.counters.depth() > 0) nonempty.insert(it->first);
+    ++it;
   }
   std::lock_guard<std::mutex> lock(mu_);
   queues_ = std::move(loaded);
   nonempty_ = std::move(nonempty);
 }
 
-Book::Queue& Book::queue_locked(std::string_view name) {
+Book::Queue& Book::queue_locked(mvcc::Writer& w, std::string_view name) {
   auto it = queues_.find(name);
-  if (it == queues_.end()) {
-    it = queues_.emplace(std::string(name), Queue{}).first;
-    it->second.counters.set_next_idx(1);
+  if (it != queues_.end()) return it->second;
+  Queue q;
+  std::string v;
+  // Idx are never reused: a queue that was dropped from the mirror goes on
+  // from its stored counters.
+  if (w.get(storage::Cf::kMeta, counters_key(name), &v)) q.counters.ParseFromString(v);
+  if (q.counters.next_idx() == 0) q.counters.set_next_idx(1);
+  if (w.get(storage::Cf::kMeta, config_meta_key(name), &v)) {
+    Config c;
+    if (!parse_config(v, &c)) q.config = c;
+    q.has_config = true;
   }
-  return it->second;
+  return queues_.emplace(std::string(name), std::move(q)).first->second;
 }
 
 void Book::save_counters(std::string_view name) {
@@ -112,7 +126,9 @@ void Book::before_commit(mvcc::Writer& w) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& name : dirty_queues_) {
     auto it = queues_.find(name);
-    if (it != queues_.end()) w.put_meta(counters_key(name), it->second.counters.SerializeAsString());
+    if (it == queues_.end()) continue;
+    w.put_meta(counters_key(name), it->second.counters.SerializeAsString());
+    if (it->second.idle()) queues_.erase(it);
   }
   dirty_queues_.clear();
 }
@@ -122,8 +138,7 @@ void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tai
   uint64_t idx;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Queue& q = queue_locked(queue);
-    if (q.counters.next_idx() == 0) q.counters.set_next_idx(1);
+    Queue& q = queue_locked(w, queue);
     idx = q.counters.next_idx();
     q.counters.set_next_idx(idx + 1);
     q.counters.set_depth(q.counters.depth() + 1);
@@ -143,15 +158,17 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
     w.delete_meta(config_meta_key(k.queue));
     std::lock_guard<std::mutex> lock(mu_);
     auto it = queues_.find(k.queue);
-    if (it != queues_.end()) it->second.config = Config{};
+    if (it != queues_.end()) {
+      it->second.config = Config{};
+      it->second.has_config = false;
+      save_counters(k.queue);  // may now be dropped from the mirror
+    }
     dirty_ = true;
     return;
   }
   if (k.kind != KeyKind::kMessage) return;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = queues_.find(k.queue);
-  if (it == queues_.end()) return;
-  Queue& q = it->second;
+  Queue& q = queue_locked(w, k.queue);
   w.delete_meta(message_meta_key(k.queue, k.idx));
   q.handed_out.erase(k.idx);
   if (q.counters.depth() > 0) q.counters.set_depth(q.counters.depth() - 1);
@@ -168,7 +185,9 @@ void Book::config_put(mvcc::Writer& w, std::string_view queue, std::string_view 
   if (parse_config(value, &c)) return;  // validated before it was proposed
   w.put_meta(config_meta_key(queue), value);
   std::lock_guard<std::mutex> lock(mu_);
-  queue_locked(queue).config = c;
+  Queue& q = queue_locked(w, queue);
+  q.config = c;
+  q.has_config = true;
   changed_queues_.emplace(queue);
   dirty_ = true;
 }
@@ -207,7 +226,7 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
     w.put_meta(message_meta_key(name, as.idx()), m.SerializeAsString());
     {
       std::lock_guard<std::mutex> lock(mu_);
-      Queue& q = queue_locked(name);
+      Queue& q = queue_locked(w, name);
       if (as.idx() > q.counters.cursor()) {
         // Messages skipped on the way (a lost decision) join the handed-out
         // set undelivered, so they are delivered next.

@@ -1,9 +1,9 @@
 // The replicated state of every queue (QUEUES.md): counters, settings and
 // one record per message, written by apply in the entry's own RocksDB batch
 // (meta column family, "queue/{queue}/..."), plus an in-memory mirror of
-// what the scheduler needs: each queue's counters, settings, and the
-// records of messages handed out at least once (idx <= cursor; bounded by
-// what consumers hold, not by the backlog).
+// what the scheduler needs: each non-empty (or configured) queue's counters,
+// settings, and the records of messages handed out at least once (idx <=
+// cursor; bounded by what consumers hold, not by the backlog).
 //
 // Apply side (the apply thread, inside a mvcc::Writer txn):
 //   produce   Put /q/{queue}/p/{tail}: the message gets the queue's next idx
@@ -89,10 +89,17 @@ class Book {
  private:
   struct Queue {
     Config config;
+    bool has_config = false;  // /q/{queue}/config exists
     apply::QueueCounters counters;
     std::map<uint64_t, apply::QueueMessage> handed_out;
+    // An empty queue without a config is dropped from the mirror after its
+    // entry (its records stay in the database): a million queues used once
+    // cost no memory, scheduling or metrics lines.
+    bool idle() const { return counters.depth() == 0 && handed_out.empty() && !has_config; }
   };
-  Queue& queue_locked(std::string_view name);  // creates it
+  // The queue, loaded from the database (through `w`) if it is not in the
+  // mirror, or new. mu_ held.
+  Queue& queue_locked(mvcc::Writer& w, std::string_view name);
   void save_counters(std::string_view name);  // mu_ held
   void dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, const apply::QueueMessage& m,
                    const std::string& reason, int64_t time_ms);

@@ -142,7 +142,12 @@ bool Scheduler::alive(const Holder& h) const {
 
 void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& holders_in, int64_t now_ms) {
   QueueView v;
-  if (!book_->view(queue, &v)) return;
+  if (!book_->view(queue, &v)) {  // empty and dropped from the book
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = proposed_.find(queue);
+    if (it != proposed_.end() && it->second.idx.empty()) proposed_.erase(it);
+    return;
+  }
   if (holders_in.empty() && v.handed_out.empty()) return;  // nothing to hand out, nothing to take back
   std::vector<Holder> holders = holders_in;
   apply::Command cmd;
