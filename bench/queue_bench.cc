@@ -71,6 +71,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (a == "--value-size") o->value_size = std::max(16, std::stoi(val()));
     else if (a == "--timeout") o->timeout_s = std::stoi(val());
     else if (a == "--json") o->json = val();
+    else if (a == "--help" || a == "-h") return false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return false;
@@ -332,6 +333,15 @@ int main(int argc, char** argv) {
               static_cast<long long>(s.duplicates.load()), static_cast<long long>(missing),
               static_cast<long long>(s.errors.load()));
   if (!s.first_error.empty()) std::fprintf(stderr, "first error: %s\n", s.first_error.c_str());
+  {
+    // The queue is empty now; its config key would keep it listed in /metrics.
+    auto kv = etcdserverpb::KV::NewStub(bench::make_channel(o.produce_endpoints[0], nch++));
+    grpc::ClientContext ctx;
+    etcdserverpb::DeleteRangeRequest req;
+    etcdserverpb::DeleteRangeResponse resp;
+    req.set_key("/q/" + o.queue + "/config");
+    kv->DeleteRange(&ctx, req, &resp);
+  }
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << "{\"messages\":" << o.messages << ",\"consumers\":" << o.consumers << ",\"value_size\":" << o.value_size

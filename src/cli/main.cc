@@ -350,6 +350,7 @@ int main(int argc, char** argv) {
       node->stop();
       return fail(e.message());
     }
+    for (const auto& [host, port] : listen_http) spdlog::info("serving /metrics, /health and /version on http://{}:{}", host, port);
   }
 
   auto client_server =
