@@ -122,7 +122,10 @@ Error ClickHouseSink::insert(std::string_view table, const std::string& rows) {
     std::lock_guard<std::mutex> lock(mu_);
     active_ = nullptr;
   }
-  if (!res) return {Code::kUnavailable, "ClickHouse at " + opts_.url + ": " + httplib::to_string(res.error())};
+  if (!res) {
+    return {Code::kUnavailable,
+            "no answer from ClickHouse at " + opts_.url + " (" + httplib::to_string(res.error()) + " error)"};
+  }
   if (res->status != 200) {
     std::string body = res->body.substr(0, 300);
     while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
@@ -181,7 +184,7 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
   if (Error e = insert(table, rows)) {
     auto& b = backoff_[queue];
     if (b.count() == 0) {
-      spdlog::warn("queue {}: ClickHouse refused a batch of {} rows ({}); the messages stay queued and are retried",
+      spdlog::warn("queue {}: ClickHouse did not take a batch of {} rows: {}; the messages stay queued and are retried",
                    queue, count, e.message());
       b = kMinBackoff;
     } else {
