@@ -16,7 +16,7 @@ message arrived. etcd has no queues, so there is no etcd column.
 --out appends a markdown table (date, commit, cores, load average, disk)
 under "## Queues" in that file.
 """
-import argparse, datetime, json, os, re, subprocess, sys, tempfile
+import argparse, datetime, json, os, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -27,19 +27,6 @@ SECTION = "## Queues"
 INTRO = ("End-to-end work-queue throughput (`bench/queue_throughput.py`, `etcdq_queue_bench`): Puts to "
          "`/q/{queue}/p/…` (256 B, 256 in flight), consumers on Watch, each message acked by a Delete. "
          "etcd has no queues. Load generator and servers share the machine's cores.")
-
-
-def append_section(path, text):
-    body = open(path).read() if os.path.exists(path) else ""
-    if SECTION not in body:
-        body = body.rstrip("\n") + "\n\n\n" + SECTION + "\n\n" + INTRO + "\n\n" + text
-    else:
-        start = body.index(SECTION) + len(SECTION)
-        m = re.search(r"^## ", body[start:], re.M)
-        end = start + m.start() if m else len(body)
-        body = body[:end].rstrip("\n") + "\n\n" + text + ("\n\n" + body[end:] if m else "")
-    with open(path, "w") as f:
-        f.write(body if body.endswith("\n") else body + "\n")
 
 
 def main():
@@ -93,8 +80,8 @@ def main():
         head = (f"### {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
                 f"{csbs.commit_line()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end, "
                 f"{csbs.disk_line(root)}; {args.messages} messages a run")
-        append_section(args.out, head + "\n\n" + table + ("\n\n" + "\n".join("- " + p for p in problems)
-                                                          if problems else ""))
+        csbs.append_section(args.out, head + "\n\n" + table + ("\n\n" + "\n".join("- " + p for p in problems)
+                                                          if problems else ""), SECTION, INTRO + "\n")
     return 1 if problems else 0
 
 

@@ -28,7 +28,6 @@ namespace {
 
 enum Op { kList, kGet, kCreate, kUpdate, kDelete };
 constexpr size_t kMaxObjectsPerClient = 64;
-constexpr auto kDeadline = std::chrono::seconds(30);
 const std::string kRoot = "/registry/";
 
 std::string prefix_end(std::string p) {
@@ -250,13 +249,6 @@ class K8sWorkload : public Workload {
   }
 
  private:
-  template <typename Req, typename Resp>
-  struct Call {
-    grpc::ClientContext ctx;
-    Req req;
-    Resp resp;
-    Call() { ctx.set_deadline(std::chrono::system_clock::now() + kDeadline); }
-  };
   using TxnCall = Call<etcdserverpb::TxnRequest, etcdserverpb::TxnResponse>;
   using RangeCall = Call<etcdserverpb::RangeRequest, etcdserverpb::RangeResponse>;
 

@@ -10,18 +10,6 @@
 namespace loadgen {
 namespace {
 
-constexpr auto kDeadline = std::chrono::seconds(30);
-
-// One unary call in flight: the context, request and response live until the
-// callback has run.
-template <typename Req, typename Resp>
-struct Call {
-  grpc::ClientContext ctx;
-  Req req;
-  Resp resp;
-  Call() { ctx.set_deadline(std::chrono::system_clock::now() + kDeadline); }
-};
-
 std::string status_error(const grpc::Status& s) {
   return s.error_message().empty() ? "gRPC code " + std::to_string(s.error_code()) : s.error_message();
 }

@@ -8,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +29,17 @@ struct Outcome {
   std::string error;
 };
 using Done = std::function<void(Outcome)>;
+
+// One unary call in flight: the context, request and response live until the
+// callback has run. Every call gives up after kCallDeadline.
+inline constexpr auto kCallDeadline = std::chrono::seconds(30);
+template <typename Req, typename Resp>
+struct Call {
+  grpc::ClientContext ctx;
+  Req req;
+  Resp resp;
+  Call() { ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline); }
+};
 
 // The channels and stubs a workload uses; stub i belongs to channel i.
 struct Connections {

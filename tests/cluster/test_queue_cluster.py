@@ -19,20 +19,11 @@ from etcd3.etcdrpc import rpc_pb2  # noqa: E402
 
 from cluster import ClusterTestCase, main  # noqa: E402  (puts tests/integration on sys.path)
 import harness  # noqa: E402
-from queue_util import Consumer, Producer, parse_msg_key  # noqa: E402
+from queue_util import Consumer, Producer, parse_msg_key, wait_until  # noqa: E402
 
 harness.quiet_closed_etcd3_watchers()
 
 HEARTBEAT_MS, ELECTION_MS = 100, 1000
-
-
-def wait_until(pred, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def queued(kv, queue):

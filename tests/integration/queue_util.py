@@ -20,6 +20,17 @@ MALFORMED = "etcdq: malformed queue key"
 BAD_CONFIG = "etcdq: invalid queue config"
 
 
+def wait_until(pred, timeout, step=0.1):
+    """Polls pred() every `step` s until it is true or `timeout` s passed; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
 def msg_key(queue, idx, tail):
     """The key a message is stored (and delivered) at: /q/{queue}/{idx, 20 digits}/{tail}."""
     if isinstance(queue, bytes):

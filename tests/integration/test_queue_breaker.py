@@ -39,21 +39,13 @@ from etcd3.etcdrpc import rpc_pb2
 
 import harness
 import watchlib
+from queue_util import wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 
 harness.quiet_closed_etcd3_watchers()
 
 BIG = [("grpc.max_receive_message_length", 512 << 20), ("grpc.max_send_message_length", 64 << 20)]
-
-
-def wait_until(pred, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def prefix_range(prefix):

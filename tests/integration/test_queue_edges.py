@@ -13,18 +13,9 @@ import grpc
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
 import harness
-from queue_util import MALFORMED, Consumer, msg_key, parse_msg_key
+from queue_util import MALFORMED, Consumer, msg_key, parse_msg_key, wait_until
 
 harness.quiet_closed_etcd3_watchers()
-
-
-def wait_until(pred, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 class RawConsumer:

@@ -9,6 +9,7 @@ import urllib.request
 
 import harness
 import watchlib
+from queue_util import wait_until
 
 
 def scrape(port):
@@ -19,16 +20,6 @@ def scrape(port):
         if m:
             out[(m.group(1), m.group(2))] = float(m.group(3))
     return text, out
-
-
-def wait_until(fn, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    return fn()
 
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
@@ -58,7 +49,7 @@ class QueueMetrics(harness.MemberTestCase):
 
         # Ack one; the other two are never acked: delivered twice, then dead letters.
         c.delete("/q/mq/00000000000000000001/m0")
-        ok = wait_until(lambda: scrape(hp)[1].get(("etcdq_queue_dead_lettered_total", "mq")) == 2)
+        ok = wait_until(lambda: scrape(hp)[1].get(("etcdq_queue_dead_lettered_total", "mq")) == 2, 10)
         _, v = scrape(hp)
         self.assertTrue(ok, v)
         self.assertEqual(v[("etcdq_queue_acked_total", "mq")], 1)

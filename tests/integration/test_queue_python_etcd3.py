@@ -7,22 +7,13 @@ import threading
 import time
 
 import harness
-from queue_util import Consumer, msg_key, parse_msg_key
+from queue_util import Consumer, msg_key, parse_msg_key, wait_until
 
 harness.quiet_closed_etcd3_watchers()
 
 N_MESSAGES = 10000
 N_PRODUCERS = 2
 N_CONSUMERS = 4
-
-
-def wait_until(pred, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 class QueuePythonEtcd3(harness.MemberTestCase):
