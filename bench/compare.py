@@ -162,14 +162,7 @@ def dir_bytes(path):
 
 
 def current_rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return sbs.proc_status_kib(pid, "VmRSS")
 
 
 def ensure_matplotlib():

@@ -28,16 +28,21 @@ WORKLOADS = [
 ]
 
 
-def peak_rss_kib(pid):
-    """The process's peak resident set (VmHWM), KiB; 0 once it is gone."""
+def proc_status_kib(pid, field):
+    """A KiB figure of /proc/<pid>/status (VmHWM, VmRSS, ...); 0 once the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def peak_rss_kib(pid):
+    """The process's peak resident set (VmHWM), KiB; 0 once it is gone."""
+    return proc_status_kib(pid, "VmHWM")
 
 
 def free_port():
