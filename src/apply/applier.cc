@@ -38,8 +38,11 @@ Error Applier::apply(uint64_t index, std::string_view payload, std::vector<Resul
     apply_command(w, bytes, &results->back());
   }
   if (corrupt) {
-    // A committed entry we cannot read: stopping beats diverging.
-    return errors::internal("log entry " + std::to_string(index) + " is truncated");
+    // libraft checksums entries, so a bad frame came from its proposer (a
+    // peer with a bad build): every member skips the rest of the entry the
+    // same way, which keeps them equal; stopping would stop them all, for
+    // good, since the entry is committed.
+    spdlog::error("log entry {} has a badly framed command: skipping the rest of the entry", index);
   }
   queues_->before_commit(w);
   if (Error e = w.commit(index)) return e;

@@ -28,6 +28,8 @@
 #include "raft/snapshot_install.h"
 #include "server/identity.h"
 #include "server/maintenance_service.h"
+#include "server/peer_server.h"
+#include "server/pipeline.h"
 #include "server/server.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
@@ -162,7 +164,6 @@ int main(int argc, char** argv) {
   ro.dir = (fs::path(cfg.data_dir) / "member" / "raft").string();
   ro.id = ctx.self.id;
   ro.address = by_name[cfg.name].front().host_port();
-  ro.bind_address = cfg.listen_peer_urls.front().host_port();
   ro.initial_cluster = peers;
   ro.join = cfg.initial_cluster_state == "existing";
   ro.heartbeat_ms = cfg.heartbeat_ms;
@@ -177,7 +178,6 @@ int main(int argc, char** argv) {
     removed = true;
     kill(getpid(), SIGTERM);  // main's sigwait shuts down in order
   };
-  for (const auto& u : cfg.advertise_client_urls) ro.self_client_urls.push_back(u.text);
   ro.client_target_of = [&members](uint64_t id) -> std::string {
     auto a = members.get(id);
     if (!a) return "";
@@ -186,20 +186,6 @@ int main(int argc, char** argv) {
       if (!t.empty()) return t;
     }
     return "";
-  };
-  std::string self_target = raft::url_to_target(cfg.advertise_client_urls.front().text);
-  ro.all_client_targets = [&members, self_target]() {
-    std::vector<std::string> out;
-    for (const auto& [id, a] : members.all()) {
-      for (const auto& u : a.client_urls()) {
-        std::string t = raft::url_to_target(u);
-        if (!t.empty() && t != self_target) {
-          out.push_back(t);
-          break;
-        }
-      }
-    }
-    return out;
   };
   ro.install_plan_path = (fs::path(cfg.data_dir) / "member" / "install-plan").string();
 
@@ -246,6 +232,17 @@ int main(int argc, char** argv) {
   ctx.checkpoints = &checkpoints;
   ctx.cluster_token = cfg.initial_cluster_token;
 
+  // Member-only traffic (libraft's and the Peer service) on the peer URL only.
+  auto peer_server = std::make_unique<server::PeerServer>(&ctx, node->transport_service());
+  {
+    std::vector<std::string> listen_peer;
+    for (const auto& u : cfg.listen_peer_urls) listen_peer.push_back(u.host_port());
+    if (Error e = peer_server->start(listen_peer)) {
+      node->stop();
+      return fail(e.message());
+    }
+  }
+
   // Serve clients only once the log held at start is applied: before that
   // a read could miss acknowledged writes.
   int waited = 0;
@@ -277,7 +274,7 @@ int main(int argc, char** argv) {
       *cmd.mutable_member_attributes() = a;
       auto done = std::make_shared<std::promise<Error>>();
       auto fut = done->get_future();
-      node->propose(std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
+      server::propose(ctx, std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
       Error e = fut.get();
       if (!e) break;
       if (attempt % 40 == 0) spdlog::warn("cannot publish this member's attributes yet: {}", e.message());
@@ -298,8 +295,8 @@ int main(int argc, char** argv) {
   so.self = ctx.self.id;
   raft::Node* n = node.get();
   so.is_leader = [n] { return n->progress().is_leader; };
-  so.propose = [n](apply::Command cmd, std::function<void(Error)> done) {
-    n->propose(std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
+  so.propose = [&ctx](apply::Command cmd, std::function<void(Error)> done) {
+    server::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
   };
   so.leader_target = [n] { return n->leader_target(); };
   so.report = [n](const std::string& target, const peer::QueueConsumersRequest& req) {
@@ -378,6 +375,7 @@ int main(int argc, char** argv) {
   scheduler->stop();
   scheduler_ptr = nullptr;
   node->stop();
+  peer_server.reset();
   client_server->shutdown(1000);
   // The services (watch progress, lease expiry, lock/election waits) use the
   // node and the store: they go first.

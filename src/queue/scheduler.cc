@@ -41,13 +41,22 @@ void Scheduler::reported(uint64_t member, uint64_t report, uint32_t part, uint32
                          std::vector<ConsumerRef> consumers) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto now = Clock::now();
+    for (auto it = partial_.begin(); it != partial_.end();) {
+      it = now - it->second.started > kReportStale ? partial_.erase(it) : std::next(it);
+    }
+    parts = std::max<uint32_t>(parts, 1);
+    if (parts > kMaxReportParts || part >= parts) return;
     Partial& p = partial_[member];
-    if (p.report != report) p = Partial{report, 0, {}};
-    ++p.received;
+    if (p.report != report || p.parts != parts) p = Partial{report, parts, {}, {}, now};
+    if (!p.received.insert(part).second) return;  // a part sent twice
+    if (p.consumers.size() + consumers.size() > kMaxReportedConsumers) {
+      partial_.erase(member);
+      return;
+    }
     for (auto& c : consumers) p.consumers.push_back(std::move(c));
-    (void)part;
-    if (p.received < std::max<uint32_t>(parts, 1)) return;
-    reports_[member] = Report{std::move(p.consumers), Clock::now()};
+    if (p.received.size() < parts) return;
+    reports_[member] = Report{std::move(p.consumers), now};
     partial_.erase(member);
     full_ = true;
     woken_ = true;

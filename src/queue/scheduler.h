@@ -67,9 +67,16 @@ class Scheduler {
   void stop();
   // An applied entry changed these queues.
   void changed(std::vector<std::string>&& queues);
-  // Leader: part `part` of `parts` of report `report` from member `member`;
-  // once every part arrived, `member` hosts exactly those consumers.
+  // Leader: part `part` of `parts` of report `report` from member `member`
+  // (the caller checked that `member` is in the cluster); once every part
+  // arrived, `member` hosts exactly those consumers. Peer input is bounded:
+  // a report of more than kMaxReportParts parts or kMaxReportedConsumers
+  // consumers, or a part out of range, is dropped whole, and so is a report
+  // whose parts do not all arrive within kReportStale.
   void reported(uint64_t member, uint64_t report, uint32_t part, uint32_t parts, std::vector<ConsumerRef> consumers);
+
+  static constexpr uint32_t kMaxReportParts = 1024;
+  static constexpr size_t kMaxReportedConsumers = 1 << 20;
 
   static constexpr std::chrono::milliseconds kTick{20};
   static constexpr std::chrono::seconds kReportEvery{1};
@@ -113,8 +120,10 @@ class Scheduler {
   std::map<uint64_t, Report> reports_;  // leader: by member
   struct Partial {
     uint64_t report = 0;
-    uint32_t received = 0;
+    uint32_t parts = 0;
+    std::set<uint32_t> received;  // part numbers
     std::vector<ConsumerRef> consumers;
+    Clock::time_point started{};
   };
   std::map<uint64_t, Partial> partial_;  // leader: reports still arriving
   std::set<std::string, std::less<>> dirty_;  // changed since the last round

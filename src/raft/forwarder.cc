@@ -103,6 +103,17 @@ void Forwarder::removed(const std::string& target, uint64_t id) {
   stub->async()->Removed(&c->ctx, &c->req, &c->resp, [c](grpc::Status) { delete c; });
 }
 
+void Forwarder::configuration(const std::string& target, Timeout timeout,
+                              std::function<void(Error, const peer::ConfigurationResponse&)> done) {
+  auto* c = new Call<peer::ConfigurationRequest, peer::ConfigurationResponse>();
+  c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->Configuration(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+    done(from_status(s), c->resp);
+    delete c;
+  });
+}
+
 void Forwarder::queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req) {
   auto* c = new Call<peer::QueueConsumersRequest, peer::QueueConsumersResponse>();
   c->req = req;

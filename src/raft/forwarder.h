@@ -1,5 +1,5 @@
 // Calls from one member to another over the Peer service (proto/etcdq/
-// peer.proto), which members serve on their client URL: proposals and
+// peer.proto), which members serve on their peer URL only: proposals and
 // lease keep-alives forwarded to the leader, read indexes, and snapshot
 // state. One gRPC channel per target, kept for the process's life.
 //
@@ -44,6 +44,10 @@ class Forwarder {
                         std::function<void(Error, int64_t ttl)> done);
   // Fire and forget: tells `target` that member `id` (itself) was removed.
   void removed(const std::string& target, uint64_t id);
+  // Asks `target` whom it follows and which members it lists; `done` gets
+  // the answer or the call's error.
+  void configuration(const std::string& target, Timeout timeout,
+                     std::function<void(Error, const peer::ConfigurationResponse&)> done);
   // Fire and forget: this member's queue consumers, to the leader.
   void queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req);
   // Blocks until the whole state at `index` or later arrived (`fn` called
@@ -52,7 +56,10 @@ class Forwarder {
   Error fetch_snapshot(const std::string& target, uint64_t index,
                        const std::function<Error(const peer::SnapshotChunk&)>& fn);
 
-  // The channel to `target`, for proxying etcd's own services to the leader.
+  // The channel to `target` (a peer host:port for the Peer and RaftTransport
+  // services; a client host:port for proxying etcd's own services to the
+  // leader). Every member-to-member connection is made here, so peer TLS
+  // only has to change these credentials.
   std::shared_ptr<grpc::Channel> channel(const std::string& target);
 
   static constexpr std::chrono::seconds kInactivityLimit{5};

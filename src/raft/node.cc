@@ -21,6 +21,7 @@ extern "C" {
 
 #include "apply/entry.h"
 #include "raft/snapshot_install.h"
+#include "raft/transport.h"
 #include "common/executor.h"
 
 namespace etcdq::raft {
@@ -59,7 +60,7 @@ struct Node::Impl {
   uv_async_t wake{};
   uv_timer_t tick{};
   struct raft_io io {};
-  struct raft_uv_transport transport {};
+  std::unique_ptr<GrpcTransport> transport;  // libraft's traffic over gRPC on the peer URL
   struct raft raft {};
   struct raft_fsm fsm {};
   std::thread thread;
@@ -316,12 +317,21 @@ struct Node::Impl {
     }
   }
 
+  // The leader's peer host:port (from libraft's configuration), "" when no
+  // leader is known or we lead.
   std::string leader_target() {
     raft_id lid = 0;
     const char* addr = nullptr;
     raft_leader(&raft, &lid, &addr);
-    if (lid == 0 || lid == raft.id || raft_state(&raft) != RAFT_FOLLOWER || !opts->client_target_of) return "";
-    return opts->client_target_of(lid);
+    if (lid == 0 || lid == raft.id || raft_state(&raft) != RAFT_FOLLOWER || addr == nullptr) return "";
+    return addr;
+  }
+
+  // A member's peer host:port from libraft's configuration, "" if unknown.
+  std::string peer_target(raft_id id) const {
+    int i = index_of(id);
+    if (i < 0 || raft.configuration.servers[i].address == nullptr) return "";
+    return raft.configuration.servers[i].address;
   }
 
   void set_ready() {
@@ -807,7 +817,6 @@ struct Node::Impl {
     ::raft_close(&raft, [](struct raft* r) {
       Impl* self = static_cast<Impl*>(r->data);
       raft_uv_close(&self->io);
-      raft_uv_tcp_close(&self->transport);
       {
         std::lock_guard<std::mutex> lock(self->inbox->mu);
         self->inbox->wake = nullptr;
@@ -975,11 +984,9 @@ struct Node::Impl {
     if (id != raft.id) {
       // The removed member stops getting the log, so it would never see
       // this commit: tell it (etcd's removed member learns it from its peers).
-      done = [this, id, done = std::move(done)](Error e) {
-        if (!e && opts->client_target_of) {
-          std::string target = opts->client_target_of(id);
-          if (!target.empty()) forwarder->removed(target, id);
-        }
+      std::string removed_target = peer_target(id);
+      done = [this, id, removed_target, done = std::move(done)](Error e) {
+        if (!e && !removed_target.empty()) forwarder->removed(removed_target, id);
         done(e);
       };
     }
@@ -1038,11 +1045,13 @@ struct Node::Impl {
         plan.targets.push_back(t);
       }
     };
-    if (opts->client_target_of) add(opts->client_target_of(meta.source_member()));
-    for (const auto& u : meta.source_client_urls()) add(url_to_target(u));
+    // The state is fetched over the Peer service on peer URLs: the taker's
+    // first, then the leader's, then every other member's.
+    add(peer_target(meta.source_member()));
     add(leader_target());
-    if (opts->all_client_targets) {
-      for (const auto& t : opts->all_client_targets()) add(t);
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      const auto& srv = raft.configuration.servers[i];
+      if (srv.id != raft.id && srv.address != nullptr) add(srv.address);
     }
     if (!opts->install_plan_path.empty()) {
       if (Error e = write_plan(opts->install_plan_path, plan)) {
@@ -1098,7 +1107,6 @@ struct Node::Impl {
     meta.set_applied_index(self->applier->applied_index());
     meta.set_revision(self->applier->revision());
     meta.set_source_member(self->opts->id);
-    for (const auto& u : self->opts->self_client_urls) meta.add_source_client_urls(u);
     std::string payload;
     apply::append_framed(&payload, meta.SerializeAsString());
     apply::pad_entry(&payload);
@@ -1142,6 +1150,8 @@ Node::Node(NodeOptions opts, apply::Applier* applier) : opts_(std::move(opts)), 
   impl_->opts = &opts_;
   impl_->applier = applier;
   impl_->completions = std::make_unique<Executor>(kCompletionThreads);
+  impl_->transport = std::make_unique<GrpcTransport>(
+      &impl_->loop, [fw = impl_->forwarder](const std::string& target) { return fw->channel(target); });
   std::random_device rd;
   do {
     impl_->origin = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -1156,13 +1166,7 @@ Error Node::start() {
   std::filesystem::create_directories(opts_.dir, ec);
   if (ec) return errors::internal("cannot create the Raft log directory " + opts_.dir + ": " + ec.message());
   if (uv_loop_init(&m->loop) != 0) return errors::internal("cannot start the event loop");
-  if (int rv = raft_uv_tcp_init(&m->transport, &m->loop); rv != 0) {
-    return errors::internal(std::string("cannot start the peer transport: ") + raft_strerror(rv));
-  }
-  if (!opts_.bind_address.empty() && opts_.bind_address != opts_.address) {
-    raft_uv_tcp_set_bind_address(&m->transport, opts_.bind_address.c_str());
-  }
-  if (int rv = raft_uv_init(&m->io, &m->loop, opts_.dir.c_str(), &m->transport); rv != 0) {
+  if (int rv = raft_uv_init(&m->io, &m->loop, opts_.dir.c_str(), m->transport->raw()); rv != 0) {
     return errors::internal("cannot open the Raft log in " + opts_.dir + ": " + m->io.errmsg);
   }
   m->fsm.version = 1;
@@ -1370,7 +1374,18 @@ void Node::removed_by_leader() {
 
 Forwarder& Node::forwarder() { return *impl_->forwarder; }
 
+grpc::Service* Node::transport_service() { return impl_->transport->service(); }
+
 std::string Node::leader_target() const {
+  Progress p = progress();
+  if (p.leader_id == 0 || p.leader_id == opts_.id) return "";
+  for (const auto& m : members()) {
+    if (m.id == p.leader_id) return m.address;
+  }
+  return "";
+}
+
+std::string Node::leader_client_target() const {
   Progress p = progress();
   if (p.leader_id == 0 || p.leader_id == opts_.id || !opts_.client_target_of) return "";
   return opts_.client_target_of(p.leader_id);

@@ -22,12 +22,14 @@
 // then anyway).
 //
 // On a follower, proposals are forwarded to the leader (Peer.Propose, on its
-// client URL) and answered when this member applies them; linearizable reads
+// peer URL, raft/transport.h carries libraft's own traffic there too) and answered when this member applies them; linearizable reads
 // ask the leader for a read index (Peer.ReadIndex) that many reads share,
 // then wait until this member applied it. A forwarded proposal or read that
 // does not complete within the request timeout fails with
 // errors::timeout(), as etcd's do.
 #pragma once
+
+#include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <cstdint>
@@ -52,8 +54,7 @@ struct Peer {
 struct NodeOptions {
   std::string dir;              // the Raft log's directory (created if missing)
   uint64_t id = 0;              // this member's id (non-zero)
-  std::string address;          // advertised peer host:port
-  std::string bind_address;     // listen host:port (empty: `address`)
+  std::string address;          // advertised peer host:port (the peer server listens on --listen-peer-urls)
   std::vector<Peer> initial_cluster;  // voters of a new cluster
   // --initial-cluster-state existing: do not bootstrap; wait until the
   // leader (which added this member) sends the log or a snapshot.
@@ -68,12 +69,11 @@ struct NodeOptions {
   // leave too few reachable voters for a quorum.
   bool strict_reconfig_check = true;
   bool pre_vote = true;  // etcd's --pre-vote
-  // The client address (host:port) a member serves Peer on; "" if unknown.
+  // A member's published client host:port, "" if unknown: only for passing
+  // etcd's own services (Cluster) to the leader. Member-only calls use peer
+  // addresses from libraft's configuration.
   std::function<std::string(uint64_t member_id)> client_target_of;
-  std::vector<std::string> self_client_urls;  // written into snapshots we take
   storage::Checkpoints* checkpoints = nullptr;
-  // Every known member's Peer target (snapshot installs try them all).
-  std::function<std::vector<std::string>()> all_client_targets;
   // Where an install plan is kept while a snapshot installs (snapshot_install.h).
   std::string install_plan_path;
   // Called once (on the consensus thread) when this member's removal from
@@ -152,8 +152,14 @@ class Node {
   void removed_by_leader();
 
   Forwarder& forwarder();
-  // The leader's Peer target, "" when no leader is known or it is us.
+  // The leader's peer host:port (where it serves Peer), "" when no leader
+  // is known or it is us.
   std::string leader_target() const;
+  // The leader's published client host:port, for etcd's own services.
+  std::string leader_client_target() const;
+  // libraft's traffic (raft/transport.h): serve it on the peer URL, next to
+  // the Peer service, from before start() until after stop().
+  grpc::Service* transport_service();
 
   // Stops taking proposals, lets in-flight ones finish, closes libraft and
   // joins the consensus thread. Idempotent.

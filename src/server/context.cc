@@ -1,5 +1,7 @@
 #include "server/context.h"
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include "apply/validate.h"
 
 namespace etcdq::server {
@@ -36,7 +38,14 @@ uint64_t Context::current_cluster_id() const {
 
 Error check_request_size(const Context& ctx, const apply::Command& cmd) {
   constexpr int64_t kEtcdInternalHeaderBytes = 13;
-  if (static_cast<int64_t>(cmd.ByteSizeLong()) + kEtcdInternalHeaderBytes > ctx.limits.max_request_bytes) {
+  // Only the request counts: a forwarded command carries its proposer's
+  // origin, proposal id and clock, which a local one gets after this check.
+  auto field = [](uint64_t v) -> int64_t {
+    return v == 0 ? 0 : 1 + static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(v));
+  };
+  int64_t bytes = static_cast<int64_t>(cmd.ByteSizeLong()) - field(cmd.origin()) - field(cmd.proposal_id()) -
+                  field(static_cast<uint64_t>(cmd.time_ms()));
+  if (bytes + kEtcdInternalHeaderBytes > ctx.limits.max_request_bytes) {
     return errors::request_too_large();
   }
   return {};

@@ -5,18 +5,18 @@
 #include "apply/kv.h"
 #include "apply/validate.h"
 #include "mvcc/compactor.h"
+#include "server/pipeline.h"
 
 namespace etcdq::server {
 namespace {
 
 using apply::Command;
 
-// Proposes `cmd`; answers the call with the apply result of type Resp.
+// Proposes `cmd` (server/pipeline.h checks it); answers the call with the
+// apply result of type Resp.
 template <typename Resp>
 void propose(Context* ctx, Command cmd, Resp* resp, grpc::ServerUnaryReactor* reactor) {
-  if (Error e = check_request_size(*ctx, cmd)) return finish(reactor, e);
-  if (Error e = check_quota(*ctx, cmd)) return finish(reactor, e);
-  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     auto* out = std::get_if<Resp>(&r.response);
     if (out == nullptr) return finish(reactor, errors::internal("apply returned the wrong response"));
@@ -76,10 +76,6 @@ grpc::ServerUnaryReactor* KvService::Put(grpc::CallbackServerContext* c, const e
                                          etcdserverpb::PutResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  if (Error e = apply::validate_put(*req)) {
-    finish(reactor, e);
-    return reactor;
-  }
   Command cmd;
   *cmd.mutable_put() = *req;
   propose(ctx_, std::move(cmd), resp, reactor);
@@ -91,10 +87,6 @@ grpc::ServerUnaryReactor* KvService::DeleteRange(grpc::CallbackServerContext* c,
                                                  etcdserverpb::DeleteRangeResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  if (Error e = apply::validate_delete_range(*req)) {
-    finish(reactor, e);
-    return reactor;
-  }
   Command cmd;
   *cmd.mutable_delete_range() = *req;
   propose(ctx_, std::move(cmd), resp, reactor);
@@ -105,12 +97,13 @@ grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const e
                                          etcdserverpb::TxnResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  if (Error e = apply::validate_txn(*req, ctx_->limits.max_txn_ops)) {
-    finish(reactor, e);
-    return reactor;
-  }
   if (apply::txn_is_read_only(*req)) {
-    // etcd serves a txn without writes as a read, not through the log.
+    // etcd serves a txn without writes as a read, not through the log (a
+    // write is checked by the proposal pipeline).
+    if (Error e = apply::validate_txn(*req, ctx_->limits.max_txn_ops)) {
+      finish(reactor, e);
+      return reactor;
+    }
     Context* ctx = ctx_;
     serve_read(ctx, txn_is_serializable(*req), reactor, [ctx, req, resp](apply::ViewState& s) {
       Error e = apply::txn(s, *req, apply::Env{[](int64_t) { return false; }}, resp);
@@ -133,7 +126,7 @@ grpc::ServerUnaryReactor* KvService::Compact(grpc::CallbackServerContext* c,
   Command cmd;
   *cmd.mutable_compaction() = *req;
   Context* ctx = ctx_;
-  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     auto* out = std::get_if<etcdserverpb::CompactionResponse>(&r.response);
     if (out) resp->Swap(out);

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "mvcc/range.h"
+#include "server/pipeline.h"
 #include "server/proxy.h"
 
 namespace etcdq::server {
@@ -104,12 +105,8 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
   apply::Command cmd;
   *cmd.mutable_lease_grant() = *req;
   if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
-  if (Error e = check_quota(*ctx_, cmd)) {
-    finish(reactor, e);
-    return reactor;
-  }
   Context* ctx = ctx_;
-  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::LeaseGrantResponse>(&r.response)) resp->Swap(out);
     ctx->fill_header(resp->mutable_header());
@@ -126,7 +123,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
   apply::Command cmd;
   *cmd.mutable_lease_revoke() = *req;
   Context* ctx = ctx_;
-  ctx->node->propose(std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::LeaseRevokeResponse>(&r.response)) resp->Swap(out);
     ctx->fill_header(resp->mutable_header());
@@ -203,7 +200,7 @@ void LeaseService::expiry_loop() {
       apply::Command cmd;
       cmd.mutable_lease_revoke()->set_id(id);
       lock.unlock();
-      ctx_->node->propose(std::move(cmd), [this, id](apply::Result&&) {
+      server::propose(*ctx_, std::move(cmd), [this, id](apply::Result&&) {
         std::lock_guard<std::mutex> l(mu_);
         revoking_.erase(id);
       });

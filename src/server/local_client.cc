@@ -1,5 +1,7 @@
 #include "server/local_client.h"
 
+#include "server/pipeline.h"
+
 #include <atomic>
 
 #include "apply/kv.h"
@@ -52,11 +54,9 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
 template <typename Resp>
 void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
   Context* ctx = c->context();
-  if (Error e = check_request_size(*ctx, cmd)) {
-    c->post([done, e] { done(e, Resp()); });
-    return;
-  }
-  ctx->node->propose(std::move(cmd), [c, ctx, done](apply::Result&& r) {
+  // Through the proposal pipeline like every client write (its checks
+  // include the quota that the recipes' puts are subject to, as in etcd).
+  server::propose(*ctx, std::move(cmd), [c, ctx, done](apply::Result&& r) {
     Resp resp;
     if (!r.error) {
       if (auto* out = std::get_if<Resp>(&r.response)) resp.Swap(out);

@@ -4,6 +4,9 @@
 #include <mutex>
 #include <thread>
 
+#include "apply/command_check.h"
+#include "server/pipeline.h"
+
 namespace etcdq::server {
 namespace {
 
@@ -79,6 +82,40 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
 
 }  // namespace
 
+bool PeerService::is_member(uint64_t id) const {
+  for (const auto& m : ctx_->node->members()) {
+    if (m.id == id) return true;
+  }
+  return false;
+}
+
+PeerService::PeerService(Context* ctx) : ctx_(ctx) {}
+
+PeerService::~PeerService() {
+  std::lock_guard<std::mutex> lock(alive_->mu);
+  alive_->alive = false;
+}
+
+void PeerService::confirm_removal() {
+  Context* ctx = ctx_;
+  std::shared_ptr<Alive> alive = alive_;
+  uint64_t self = ctx->self.id;
+  for (const auto& m : ctx->node->members()) {
+    if (m.id == self || m.address.empty()) continue;
+    uint64_t asked = m.id;
+    ctx->node->forwarder().configuration(
+        m.address, std::chrono::seconds(2),
+        [ctx, alive, self, asked](Error e, const peer::ConfigurationResponse& r) {
+          if (e || r.leader() != asked) return;
+          for (uint64_t id : r.members()) {
+            if (id == self) return;
+          }
+          std::lock_guard<std::mutex> lock(alive->mu);
+          if (alive->alive) ctx->node->removed_by_leader();
+        });
+  }
+}
+
 grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, const peer::ProposeRequest* req,
                                                peer::ProposeResponse*) {
   auto* reactor = c->DefaultReactor();
@@ -86,7 +123,28 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
     finish(reactor, errors::not_leader());
     return reactor;
   }
-  std::vector<std::string> cmds(req->commands().begin(), req->commands().end());
+  // Decoded and checked as a client request would be: nothing that cannot
+  // be applied enters the log, whoever sent it (a peer with a bad build, or
+  // anyone who can reach the peer URL while it has no TLS).
+  std::vector<std::string> cmds;
+  cmds.reserve(req->commands_size());
+  for (const auto& framed : req->commands()) {
+    apply::Command cmd;
+    Error e = apply::decode_forwarded(framed, &cmd);
+    if (!e) e = admit(*ctx_, cmd, Source::kForwarded);
+    if (!e && cmd.has_member_attributes() && !is_member(cmd.member_attributes().id())) {
+      e = Error(Code::kInvalidArgument, "etcdserver: malformed command: attributes of an unknown member");
+    }
+    if (e) {
+      finish(reactor, e);
+      return reactor;
+    }
+    cmds.push_back(framed);
+  }
+  if (cmds.empty()) {
+    finish(reactor, {});
+    return reactor;
+  }
   ctx_->node->propose_forwarded(std::move(cmds), [reactor](Error e) { finish(reactor, e); });
   return reactor;
 }
@@ -119,7 +177,19 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* PeerService::Removed(grpc::CallbackServerContext* c, const peer::RemovedRequest* req,
                                                peer::RemovedResponse*) {
   auto* reactor = c->DefaultReactor();
-  if (req->id() == ctx_->self.id) ctx_->node->removed_by_leader();
+  // Anyone who reaches the peer URL could send this: it is checked with the
+  // leader before this member stops.
+  if (req->id() == ctx_->self.id) confirm_removal();
+  finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::Configuration(grpc::CallbackServerContext* c,
+                                                     const peer::ConfigurationRequest*,
+                                                     peer::ConfigurationResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  resp->set_leader(ctx_->node->progress().leader_id);
+  for (const auto& m : ctx_->node->members()) resp->add_members(m.id);
   finish(reactor, {});
   return reactor;
 }
@@ -128,7 +198,8 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
                                                       const peer::QueueConsumersRequest* req,
                                                       peer::QueueConsumersResponse*) {
   auto* reactor = c->DefaultReactor();
-  if (ctx_->queue_scheduler) {
+  // Only members' reports count (the scheduler bounds their size).
+  if (ctx_->queue_scheduler && is_member(req->member())) {
     std::vector<queue::ConsumerRef> consumers;
     for (const auto& r : req->consumers()) consumers.push_back({r.queue(), r.instance(), r.name()});
     ctx_->queue_scheduler->reported(req->member(), req->report(), req->part(), req->parts(), std::move(consumers));

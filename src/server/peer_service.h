@@ -1,5 +1,5 @@
 // The Peer service (proto/etcdq/peer.proto): what other members call on
-// this one. Served on the client URL, next to etcd's services.
+// this one. Served on the peer URL only (server/peer_server.h).
 //   Propose, ReadIndex, LeaseKeepAlive: on the leader (errors::not_leader()
 //     elsewhere, and the caller retries with the new leader).
 //   FetchSnapshot: the checkpoint taken with one of our snapshots, streamed
@@ -9,6 +9,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <memory>
+#include <mutex>
+
 #include "etcdq/peer.grpc.pb.h"
 #include "server/context.h"
 
@@ -16,7 +19,9 @@ namespace etcdq::server {
 
 class PeerService final : public peer::Peer::CallbackService {
  public:
-  explicit PeerService(Context* ctx) : ctx_(ctx) {}
+  explicit PeerService(Context* ctx);
+  // Callbacks of checks still in flight do nothing after this.
+  ~PeerService() override;
 
   grpc::ServerUnaryReactor* Propose(grpc::CallbackServerContext* c, const peer::ProposeRequest* req,
                                     peer::ProposeResponse* resp) override;
@@ -27,13 +32,26 @@ class PeerService final : public peer::Peer::CallbackService {
                                            etcdserverpb::LeaseKeepAliveResponse* resp) override;
   grpc::ServerUnaryReactor* Removed(grpc::CallbackServerContext* c, const peer::RemovedRequest* req,
                                     peer::RemovedResponse* resp) override;
+  grpc::ServerUnaryReactor* Configuration(grpc::CallbackServerContext* c, const peer::ConfigurationRequest* req,
+                                          peer::ConfigurationResponse* resp) override;
   grpc::ServerUnaryReactor* QueueConsumers(grpc::CallbackServerContext* c, const peer::QueueConsumersRequest* req,
                                            peer::QueueConsumersResponse* resp) override;
   grpc::ServerWriteReactor<peer::SnapshotChunk>* FetchSnapshot(grpc::CallbackServerContext* c,
                                                                const peer::FetchSnapshotRequest* req) override;
 
  private:
+  // `id` is in this member's view of the configuration.
+  bool is_member(uint64_t id) const;
+  // A removal notice is acted on only once a member that leads says so:
+  // every other member is asked (Configuration), and one that answers as
+  // leader without this member in its configuration confirms it.
+  void confirm_removal();
   Context* ctx_;
+  struct Alive {
+    std::mutex mu;
+    bool alive = true;
+  };
+  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
 };
 
 }  // namespace etcdq::server

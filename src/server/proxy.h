@@ -20,7 +20,7 @@ namespace etcdq::server {
 template <typename Service, typename Resp, typename Start>
 bool proxy_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, bool with_revision, Start start) {
   if (ctx->node->progress().is_leader) return false;
-  std::string target = ctx->node->leader_target();
+  std::string target = ctx->node->leader_client_target();
   if (target.empty()) {
     finish(reactor, errors::no_leader());
     return true;

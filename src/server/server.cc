@@ -9,7 +9,7 @@
 #include "server/lock_service.h"
 #include "server/lease_service.h"
 #include "server/maintenance_service.h"
-#include "server/peer_service.h"
+#include "server/unknown_method.h"
 #include "server/watch_service.h"
 
 namespace etcdq::server {
@@ -19,7 +19,9 @@ constexpr int kGrpcOverheadBytes = 512 * 1024;
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
       : local(c), kv(c), watch(c, progress), lease(c, c->lessor), lock(&local), election(&local), maintenance(c),
-        cluster(c), peer(c) {}
+        cluster(c),
+        unknown({"etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Cluster",
+                 "etcdserverpb.Maintenance", "v3lockpb.Lock", "v3electionpb.Election"}) {}
   LocalClient local;  // for the Lock and Election recipes
   KvService kv;
   WatchService watch;
@@ -28,7 +30,7 @@ struct ClientServer::Services {
   ElectionService election;
   MaintenanceService maintenance;
   ClusterService cluster;
-  PeerService peer;
+  UnknownMethodService unknown;  // everything else, member-only calls included
 };
 
 ClientServer::ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval)
@@ -54,7 +56,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.RegisterService(&services_->election);
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
-  b.RegisterService(&services_->peer);
+  b.RegisterCallbackGenericService(&services_->unknown);
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the client server");
   for (size_t i = 0; i < listen.size(); ++i) {

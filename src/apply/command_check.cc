@@ -1,0 +1,81 @@
+#include "apply/command_check.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <cstring>
+
+#include "apply/validate.h"
+#include "lease/lessor.h"
+
+namespace etcdq::apply {
+namespace {
+
+// Nested txns nest two messages each; etcd allows up to --max-txn-ops of
+// them. The same bound as apply's decoder (applier.cc).
+constexpr int kMaxCommandNesting = 1024;
+// A member's name and client URLs, as published; far above any real one.
+constexpr size_t kMaxNameBytes = 1024;
+constexpr int kMaxClientUrls = 64;
+constexpr size_t kMaxUrlBytes = 1024;
+
+Error malformed(const std::string& why) {
+  return Error(Code::kInvalidArgument, "etcdserver: malformed command: " + why);
+}
+
+Error check_alarm(const etcdserverpb::AlarmRequest& r) {
+  if (!etcdserverpb::AlarmRequest_AlarmAction_IsValid(r.action())) return malformed("unknown alarm action");
+  if (!etcdserverpb::AlarmType_IsValid(r.alarm())) return malformed("unknown alarm type");
+  return {};
+}
+
+Error check_member_attributes(const MemberAttributes& a) {
+  if (a.id() == 0) return malformed("member attributes without a member id");
+  if (a.name().size() > kMaxNameBytes) return malformed("member name too long");
+  if (a.client_urls_size() > kMaxClientUrls) return malformed("too many client URLs");
+  for (const auto& u : a.client_urls()) {
+    if (u.size() > kMaxUrlBytes || (u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0 &&
+                                    u.rfind("unix://", 0) != 0 && u.rfind("unixs://", 0) != 0)) {
+      return malformed("bad client URL");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Error check_command(const Command& cmd, const CommandLimits& limits, bool forwarded) {
+  switch (cmd.request_case()) {
+    case Command::kPut: return validate_put(cmd.put());
+    case Command::kDeleteRange: return validate_delete_range(cmd.delete_range());
+    case Command::kTxn: return validate_txn(cmd.txn(), limits.max_txn_ops);
+    case Command::kCompaction: return {};  // apply answers etcd's compacted / future errors
+    case Command::kLeaseGrant:
+      if (cmd.lease_grant().id() == 0) return malformed("lease grant without an id");
+      if (cmd.lease_grant().ttl() > lease::kMaxLeaseTtlSeconds) return errors::lease_ttl_too_large();
+      return {};
+    case Command::kLeaseRevoke: return {};  // an unknown lease is apply's lease_not_found()
+    case Command::kAlarm: return check_alarm(cmd.alarm());
+    case Command::kMemberAttributes: return check_member_attributes(cmd.member_attributes());
+    case Command::kQueueAssign:
+      // The scheduler runs on the leader and proposes there; a follower
+      // never forwards one, and a forged one could hand messages anywhere.
+      if (forwarded) return malformed("queue assignments are the leader's own");
+      if (cmd.queue_assign().queue().empty()) return malformed("queue assignment without a queue");
+      return {};
+    case Command::REQUEST_NOT_SET: break;
+  }
+  return malformed("no request");
+}
+
+Error decode_forwarded(const std::string& framed, Command* out) {
+  if (framed.size() < 4) return malformed("truncated frame");
+  uint32_t n;
+  std::memcpy(&n, framed.data(), 4);
+  if (n == 0 || static_cast<size_t>(n) != framed.size() - 4) return malformed("frame length does not match");
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(framed.data() + 4), static_cast<int>(n));
+  in.SetRecursionLimit(kMaxCommandNesting);
+  if (!out->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) return malformed("undecodable");
+  return {};
+}
+
+}  // namespace etcdq::apply

@@ -1,0 +1,39 @@
+// The one way a write enters the log from this member: every proposal —
+// KV, Txn, Compact, Lease grant and revoke (also the leader's expiries),
+// Alarm, Lock and Election recipes, queue assignments, the ClickHouse sink's
+// deletes, member attributes — and every command another member forwards
+// is admitted here, with the same checks in the same order:
+//
+//   1. the command's own rules (apply/command_check.h: etcd's request
+//      checks, and etcdq's command sanity),
+//   2. size (--max-request-bytes, etcd's ErrRequestTooLarge),
+//   3. quota and alarms (etcd's quota.go: NOSPACE, CORRUPT),
+//   4. (authentication and permissions: the auth issue plugs in here),
+//
+// then it is handed to consensus. Services translate requests and answer;
+// they do not check writes themselves.
+//
+// Thread-safety: any thread.
+#pragma once
+
+#include "apply/applier.h"
+#include "etcdq/command.pb.h"
+#include "raft/node.h"
+#include "server/context.h"
+
+namespace etcdq::server {
+
+// Where a command comes from: this member's own request, or a follower's
+// forwarded one (some commands are only ever the leader's own).
+enum class Source { kLocal, kForwarded };
+
+// Runs the checks above; the first error, or OK. A forwarded command skips
+// the quota check: its member checked it, the alarms it depends on are
+// replicated, and a batch refused here fails every proposal in it.
+Error admit(Context& ctx, const apply::Command& cmd, Source source);
+
+// admit(), then raft::Node::propose(). `done` runs exactly once: with the
+// admission error (on this thread) or as raft::Node::propose says.
+void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done);
+
+}  // namespace etcdq::server
