@@ -232,6 +232,11 @@ int main(int argc, char** argv) {
   ctx.checkpoints = &checkpoints;
   ctx.cluster_token = cfg.initial_cluster_token;
 
+  ctx.self_attributes.set_id(ctx.self.id);
+  ctx.self_attributes.set_name(cfg.name);
+  for (const auto& u : cfg.advertise_client_urls) ctx.self_attributes.add_client_urls(u.text);
+  if (!ro.join) ctx.self_attributes.set_cluster_id(ctx.cluster_id);
+
   // Member-only traffic (libraft's and the Peer service) on the peer URL only.
   auto peer_server = std::make_unique<server::PeerServer>(&ctx, node->transport_service());
   {
@@ -260,11 +265,7 @@ int main(int argc, char** argv) {
   // it and can forward to it. A follower forwards this to the leader, which
   // publishes its own first.
   {
-    apply::MemberAttributes a;
-    a.set_id(ctx.self.id);
-    a.set_name(cfg.name);
-    for (const auto& u : cfg.advertise_client_urls) a.add_client_urls(u.text);
-    if (!ro.join) a.set_cluster_id(ctx.cluster_id);
+    const apply::MemberAttributes& a = ctx.self_attributes;
     // A restart with the same name and URLs has nothing new to say.
     auto stored = members.get(ctx.self.id);
     bool same = stored && stored->name() == a.name() && stored->client_urls_size() == a.client_urls_size() &&

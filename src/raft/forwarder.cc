@@ -103,6 +103,17 @@ void Forwarder::removed(const std::string& target, uint64_t id) {
   stub->async()->Removed(&c->ctx, &c->req, &c->resp, [c](grpc::Status) { delete c; });
 }
 
+void Forwarder::attributes(const std::string& target, Timeout timeout,
+                           std::function<void(Error, const apply::MemberAttributes&)> done) {
+  auto* c = new Call<peer::AttributesRequest, apply::MemberAttributes>();
+  c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->Attributes(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+    done(from_status(s), c->resp);
+    delete c;
+  });
+}
+
 void Forwarder::configuration(const std::string& target, Timeout timeout,
                               std::function<void(Error, const peer::ConfigurationResponse&)> done) {
   auto* c = new Call<peer::ConfigurationRequest, peer::ConfigurationResponse>();

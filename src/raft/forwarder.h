@@ -44,6 +44,9 @@ class Forwarder {
                         std::function<void(Error, int64_t ttl)> done);
   // Fire and forget: tells `target` that member `id` (itself) was removed.
   void removed(const std::string& target, uint64_t id);
+  // Asks the member at `target` for the attributes it publishes.
+  void attributes(const std::string& target, Timeout timeout,
+                  std::function<void(Error, const apply::MemberAttributes&)> done);
   // Asks `target` whom it follows and which members it lists; `done` gets
   // the answer or the call's error.
   void configuration(const std::string& target, Timeout timeout,

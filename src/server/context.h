@@ -40,6 +40,9 @@ struct Context {
   queue::Scheduler* queue_scheduler = nullptr;   // takes consumer reports (queue/scheduler.h)
   storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)
   MemberInfo self;
+  // What this member publishes (set before any server starts, then
+  // read-only): Peer.Attributes answers it.
+  apply::MemberAttributes self_attributes;
   uint64_t cluster_id;  // until the replicated one is known (members->cluster_id())
   std::string cluster_token;  // --initial-cluster-token: added members' ids derive from it
   Limits limits;

@@ -89,6 +89,13 @@ bool PeerService::is_member(uint64_t id) const {
   return false;
 }
 
+std::string PeerService::peer_address(uint64_t id) const {
+  for (const auto& m : ctx_->node->members()) {
+    if (m.id == id) return m.address;
+  }
+  return "";
+}
+
 PeerService::PeerService(Context* ctx) : ctx_(ctx) {}
 
 PeerService::~PeerService() {
@@ -127,13 +134,18 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
   // be applied enters the log, whoever sent it (a peer with a bad build, or
   // anyone who can reach the peer URL while it has no TLS).
   std::vector<std::string> cmds;
+  std::vector<apply::MemberAttributes> claimed;
   cmds.reserve(req->commands_size());
   for (const auto& framed : req->commands()) {
     apply::Command cmd;
     Error e = apply::decode_forwarded(framed, &cmd);
     if (!e) e = admit(*ctx_, cmd, Source::kForwarded);
-    if (!e && cmd.has_member_attributes() && !is_member(cmd.member_attributes().id())) {
-      e = Error(Code::kInvalidArgument, "etcdserver: malformed command: attributes of an unknown member");
+    if (!e && cmd.has_member_attributes()) {
+      if (peer_address(cmd.member_attributes().id()).empty()) {
+        e = Error(Code::kInvalidArgument, "etcdserver: malformed command: attributes of an unknown member");
+      } else {
+        claimed.push_back(cmd.member_attributes());
+      }
     }
     if (e) {
       finish(reactor, e);
@@ -145,7 +157,44 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
     finish(reactor, {});
     return reactor;
   }
-  ctx_->node->propose_forwarded(std::move(cmds), [reactor](Error e) { finish(reactor, e); });
+  Context* ctx = ctx_;
+  auto propose = [ctx, reactor](std::vector<std::string>&& cmds) {
+    ctx->node->propose_forwarded(std::move(cmds), [reactor](Error e) { finish(reactor, e); });
+  };
+  if (claimed.empty()) {
+    propose(std::move(cmds));
+    return reactor;
+  }
+  // Published attributes decide where clients are sent (member list, the
+  // Cluster proxy): only the member itself, asked at the peer address in
+  // the configuration, can confirm them.
+  struct Check {
+    std::mutex mu;
+    size_t left;
+    bool ok = true;
+    std::vector<std::string> cmds;
+  };
+  auto check = std::make_shared<Check>();
+  check->left = claimed.size();
+  check->cmds = std::move(cmds);
+  for (const auto& a : claimed) {
+    ctx->node->forwarder().attributes(
+        peer_address(a.id()), std::chrono::seconds(2),
+        [check, a, propose, reactor](Error e, const apply::MemberAttributes& told) {
+          bool last;
+          {
+            std::lock_guard<std::mutex> lock(check->mu);
+            if (e || told.SerializeAsString() != a.SerializeAsString()) check->ok = false;
+            last = --check->left == 0;
+          }
+          if (!last) return;
+          if (!check->ok) {
+            return finish(reactor, Error(Code::kInvalidArgument,
+                                         "etcdserver: malformed command: attributes not confirmed by the member"));
+          }
+          propose(std::move(check->cmds));
+        });
+  }
   return reactor;
 }
 
@@ -180,6 +229,14 @@ grpc::ServerUnaryReactor* PeerService::Removed(grpc::CallbackServerContext* c, c
   // Anyone who reaches the peer URL could send this: it is checked with the
   // leader before this member stops.
   if (req->id() == ctx_->self.id) confirm_removal();
+  finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::Attributes(grpc::CallbackServerContext* c, const peer::AttributesRequest*,
+                                                  apply::MemberAttributes* resp) {
+  auto* reactor = c->DefaultReactor();
+  *resp = ctx_->self_attributes;
   finish(reactor, {});
   return reactor;
 }

@@ -32,6 +32,8 @@ class PeerService final : public peer::Peer::CallbackService {
                                            etcdserverpb::LeaseKeepAliveResponse* resp) override;
   grpc::ServerUnaryReactor* Removed(grpc::CallbackServerContext* c, const peer::RemovedRequest* req,
                                     peer::RemovedResponse* resp) override;
+  grpc::ServerUnaryReactor* Attributes(grpc::CallbackServerContext* c, const peer::AttributesRequest* req,
+                                       apply::MemberAttributes* resp) override;
   grpc::ServerUnaryReactor* Configuration(grpc::CallbackServerContext* c, const peer::ConfigurationRequest* req,
                                           peer::ConfigurationResponse* resp) override;
   grpc::ServerUnaryReactor* QueueConsumers(grpc::CallbackServerContext* c, const peer::QueueConsumersRequest* req,
@@ -42,6 +44,8 @@ class PeerService final : public peer::Peer::CallbackService {
  private:
   // `id` is in this member's view of the configuration.
   bool is_member(uint64_t id) const;
+  // The peer host:port of member `id`, "" if unknown.
+  std::string peer_address(uint64_t id) const;
   // A removal notice is acted on only once a member that leads says so:
   // every other member is asked (Configuration), and one that answers as
   // leader without this member in its configuration confirms it.
