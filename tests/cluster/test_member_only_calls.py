@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""Member-only calls are out of a client's reach, and what a peer sends is
+checked before it can enter the log.
+
+On the client URL (1 and 3 members), every member-only RPC — each Peer method
+and libraft's RaftTransport stream — with forged, malformed and oversized
+inputs gets exactly etcd's answer for a method it does not have (UNIMPLEMENTED,
+"unknown service ..."); nothing enters the log, every member stays up, and the
+hash of the key space is the same before and after.
+
+On the peer URL, where members call each other (and which peer TLS will
+guard), the leader decodes and checks every forwarded command as it would a
+client's request: badly framed, undecodable, empty-key, oversized, too-many-ops
+and malformed queue commands, queue assignments and forged member attributes
+are refused before they are proposed; a forged removal notice stops no one; a
+flood of consumer reports that never complete leaves memory flat; garbage on
+the Raft stream stops no one.
+
+    ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_member_only_calls.py
+"""
+import os
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import grpc  # noqa: E402
+
+from cluster import Cluster, ClusterTestCase, main, rpc_pb2  # noqa: E402
+
+HEARTBEAT_MS, ELECTION_MS = 50, 500
+PEER = "/etcdq.peer.Peer/"
+RAFT_STREAM = "/etcdq.peer.RaftTransport/Stream"
+
+
+# ---- protobuf by hand (etcdq's own messages have no Python stubs) ------------------------------
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def f_bytes(num, data):
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def f_varint(num, v):
+    return varint(num << 3) + varint(v)
+
+
+# proto/etcdq/command.proto: Command fields.
+def command(field, request, origin=0x1234, proposal_id=7):
+    return f_varint(1, origin) + f_varint(2, proposal_id) + f_bytes(field, request)
+
+
+def framed(cmd):
+    return struct.pack("<I", len(cmd)) + cmd
+
+
+def propose_request(*framed_cmds):
+    return b"".join(f_bytes(1, c) for c in framed_cmds)
+
+
+def put_cmd(key, value=b"v"):
+    return command(10, rpc_pb2.PutRequest(key=key, value=value).SerializeToString())
+
+
+def txn_cmd(n_ops):
+    t = rpc_pb2.TxnRequest(success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"t%d" % i, value=b"x"))
+                                    for i in range(n_ops)])
+    return command(12, t.SerializeToString())
+
+
+def member_attributes_cmd(member_id, name, client_url):
+    return command(17, f_varint(1, member_id) + f_bytes(2, name) + f_bytes(3, client_url))
+
+
+def queue_assign_cmd(queue):
+    assignment = f_varint(1, 1) + f_varint(2, 0) + f_varint(3, 0) + f_bytes(5, b"forged")
+    return command(18, f_bytes(1, queue) + f_varint(2, 1) + f_bytes(3, assignment))
+
+
+def queue_report(member, report, part, parts, n_consumers):
+    consumers = b"".join(f_bytes(2, f_bytes(1, b"jobs") + f_varint(2, i + 1) + f_bytes(3, b"c%d" % i))
+                         for i in range(n_consumers))
+    return f_varint(1, member) + consumers + f_varint(3, report) + f_varint(4, part) + f_varint(5, parts)
+
+
+def forged_inputs(member_ids):
+    """(method, kind, payload or list of payloads) for every member-only RPC."""
+    a_member = member_ids[0]
+    big = b"k" * (1900 * 1024)
+    return [
+        (PEER + "Propose", "unary", propose_request(framed(put_cmd(b"bank/alice", b"EVIL:100")))),
+        (PEER + "Propose", "unary", propose_request(b"\xff\xff\xff\x7fgarbage")),
+        (PEER + "Propose", "unary", propose_request(framed(put_cmd(b"")))),
+        (PEER + "Propose", "unary", propose_request(framed(put_cmd(big)))),
+        (PEER + "Propose", "unary", propose_request(framed(txn_cmd(1000)))),
+        (PEER + "Propose", "unary", propose_request(framed(member_attributes_cmd(a_member, b"m0", b"http://evil:1")))),
+        (PEER + "Propose", "unary", b"\x0a\xff\xff\xff\xff\x0f"),
+        (PEER + "ReadIndex", "unary", b""),
+        (PEER + "LeaseKeepAlive", "unary", f_varint(1, 1)),
+        (PEER + "FetchSnapshot", "stream_out", f_varint(1, 1)),
+        (PEER + "Removed", "unary", f_varint(1, a_member)),
+        (PEER + "QueueConsumers", "unary", queue_report(a_member, 1, 0, 1, 10)),
+        (PEER + "Configuration", "unary", b""),
+        (PEER + "Attributes", "unary", b""),
+        (PEER + "NoSuchMethod", "unary", b""),
+        (RAFT_STREAM, "stream_in", [f_varint(1, a_member) + f_bytes(2, b"127.0.0.1:1"), f_bytes(3, b"\0" * 4096)]),
+    ]
+
+
+def call(channel, method, kind, payload, timeout=5):
+    """Returns (code, details) of a raw call."""
+    try:
+        if kind == "unary":
+            channel.unary_unary(method)(payload, timeout=timeout)
+        elif kind == "stream_out":
+            for _ in channel.unary_stream(method)(payload, timeout=timeout):
+                pass
+        else:
+            channel.stream_unary(method)(iter(payload), timeout=timeout)
+        return grpc.StatusCode.OK, ""
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+
+
+def revision(c):
+    return c.kv(c.leader_index()).Range(rpc_pb2.RangeRequest(key=b"\0", count_only=True), timeout=10).header.revision
+
+
+class ClientUrlRefusesMemberOnlyCalls(ClusterTestCase):
+
+    def check_cluster(self, size):
+        c = self.new_cluster(size, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS)
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"bank/alice", value=b"100"), timeout=10)
+        rev = revision(c)
+        before = c.assert_same_hashkv(self)
+        ids = [c.member_id(i) for i in range(size)]
+        for i in range(size):
+            with grpc.insecure_channel(c[i].client_url.replace("http://", "")) as ch:
+                for method, kind, payload in forged_inputs(ids):
+                    code, details = call(ch, method, kind, payload)
+                    service = method.split("/")[1]
+                    self.assertEqual((code, details), (grpc.StatusCode.UNIMPLEMENTED, "unknown service " + service),
+                                     "%s on the client URL of %r" % (method, c[i]))
+        time.sleep(2 * ELECTION_MS / 1000)
+        for i in range(size):
+            self.assertTrue(c[i].running(), "%r stopped" % c[i])
+        self.assertEqual(revision(c), rev, "something entered the log")
+        after = c.assert_same_hashkv(self)
+        self.assertEqual({e["HashKV"]["hash"] for e in before}, {e["HashKV"]["hash"] for e in after})
+        got = c.kv(0).Range(rpc_pb2.RangeRequest(key=b"bank/alice"), timeout=10).kvs
+        self.assertEqual([kv.value for kv in got], [b"100"])
+
+    def test_one_member_answers_every_member_only_call_as_an_unknown_service(self):
+        self.check_cluster(1)
+
+    def test_three_members_answer_every_member_only_call_as_an_unknown_service(self):
+        self.check_cluster(3)
+
+
+class PeerUrlChecksWhatPeersSend(ClusterTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = cls.new_class_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS)
+
+    def peer_channel(self, i):
+        return grpc.insecure_channel(self.c[i].peer_url.replace("http://", ""),
+                                     options=[("grpc.max_send_message_length", 64 << 20)])
+
+    def assert_all_up_and_unchanged(self, rev):
+        c = self.c
+        time.sleep(0.5)
+        for i in range(len(c)):
+            self.assertTrue(c[i].running(), "%r stopped" % c[i])
+        self.assertEqual(revision(c), rev, "something entered the log")
+
+    def test_leader_refuses_forwarded_commands_a_client_request_could_not_be(self):
+        c = self.c
+        leader = c.leader_index()
+        ids = [c.member_id(i) for i in range(len(c))]
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"bank/alice", value=b"100"), timeout=10)
+        rev = revision(c)
+        cases = [
+            (propose_request(b"\xff\xff\xff\x7fgarbage"), "malformed command"),
+            (propose_request(b"\x01"), "malformed command"),
+            (propose_request(framed(b"\xff\xff\xff")), "malformed command"),
+            (propose_request(framed(command(10, b"")) + b"trailing"), "malformed command"),
+            (propose_request(framed(f_varint(1, 5))), "malformed command: no request"),
+            (propose_request(framed(put_cmd(b""))), "etcdserver: key is not provided"),
+            (propose_request(framed(put_cmd(b"k" * (1900 * 1024)))), "etcdserver: request is too large"),
+            (propose_request(framed(txn_cmd(1000))), "etcdserver: too many operations in txn request"),
+            (propose_request(framed(put_cmd(b"/q/jobs/x"))), "malformed queue key"),
+            (propose_request(framed(put_cmd(b"/q/jobs/config", b"{not json"))), ""),
+            (propose_request(framed(queue_assign_cmd(b"jobs"))), "queue assignments are the leader's own"),
+            (propose_request(framed(member_attributes_cmd(ids[leader], b"m%d" % leader, b"http://evil:1"))),
+             "attributes not confirmed by the member"),
+            (propose_request(framed(member_attributes_cmd(0xdead, b"x", b"http://evil:1"))),
+             "attributes of an unknown member"),
+            # One bad command refuses the whole batch: the good one is not proposed either.
+            (propose_request(framed(put_cmd(b"bank/alice", b"EVIL:100")), framed(put_cmd(b""))),
+             "etcdserver: key is not provided"),
+        ]
+        with self.peer_channel(leader) as ch:
+            for payload, want in cases:
+                code, details = call(ch, PEER + "Propose", "unary", payload)
+                self.assertNotEqual(code, grpc.StatusCode.OK, (payload[:40], details))
+                self.assertIn(want, details, payload[:40])
+        self.assert_all_up_and_unchanged(rev)
+        got = c.kv(0).Range(rpc_pb2.RangeRequest(key=b"bank/alice"), timeout=10).kvs
+        self.assertEqual([kv.value for kv in got], [b"100"])
+        # A legitimate follower's write still goes through the same check.
+        follower = next(i for i in range(len(c)) if i != leader)
+        c.kv(follower).Put(rpc_pb2.PutRequest(key=b"after", value=b"ok"), timeout=10)
+        self.assertGreater(revision(c), rev)
+
+    def test_forged_removal_notice_stops_no_member(self):
+        c = self.c
+        for i in range(len(c)):
+            with self.peer_channel(i) as ch:
+                code, details = call(ch, PEER + "Removed", "unary", f_varint(1, c.member_id(i)))
+                self.assertEqual(code, grpc.StatusCode.OK, details)
+        time.sleep(3)
+        for i in range(len(c)):
+            self.assertTrue(c[i].running(), "%r stopped after a forged removal notice" % c[i])
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"still", value=b"here"), timeout=10)
+
+    def test_unfinished_consumer_reports_leave_leader_memory_flat(self):
+        c = self.c
+        leader = c.leader_index()
+        ids = [c.member_id(i) for i in range(len(c))]
+        pid = c[leader].proc.pid
+
+        def rss_kib():
+            with open("/proc/%d/status" % pid) as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+        part = queue_report(ids[(leader + 1) % len(c)], 0, 0, 0, 2000)  # report, part filled in below
+        with self.peer_channel(leader) as ch:
+            f = ch.unary_unary(PEER + "QueueConsumers")
+
+            def flood(seconds, report_base):
+                end, n = time.monotonic() + seconds, 0
+                while time.monotonic() < end:
+                    # Parts 0..998 of 1000-part reports that never complete, from every member id
+                    # and from ids that are not members.
+                    for member in ids + [0xbad, 0xbad + 1]:
+                        f(queue_report(member, report_base + n, n % 999, 1000, 2000), timeout=5)
+                    n += 1
+                return n
+
+            flood(2, 1)
+            base = rss_kib()
+            sent = flood(8, 100000)
+            grown = rss_kib() - base
+        self.assertGreater(sent, 10)
+        del part
+        self.assertLess(grown, 64 * 1024, "leader RSS grew by %d KiB under unfinished reports" % grown)
+        self.assertTrue(c[leader].running())
+
+    def test_garbage_on_the_raft_stream_stops_no_member(self):
+        c = self.c
+        rev = revision(c)
+        junk = [
+            [b""],
+            [b"\xff" * 100],
+            [f_varint(1, c.member_id(1)) + f_bytes(2, b"127.0.0.1:1"), f_bytes(3, b"\xff" * 8192)],
+            [f_varint(1, c.member_id(1)) + f_bytes(2, b"127.0.0.1:1"),
+             f_bytes(3, struct.pack("<QQ", 1, 1 << 40))],
+            [f_varint(1, 0xbad) + f_bytes(2, b"x" * 10000)],
+        ]
+        for i in range(len(c)):
+            with self.peer_channel(i) as ch:
+                for frames in junk:
+                    call(ch, RAFT_STREAM, "stream_in", frames, timeout=3)
+        time.sleep(2 * ELECTION_MS / 1000)
+        for i in range(len(c)):
+            self.assertTrue(c[i].running(), "%r stopped after garbage on its Raft stream" % c[i])
+        c.wait_leader()
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"raft", value=b"ok"), timeout=10)
+        self.assertGreater(revision(c), rev)
+
+
+if __name__ == "__main__":
+    main()
