@@ -33,8 +33,10 @@ constexpr int kCompletionThreads = 2;
 constexpr size_t kMaxForwardBytes = 1 << 20;
 
 using SteadyClock = std::chrono::steady_clock;
-// Passes over every member that may have the state, before giving up.
-constexpr int kInstallRounds = 3;
+// A snapshot install that found no member to send the state tries again
+// after this, doubling up to kInstallRetryMax.
+constexpr std::chrono::milliseconds kInstallRetryFirst{250};
+constexpr std::chrono::milliseconds kInstallRetryMax{4000};
 
 Error raft_error(int rv, const char* what) {
   switch (rv) {
@@ -1063,23 +1065,51 @@ struct Node::Impl {
     }
     spdlog::info("installing the snapshot at index {} (revision {}) taken by member {:x}", meta.applied_index(),
                  meta.revision(), meta.source_member());
-    Error last;
-    for (int round = 0; round < kInstallRounds; ++round) {
-      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // Until some member can send the state: its peers may be restarting.
+    // libraft must not go on from the snapshot's index without it (libraft
+    // 0.15 does not undo a snapshot whose restore failed), so this thread
+    // waits here; linearizable reads wait with it, serializable reads see
+    // the old state. A failed attempt, even one that replaced part of the
+    // state, is simply made again: restore starts from an empty state.
+    auto backoff = kInstallRetryFirst;
+    for (int attempt = 1;; ++attempt) {
       bool damaged = false;
-      last = fetch_state(applier, *forwarder, plan, &damaged);
-      if (!last) {
+      Error e = fetch_state(applier, *forwarder, plan, &damaged);
+      if (!e) {
         if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
         return {};
       }
-      if (damaged) break;
+      if (attempt == 1 || attempt % 10 == 0) {
+        spdlog::warn("no member could send the state at index {} yet (attempt {}): {}; trying again",
+                     meta.applied_index(), attempt, e.message());
+      }
+      auto until = SteadyClock::now() + backoff;
+      while (SteadyClock::now() < until) {
+        if (stop_requested_now()) {
+          // Stopping cannot wait for peers that may never come back; the
+          // plan makes the next start fetch the state before libraft runs.
+          spdlog::warn("stopped while installing the snapshot at index {}; the next start fetches the state first",
+                       meta.applied_index());
+          spdlog::default_logger()->flush();
+          std::_Exit(0);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      backoff = std::min(backoff * 2, kInstallRetryMax);
+      // Members may have been added or moved since: ask every one we know.
+      for (unsigned i = 0; i < raft.configuration.n; ++i) {
+        const auto& srv = raft.configuration.servers[i];
+        if (srv.id == raft.id || srv.address == nullptr) continue;
+        if (std::find(plan.targets.begin(), plan.targets.end(), srv.address) == plan.targets.end()) {
+          plan.targets.push_back(srv.address);
+        }
+      }
     }
-    // libraft would go on from the snapshot's index with a state that does
-    // not match it (libraft 0.15 does not undo a snapshot whose restore
-    // failed). Stop; the next start fetches the state first (the plan).
-    spdlog::critical("cannot install the snapshot at index {}, stopping (the next start fetches it first): {}",
-                     meta.applied_index(), last.message());
-    std::_Exit(70);
+  }
+
+  bool stop_requested_now() {
+    std::lock_guard<std::mutex> lock(mu);
+    return stop_requested;
   }
 
   // ---- fsm callbacks ---------------------------------------------------------

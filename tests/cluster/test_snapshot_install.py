@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Snapshot installs that go wrong: the member sending the state is killed as
-a follower starts installing it, and a follower is killed in the middle of an
-install. In both, the follower must end with exactly the state of the others
+a follower starts installing it, a follower is killed in the middle of an
+install, and every member that could send the state is killed during one. In both, the follower must end with exactly the state of the others
 (same keys, same revision, same HashKV), never serve an empty or partial
 state, and the cluster must keep serving while a quorum is up.
 
@@ -114,6 +114,24 @@ class SnapshotInstallTest(ClusterTestCase):
             c.kv(leader).Put(rpc_pb2.PutRequest(key=b"t/%d" % k, value=b"x"), timeout=10)
         c.restart(follower)
         self.assertTrue(c.members[follower].running())
+        self.assert_converged(c)
+
+    def test_every_source_killed_during_an_install_member_waits_and_recovers(self):
+        # Once gave up after 3 tries and exited with code 70 (a supervisor that
+        # restarts on failure had to bring it back); now it keeps trying with
+        # backoff, stays up, and finishes once a source is back.
+        c, leader, follower, other = self.new()
+        lag_until_install(c, leader, follower, 40)
+        c.kill9(leader, other)
+        time.sleep(6)
+        self.assertTrue(c.members[follower].running(), "the installing member exited with no source")
+        self.assertEqual(log_count(c.members[follower], "trying again") > 0, True)
+        c.restart(leader, wait=False)
+        c.restart(other, wait=False)
+        c.wait_serving()
+        self.assertTrue(c.members[follower].running())
+        for i in range(3):
+            c.kv(i).Put(rpc_pb2.PutRequest(key=b"late/%d" % i, value=b"x"), timeout=15)
         self.assert_converged(c)
 
 
