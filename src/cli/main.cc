@@ -23,6 +23,8 @@
 #include "queue/keys.h"
 #include "queue/scheduler.h"
 #include "cli/flags.h"
+#include "lease/expiry.h"
+#include "member/leader_duties.h"
 #include "mvcc/store.h"
 #include "raft/node.h"
 #include "raft/snapshot_install.h"
@@ -220,6 +222,9 @@ int main(int argc, char** argv) {
     if (auto* s = scheduler_ptr.load()) s->changed(std::move(changed));
   });
 
+  // Leader-only work starts and stops with leadership (member/leader_duties.h).
+  member::LeaderDuties duties;
+  ro.on_role_change = [&duties](bool leading) { duties.role_changed(leading); };
   auto node = std::make_unique<raft::Node>(ro, &applier);
   if (Error e = node->start()) return fail(e.message());
   ctx.node = node.get();
@@ -295,7 +300,6 @@ int main(int argc, char** argv) {
   queue::SchedulerOptions so;
   so.self = ctx.self.id;
   raft::Node* n = node.get();
-  so.is_leader = [n] { return n->progress().is_leader; };
   so.propose = [&ctx](apply::Command cmd, std::function<void(Error)> done) {
     server::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
   };
@@ -316,10 +320,20 @@ int main(int argc, char** argv) {
   queue::ClickHouseOptions cho;
   cho.url = cfg.clickhouse_url;
   cho.database = cfg.clickhouse_db;
-  cho.is_leader = so.is_leader;
   cho.propose = so.propose;
   queue::ClickHouseSink clickhouse(&queues, store.get(), cho);
   clickhouse.start();
+  auto expiry = std::make_unique<lease::Expiry>(&lessor, [&ctx](int64_t id, std::function<void()> done) {
+    apply::Command cmd;
+    cmd.mutable_lease_revoke()->set_id(id);
+    server::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
+  });
+  duties.add({"lease expiry", [&expiry] { expiry->start_leading(); }, [&expiry] { expiry->stop_leading(); }});
+  duties.add({"queue scheduler", [&scheduler] { scheduler->set_leading(true); },
+              [&scheduler] { scheduler->set_leading(false); }});
+  duties.add({"ClickHouse sink", [&clickhouse] { clickhouse.set_leading(true); },
+              [&clickhouse] { clickhouse.set_leading(false); }});
+  duties.start();
 
   http::HttpOptions ho;
   ho.metrics = [&queues, n] {
@@ -343,6 +357,8 @@ int main(int argc, char** argv) {
     for (const auto& u : cfg.listen_client_http_urls) listen_http.emplace_back(u.host, u.port);
     for (const auto& u : cfg.listen_metrics_urls) listen_http.emplace_back(u.host, u.port);
     if (Error e = http_server.start(listen_http)) {
+      duties.stop();
+      expiry->stop();
       scheduler->stop();
       clickhouse.stop();
       node->stop();
@@ -372,6 +388,8 @@ int main(int argc, char** argv) {
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; every watch is canceled with that reason.
   http_server.stop();
+  duties.stop();
+  expiry->stop();
   clickhouse.stop();
   scheduler->stop();
   scheduler_ptr = nullptr;
@@ -383,6 +401,7 @@ int main(int argc, char** argv) {
   client_server.reset();
   spdlog::info("commands proposed: {} in {} log entries", node->commands_proposed(), node->entries_proposed());
   node.reset();
+  expiry.reset();  // after the node answered every revoke it proposed
   store.reset();
   engine.reset();
   spdlog::info("stopped");

@@ -63,6 +63,15 @@ void ClickHouseSink::wake() {
   cv_.notify_one();
 }
 
+void ClickHouseSink::set_leading(bool leading) {
+  role_leading_ = leading;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_one();
+}
+
 void ClickHouseSink::run() {
   for (;;) {
     {
@@ -71,7 +80,7 @@ void ClickHouseSink::run() {
       if (stop_) return;
       woken_ = false;
     }
-    if (!opts_.is_leader()) continue;
+    if (!role_leading_.load()) continue;
     bool busy = true;
     while (busy) {
       busy = false;
@@ -93,7 +102,7 @@ void ClickHouseSink::run() {
           std::lock_guard<std::mutex> lock(mu_);
           if (stop_) return;
         }
-        if (!opts_.is_leader()) break;
+        if (!role_leading_.load()) break;
       }
     }
   }
@@ -204,7 +213,7 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
     del.mutable_delete_range()->set_range_end(last_key + '\0');
     Error e = propose_and_wait(std::move(del));
     if (!e) return true;
-    if (!opts_.is_leader()) {
+    if (!role_leading_.load()) {
       spdlog::warn("queue {}: lost leadership before a batch inserted into ClickHouse was deleted ({}); the next "
                    "leader inserts it again",
                    queue, e.message());

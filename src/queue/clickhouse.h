@@ -16,6 +16,7 @@
 // Thread-safety: start/stop/wake from any thread; one thread of its own.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -39,7 +40,6 @@ namespace etcdq::queue {
 struct ClickHouseOptions {
   std::string url;                // "http://host:port"; "": not set up
   std::string database = "default";
-  std::function<bool()> is_leader;
   // Proposes through the log; `done` once applied here or failed. Any thread.
   std::function<void(apply::Command, std::function<void(Error)>)> propose;
 };
@@ -50,6 +50,9 @@ class ClickHouseSink {
   ~ClickHouseSink();  // stop()
 
   void start();
+  // Leader-only work (member/leader_duties.h): runs between
+  // set_leading(true) and set_leading(false). Any thread.
+  void set_leading(bool leading);
   void stop();
   void wake();
 
@@ -71,6 +74,7 @@ class ClickHouseSink {
   Book* book_;
   mvcc::Store* store_;
   ClickHouseOptions opts_;
+  std::atomic<bool> role_leading_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   httplib::Client* active_ = nullptr;  // the insert in progress, stopped by stop()

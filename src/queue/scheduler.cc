@@ -64,6 +64,15 @@ void Scheduler::reported(uint64_t member, uint64_t report, uint32_t part, uint32
   cv_.notify_one();
 }
 
+void Scheduler::set_leading(bool leading) {
+  role_leading_ = leading;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_one();
+}
+
 void Scheduler::run() {
   for (;;) {
     {
@@ -73,7 +82,7 @@ void Scheduler::run() {
       woken_ = false;
     }
     host_->tick();
-    bool leader = opts_.is_leader();
+    bool leader = role_leading_.load();
     bool full;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -26,6 +26,7 @@
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -47,7 +48,6 @@ namespace etcdq::queue {
 
 struct SchedulerOptions {
   uint64_t self = 0;  // this member's id
-  std::function<bool()> is_leader;
   // Proposes through the log; `done` once applied here or failed. Any thread.
   std::function<void(apply::Command, std::function<void(Error)>)> propose;
   // The leader's Peer target when it is another member, else "".
@@ -64,6 +64,9 @@ class Scheduler {
   ~Scheduler();  // stop()
 
   void start();
+  // Leader-only work (member/leader_duties.h): runs between
+  // set_leading(true) and set_leading(false). Any thread.
+  void set_leading(bool leading);
   void stop();
   // An applied entry changed these queues.
   void changed(std::vector<std::string>&& queues);
@@ -113,6 +116,7 @@ class Scheduler {
   Host* host_;
   SchedulerOptions opts_;
 
+  std::atomic<bool> role_leading_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool woken_ = false;

@@ -141,6 +141,7 @@ struct Node::Impl {
   raft_term committed_term = 0;
   raft_term stepped_down_term = 0;  // a term in which libraft told us we lost leadership
   bool was_member = false;
+  bool role_leading = false;  // what on_role_change was last told
   // Voters this leader added that are still spares: libraft gives up
   // promoting a member that does not start within its catch-up rounds, so
   // the promotion is retried (once a second) until it is a voter.
@@ -216,11 +217,20 @@ struct Node::Impl {
     raft_leader(&raft, &lid, &addr);
     bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
     if (lid == raft.id && !leading) lid = 0;
+    note_role(leading);
     std::lock_guard<std::mutex> lock(progress_mu);
     if (progress.leader_id == lid && progress.term == raft.current_term && progress.is_leader == leading) return;
     progress.leader_id = lid;
     progress.term = raft.current_term;
     progress.is_leader = leading;
+  }
+
+  // Tells opts->on_role_change when this member starts or stops leading
+  // (consensus thread; the callback must not block).
+  void note_role(bool leading) {
+    if (leading == role_leading) return;
+    role_leading = leading;
+    if (opts->on_role_change) opts->on_role_change(leading);
   }
 
   void update_progress() {
@@ -233,6 +243,7 @@ struct Node::Impl {
     // moment before it leaves the leader state, and may keep naming itself.
     bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
     if (lid == raft.id && !leading) lid = 0;
+    note_role(leading);
     p.leader_id = lid;
     p.commit_index = raft.commit_index;
     p.applied_index = raft_last_applied(&raft);
@@ -815,6 +826,7 @@ struct Node::Impl {
   }
 
   void close_raft() {
+    note_role(false);
     raft.data = this;
     ::raft_close(&raft, [](struct raft* r) {
       Impl* self = static_cast<Impl*>(r->data);

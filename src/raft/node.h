@@ -76,6 +76,11 @@ struct NodeOptions {
   storage::Checkpoints* checkpoints = nullptr;
   // Where an install plan is kept while a snapshot installs (snapshot_install.h).
   std::string install_plan_path;
+  // Called on the consensus thread when this member starts (true) or stops
+  // (false) leading, as braft's on_leader_start/on_leader_stop: leader-only
+  // work hangs on it (member/leader_duties.h). Must not block. Also called
+  // with false when the node stops while leading.
+  std::function<void(bool leading)> on_role_change;
   // Called once (on the consensus thread) when this member's removal from
   // the cluster committed; etcd's member then exits.
   std::function<void()> on_removed;

@@ -12,8 +12,6 @@ namespace {
 using etcdserverpb::LeaseKeepAliveRequest;
 using etcdserverpb::LeaseKeepAliveResponse;
 
-constexpr auto kExpiryCheck = std::chrono::milliseconds(100);
-constexpr size_t kMaxRevokesInFlight = 1000;
 
 // Answers each keep-alive request with the lease's TTL (0: unknown lease),
 // one at a time, in order.
@@ -70,21 +68,7 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
 
 }  // namespace
 
-LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor)
-    : ctx_(ctx),
-      lessor_(lessor),
-      expiry_thread_([this] { expiry_loop(); }) {}
-
-LeaseService::~LeaseService() { stop(); }
-
-void LeaseService::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (expiry_thread_.joinable()) expiry_thread_.join();
-}
+LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : ctx_(ctx), lessor_(lessor) {}
 
 int64_t LeaseService::next_lease_id() {
   for (;;) {
@@ -179,34 +163,6 @@ grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext*
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});
   return reactor;
-}
-
-void LeaseService::expiry_loop() {
-  bool was_leader = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, kExpiryCheck, [this] { return stop_; });
-    if (stop_) return;
-    bool leader = ctx_->node->progress().is_leader;
-    if (leader && !was_leader) lessor_->restart_clocks();  // a new leader gives every lease its full TTL
-    was_leader = leader;
-    if (!leader || revoking_.size() >= kMaxRevokesInFlight) continue;
-    lock.unlock();
-    auto due = lessor_->expired(lease::Clock::now(), kMaxRevokesInFlight);
-    lock.lock();
-    for (int64_t id : due) {
-      if (stop_ || revoking_.size() >= kMaxRevokesInFlight) break;
-      if (!revoking_.insert(id).second) continue;
-      apply::Command cmd;
-      cmd.mutable_lease_revoke()->set_id(id);
-      lock.unlock();
-      server::propose(*ctx_, std::move(cmd), [this, id](apply::Result&&) {
-        std::lock_guard<std::mutex> l(mu_);
-        revoking_.erase(id);
-      });
-      lock.lock();
-    }
-  }
 }
 
 }  // namespace etcdq::server

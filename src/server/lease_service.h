@@ -1,8 +1,6 @@
 // etcd's Lease service. Grant and Revoke go through the log; KeepAlive and
-// TimeToLive use the leader's clocks (lease/lessor.h). A background loop on
-// the leader proposes a revoke for every lease whose clock ran out, as
-// etcd's lessor does (revokeExpiredLeases), so expiry is an ordinary,
-// replicated delete of the attached keys that watchers see.
+// TimeToLive use the leader's clocks (lease/lessor.h). Expiry is leader-only
+// work outside the service (lease/expiry.h).
 #pragma once
 
 #include <atomic>
@@ -20,7 +18,6 @@ namespace etcdq::server {
 class LeaseService final : public etcdserverpb::Lease::CallbackService {
  public:
   LeaseService(Context* ctx, lease::Lessor* lessor);
-  ~LeaseService() override;  // stops the expiry loop
 
   grpc::ServerUnaryReactor* LeaseGrant(grpc::CallbackServerContext* c, const etcdserverpb::LeaseGrantRequest* req,
                                        etcdserverpb::LeaseGrantResponse* resp) override;
@@ -34,21 +31,11 @@ class LeaseService final : public etcdserverpb::Lease::CallbackService {
   grpc::ServerUnaryReactor* LeaseLeases(grpc::CallbackServerContext* c, const etcdserverpb::LeaseLeasesRequest* req,
                                         etcdserverpb::LeaseLeasesResponse* resp) override;
 
-  // Stops the expiry loop and waits for it (the member is shutting down).
-  // Idempotent.
-  void stop();
-
  private:
-  void expiry_loop();
   int64_t next_lease_id();
 
   Context* ctx_;
   lease::Lessor* lessor_;
-  std::mutex mu_;  // guards revoking_, stop_
-  std::condition_variable cv_;
-  std::set<int64_t> revoking_;  // revokes proposed, not yet applied
-  bool stop_ = false;
-  std::thread expiry_thread_;
 };
 
 }  // namespace etcdq::server

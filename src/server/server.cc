@@ -66,7 +66,6 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
 }
 
 void ClientServer::shutdown(int grace_ms) {
-  services_->lease.stop();
   if (!server_) return;
   services_->watch.shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
