@@ -406,6 +406,43 @@ class DefaultLimitsTest(BadInputCase):
         self.assertEqual(resp.header.revision, rev0 + 1)
 
 
+class NegativeTxnRangeRevisionTest(BadInputCase):
+    """A fresh member of its own: what a negative revision does depends on
+    whether the store was ever compacted."""
+
+    def txn_putting_and_reading_at(self, revision):
+        return txn(success=[put_op(self.k("side-effect")), range_op(self.k("h"), revision=revision)])
+
+    def test_negative_range_revision_in_txn_is_compacted_as_in_etcd(self):
+        # etcd's checkRequestRange compares every revision but 0 with the compaction
+        # watermark, which is -1 until the first compaction: a range op at -2 or below
+        # fails the whole txn as compacted, -1 reads the latest until a compaction,
+        # then fails too. A plain Range at any revision <= 0 reads the latest.
+        for v in (b"1", b"2", b"3"):
+            self.put(self.k("h"), v)
+        for rev in (-2, -100):
+            with self.subTest("never compacted", revision=rev):
+                self.assert_rejected_and_unchanged(self.kv.Txn, self.txn_putting_and_reading_at(rev),
+                                                   OUT_OF_RANGE, COMPACTED)
+                self.assert_rejected_and_unchanged(self.kv.Txn, txn(success=[range_op(self.k("h"), revision=rev)]),
+                                                   OUT_OF_RANGE, COMPACTED)
+        resp = self.kv.Txn(self.txn_putting_and_reading_at(-1), timeout=10)
+        self.assertEqual([kv.value for kv in resp.responses[1].response_range.kvs], [b"3"])
+        now = self.revision()
+        self.kv.Compact(pb.CompactionRequest(revision=now, physical=True), timeout=10)
+        for rev in (-1, -2):
+            with self.subTest("compacted", revision=rev):
+                self.assert_rejected_and_unchanged(self.kv.Txn, self.txn_putting_and_reading_at(rev),
+                                                   OUT_OF_RANGE, COMPACTED)
+        with self.subTest("only the branch that runs is checked"):
+            resp = self.kv.Txn(txn(failure=[range_op(self.k("h"), revision=-1)]), timeout=10)
+            self.assertTrue(resp.succeeded)
+        for rev in (-1, -100):
+            with self.subTest("plain range reads the latest", revision=rev):
+                got = self.kv.Range(pb.RangeRequest(key=self.k("h"), revision=rev), timeout=10)
+                self.assertEqual([kv.value for kv in got.kvs], [b"3"])
+
+
 class SmallLimitsTest(BadInputCase):
     """A member started with --max-txn-ops 8 --max-request-bytes 10000."""
 
