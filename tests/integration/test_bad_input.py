@@ -443,6 +443,58 @@ class NegativeTxnRangeRevisionTest(BadInputCase):
                 self.assertEqual([kv.value for kv in got.kvs], [b"3"])
 
 
+class MemberAddPeerUrlTest(BadInputCase):
+    """MemberAdd's peer URLs, checked as etcd's types.NewURLs checks them (Go's
+    url.Parse, then host:port and no path). Members are added as learners, so
+    the one-member cluster keeps its quorum, and removed again."""
+
+    INVALID_URLS = [
+        "http://a b:1", "http://[::1", "127.0.0.1:1", "//h:1", "http:h:1", "http:/h:1", "",
+        "unix://x", "unix:///tmp/x", "http://", "http://h", "http://h:port", "http://h:-1",
+        "http://h:1:2", "http://[::1]", "http://[::1]x:1", "http://a]b:1", "http://h?:1",
+        "http://h:1/", "http://h:1/path", "http://%41:1", "http://a%20b:1", "http://a^b:1",
+        "http://\x7f:1", "http://h:1#%zz", "http://a b@h:1", "ftp://h:1",
+    ]
+    # Odd but valid for etcd: an empty host, an empty or large port, white space
+    # around, an upper-case scheme, userinfo, query and fragment, IPv6 with a zone.
+    VALID_URLS = [
+        "http://:1", "http://h:", "http://h:99999", " http://h:1 ", "HTTP://h:2", "http://u:p@h:3?q#f",
+        "http://[::1]:4", "http://[fe80::1%25en0]:5", "http://a_b~c!:6", "http://h%c3%a9:7",
+    ]
+
+    def member_add(self, urls):
+        # isLearner (field 2) is newer than python-etcd3's rpc_pb2: append it by hand.
+        call = self.member.channel().unary_unary(
+            "/etcdserverpb.Cluster/MemberAdd",
+            request_serializer=lambda r: r.SerializeToString() + b"\x10\x01",
+            response_deserializer=pb.MemberAddResponse.FromString)
+        return call(pb.MemberAddRequest(peerURLs=urls), timeout=10)
+
+    def test_member_add_with_malformed_peer_url_is_invalid_argument(self):
+        for url in self.INVALID_URLS:
+            with self.subTest(url=url):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    self.member_add([url])
+                self.assertEqual((cm.exception.code(), cm.exception.details()),
+                                 (INVALID_ARGUMENT, "etcdserver: given member URLs are invalid"))
+        with self.subTest("one bad URL among good ones"):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.member_add(["http://h:1", "http://a b:1"])
+            self.assertEqual(cm.exception.code(), INVALID_ARGUMENT)
+        with self.subTest("no URL"):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.member_add([])
+            self.assertEqual(cm.exception.code(), INVALID_ARGUMENT)
+
+    def test_member_add_with_odd_but_valid_peer_url_adds_the_learner(self):
+        cluster = harness.rpc_pb2_grpc.ClusterStub(self.member.channel())
+        for url in self.VALID_URLS:
+            with self.subTest(url=url):
+                resp = self.member_add([url])
+                self.assertTrue(resp.member.ID)
+                cluster.MemberRemove(pb.MemberRemoveRequest(ID=resp.member.ID), timeout=10)
+
+
 class SmallLimitsTest(BadInputCase):
     """A member started with --max-txn-ops 8 --max-request-bytes 10000."""
 
