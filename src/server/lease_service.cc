@@ -72,7 +72,12 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
 LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor)
     : ctx_(ctx),
       lessor_(lessor),
-      expiry_thread_([this] { expiry_loop(); }) {}
+      expiry_thread_([this] { expiry_loop(); }) {
+  strict_parsing("LeaseGrant", &LeaseService::LeaseGrant, {});
+  strict_parsing("LeaseRevoke", &LeaseService::LeaseRevoke, {});
+  strict_parsing("LeaseTimeToLive", &LeaseService::LeaseTimeToLive, {});
+  strict_parsing("LeaseLeases", &LeaseService::LeaseLeases, {});
+}
 
 LeaseService::~LeaseService() { stop(); }
 

@@ -495,6 +495,45 @@ class MemberAddPeerUrlTest(BadInputCase):
                 cluster.MemberRemove(pb.MemberRemoveRequest(ID=resp.member.ID), timeout=10)
 
 
+class UndecodableRequestTest(BadInputCase):
+    """Bytes that are not the method's message, sent raw: etcd (grpc-go) answers
+    INTERNAL "grpc: error unmarshalling request: <gogoproto's reason>". The
+    reason's words cannot always be gogoproto's; the form and code are."""
+
+    UNMARSHAL = "grpc: error unmarshalling request: "
+    METHODS = ["/etcdserverpb.KV/Range", "/etcdserverpb.KV/Put", "/etcdserverpb.KV/DeleteRange",
+               "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Compact", "/etcdserverpb.Lease/LeaseGrant",
+               "/etcdserverpb.Lease/LeaseRevoke", "/etcdserverpb.Lease/LeaseTimeToLive",
+               "/etcdserverpb.Cluster/MemberAdd", "/etcdserverpb.Cluster/MemberList",
+               "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Alarm",
+               "/v3lockpb.Lock/Lock", "/v3lockpb.Lock/Unlock", "/v3electionpb.Election/Campaign",
+               "/v3electionpb.Election/Leader"]
+    FIELD_1_NOT_BYTES = {"/etcdserverpb.KV/Compact", "/etcdserverpb.Lease/LeaseGrant",
+                         "/etcdserverpb.Lease/LeaseRevoke", "/etcdserverpb.Lease/LeaseTimeToLive",
+                         "/etcdserverpb.Maintenance/Alarm"}
+
+    def test_undecodable_request_is_internal_unmarshal_error_and_changes_nothing(self):
+        channel = self.member.channel()
+        before = self.state()
+        for method in self.METHODS:
+            call = channel.unary_unary(method)
+            # Field 1 as bytes, cut short: where field 1 is bytes (or unknown) every
+            # parser calls it the end of the data; gogoproto names the field otherwise.
+            if method not in self.FIELD_1_NOT_BYTES:
+                with self.subTest(method=method, request="cut short"):
+                    self.assert_status(call, b"\x0a\x05ab", grpc.StatusCode.INTERNAL,
+                                       self.UNMARSHAL + "unexpected EOF")
+            for garbage in (b"\xff\xff\xff", b"\x0f", b"\x0a\xff\xff\xff\xff\x0f"):
+                with self.subTest(method=method, request=garbage):
+                    with self.assertRaises(grpc.RpcError) as cm:
+                        call(garbage, timeout=10)
+                    self.assertEqual(cm.exception.code(), grpc.StatusCode.INTERNAL)
+                    self.assertTrue(cm.exception.details().startswith(self.UNMARSHAL), cm.exception.details())
+        self.assertEqual(self.state(), before)
+        # The connection and the member stay usable.
+        self.assertEqual(self.put(self.k("after"), b"ok").header.revision, before[0] + 1)
+
+
 class SmallLimitsTest(BadInputCase):
     """A member started with --max-txn-ops 8 --max-request-bytes 10000."""
 
