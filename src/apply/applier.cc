@@ -10,7 +10,8 @@
 
 namespace etcdq::apply {
 namespace {
-constexpr int kMaxCommandNesting = 1024;
+// A command wraps a client request (validate.h) in one more message.
+constexpr int kMaxCommandNesting = kMaxRequestNesting + 8;
 }  // namespace
 
 Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members,

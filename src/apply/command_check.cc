@@ -10,9 +10,9 @@
 namespace etcdq::apply {
 namespace {
 
-// Nested txns nest two messages each; etcd allows up to --max-txn-ops of
-// them. The same bound as apply's decoder (applier.cc).
-constexpr int kMaxCommandNesting = 1024;
+// A Command wraps the request in a few more levels than the client sent;
+// the same bound as apply's decoder (applier.cc).
+constexpr int kMaxCommandNesting = kMaxRequestNesting + 8;
 // A member's name and client URLs, as published; far above any real one.
 constexpr size_t kMaxNameBytes = 1024;
 constexpr int kMaxClientUrls = 64;

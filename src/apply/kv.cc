@@ -97,9 +97,14 @@ Error check_put(const KvState& s, const etcdserverpb::PutRequest& p, const Lease
   return {};
 }
 
+// etcd's checkRequestRange: any revision but 0 is compared with the
+// compaction watermark, which is -1 before the first compaction. So a
+// negative revision in a txn is "compacted" (-1 passes on a never-compacted
+// store and then reads the latest), unlike a plain Range, where any
+// revision <= 0 reads the latest (mvcc/range.h).
 Error check_range(const KvState& s, const RangeRequest& r) {
   if (r.revision() > s.read_revision()) return errors::future_rev();
-  if (r.revision() > 0 && r.revision() < s.compact_revision()) return errors::compacted();
+  if (r.revision() != 0 && r.revision() < s.compact_revision()) return errors::compacted();
   return {};
 }
 

@@ -22,6 +22,13 @@ Error validate_delete_range(const etcdserverpb::DeleteRangeRequest& r);
 // empty_key(), value_provided(), lease_provided(), duplicate_key().
 Error validate_txn(const etcdserverpb::TxnRequest& r, int64_t max_txn_ops);
 
+// Messages nested in one request or command, at most: a txn nests two a
+// level (RequestOp, TxnRequest), so about 2000 nested txns fit. Parsing,
+// validating and applying recurse once a level; 4096 levels stay far below
+// a thread's 8 MiB stack. Deeper requests are refused before they are parsed
+// (server/request_parsing.h).
+inline constexpr int kMaxRequestNesting = 4096;
+
 // True when no op on any branch writes (etcd serves such txns as reads).
 bool txn_is_read_only(const etcdserverpb::TxnRequest& r);
 

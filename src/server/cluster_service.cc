@@ -1,6 +1,7 @@
 #include "server/cluster_service.h"
 
 #include "raft/forwarder.h"
+#include "server/peer_urls.h"
 #include "server/proxy.h"
 
 namespace etcdq::server {
@@ -12,19 +13,6 @@ std::string peer_url_of(const raft::MemberState& m) { return "http://" + m.addre
 template <typename Resp, typename Start>
 bool proxy_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, Start start) {
   return server::proxy_to_leader<etcdserverpb::Cluster>(ctx, reactor, resp, /*with_revision=*/false, start);
-}
-
-Error parse_peer_urls(const google::protobuf::RepeatedPtrField<std::string>& urls, std::string* address) {
-  if (urls.empty()) return errors::member_bad_urls();
-  for (const auto& u : urls) {
-    std::string t = raft::url_to_target(u);
-    // etcd takes http://host:port and nothing after it (types.NewURLs).
-    if (t.empty() || u.rfind("http://", 0) != 0 || t.find(':') == std::string::npos || u != "http://" + t) {
-      return errors::member_bad_urls();
-    }
-  }
-  *address = raft::url_to_target(urls[0]);
-  return {};
 }
 
 }  // namespace
@@ -58,8 +46,8 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
                                                     etcdserverpb::MemberAddResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  std::string address;
-  if (Error e = parse_peer_urls(req->peerurls(), &address)) {
+  PeerUrls peer;
+  if (Error e = parse_peer_urls({req->peerurls().begin(), req->peerurls().end()}, &peer)) {
     finish(reactor, e);
     return reactor;
   }
@@ -69,10 +57,10 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
       })) {
     return reactor;
   }
-  std::vector<std::string> urls(req->peerurls().begin(), req->peerurls().end());
+  std::vector<std::string> urls = peer.urls;
   uint64_t id = member_id(urls, ctx->cluster_token);
   bool learner = req->islearner();
-  ctx->node->add_member(id, address, learner, [ctx, reactor, resp, id, urls, learner](Error e) {
+  ctx->node->add_member(id, peer.address, learner, [ctx, reactor, resp, id, urls, learner](Error e) {
     if (e) return finish(reactor, e);
     auto* m = resp->mutable_member();
     m->set_id(id);
@@ -129,11 +117,12 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
                                                        etcdserverpb::MemberUpdateResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  std::string address;
-  if (Error e = parse_peer_urls(req->peerurls(), &address)) {
+  PeerUrls peer;
+  if (Error e = parse_peer_urls({req->peerurls().begin(), req->peerurls().end()}, &peer)) {
     finish(reactor, e);
     return reactor;
   }
+  const std::string& address = peer.address;
   bool found = false;
   for (const auto& m : ctx_->node->members()) {
     if (m.id != req->id()) continue;

@@ -15,12 +15,19 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
+#include "server/request_parsing.h"
 
 namespace etcdq::server {
 
-class ClusterService final : public etcdserverpb::Cluster::CallbackService {
+class ClusterService final : public StrictParsing<etcdserverpb::Cluster> {
  public:
-  explicit ClusterService(Context* ctx) : ctx_(ctx) {}
+  explicit ClusterService(Context* ctx) : ctx_(ctx) {
+    strict_parsing("MemberAdd", &ClusterService::MemberAdd, {});
+    strict_parsing("MemberRemove", &ClusterService::MemberRemove, {});
+    strict_parsing("MemberUpdate", &ClusterService::MemberUpdate, {});
+    strict_parsing("MemberList", &ClusterService::MemberList, {});
+    strict_parsing("MemberPromote", &ClusterService::MemberPromote, {});
+  }
   grpc::ServerUnaryReactor* MemberList(grpc::CallbackServerContext* c, const etcdserverpb::MemberListRequest* req,
                                        etcdserverpb::MemberListResponse* resp) override;
   grpc::ServerUnaryReactor* MemberAdd(grpc::CallbackServerContext* c, const etcdserverpb::MemberAddRequest* req,

@@ -12,12 +12,18 @@
 
 #include "etcd/api/v3election/v3election.grpc.pb.h"
 #include "server/local_client.h"
+#include "server/request_parsing.h"
 
 namespace etcdq::server {
 
-class ElectionService final : public v3electionpb::Election::CallbackService {
+class ElectionService final : public StrictParsing<v3electionpb::Election> {
  public:
-  explicit ElectionService(LocalClient* client) : client_(client) {}
+  explicit ElectionService(LocalClient* client) : client_(client) {
+    strict_parsing("Campaign", &ElectionService::Campaign, {});
+    strict_parsing("Proclaim", &ElectionService::Proclaim, {});
+    strict_parsing("Leader", &ElectionService::Leader, {});
+    strict_parsing("Resign", &ElectionService::Resign, {});
+  }
 
   grpc::ServerUnaryReactor* Campaign(grpc::CallbackServerContext* c, const v3electionpb::CampaignRequest* req,
                                      v3electionpb::CampaignResponse* resp) override;

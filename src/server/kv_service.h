@@ -7,12 +7,20 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
+#include "server/request_parsing.h"
 
 namespace etcdq::server {
 
-class KvService final : public etcdserverpb::KV::CallbackService {
+class KvService final : public StrictParsing<etcdserverpb::KV> {
  public:
-  explicit KvService(Context* ctx) : ctx_(ctx) {}
+  explicit KvService(Context* ctx) : ctx_(ctx) {
+    ParseLimits l = parse_limits(ctx->limits.max_txn_ops);
+    strict_parsing("Range", &KvService::Range, l);
+    strict_parsing("Put", &KvService::Put, l);
+    strict_parsing("DeleteRange", &KvService::DeleteRange, l);
+    strict_parsing("Txn", &KvService::Txn, l);
+    strict_parsing("Compact", &KvService::Compact, l);
+  }
 
   grpc::ServerUnaryReactor* Range(grpc::CallbackServerContext* c, const etcdserverpb::RangeRequest* req,
                                   etcdserverpb::RangeResponse* resp) override;

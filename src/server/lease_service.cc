@@ -68,7 +68,12 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
 
 }  // namespace
 
-LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : ctx_(ctx), lessor_(lessor) {}
+LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : ctx_(ctx), lessor_(lessor) {
+  strict_parsing("LeaseGrant", &LeaseService::LeaseGrant, {});
+  strict_parsing("LeaseRevoke", &LeaseService::LeaseRevoke, {});
+  strict_parsing("LeaseTimeToLive", &LeaseService::LeaseTimeToLive, {});
+  strict_parsing("LeaseLeases", &LeaseService::LeaseLeases, {});
+}
 
 int64_t LeaseService::next_lease_id() {
   for (;;) {

@@ -12,10 +12,11 @@
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "lease/lessor.h"
 #include "server/context.h"
+#include "server/request_parsing.h"
 
 namespace etcdq::server {
 
-class LeaseService final : public etcdserverpb::Lease::CallbackService {
+class LeaseService final : public StrictParsing<etcdserverpb::Lease> {
  public:
   LeaseService(Context* ctx, lease::Lessor* lessor);
 

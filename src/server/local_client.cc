@@ -115,6 +115,12 @@ void LocalClient::range(etcdserverpb::RangeRequest req, Done<etcdserverpb::Range
 void LocalClient::del(std::string key, Done<etcdserverpb::DeleteRangeResponse> done) {
   apply::Command cmd;
   cmd.mutable_delete_range()->set_key(std::move(key));
+  // As the KV service checks it: clientv3 inside etcd's Lock service gets
+  // "key is not provided" for Unlock("").
+  if (Error e = apply::validate_delete_range(cmd.delete_range())) {
+    post([done, e] { done(e, {}); });
+    return;
+  }
   propose<etcdserverpb::DeleteRangeResponse>(this, std::move(cmd), std::move(done));
 }
 

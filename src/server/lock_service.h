@@ -7,12 +7,16 @@
 
 #include "etcd/api/v3lock/v3lock.grpc.pb.h"
 #include "server/local_client.h"
+#include "server/request_parsing.h"
 
 namespace etcdq::server {
 
-class LockService final : public v3lockpb::Lock::CallbackService {
+class LockService final : public StrictParsing<v3lockpb::Lock> {
  public:
-  explicit LockService(LocalClient* client) : client_(client) {}
+  explicit LockService(LocalClient* client) : client_(client) {
+    strict_parsing("Lock", &LockService::Lock, {});
+    strict_parsing("Unlock", &LockService::Unlock, {});
+  }
   grpc::ServerUnaryReactor* Lock(grpc::CallbackServerContext* c, const v3lockpb::LockRequest* req,
                                  v3lockpb::LockResponse* resp) override;
   grpc::ServerUnaryReactor* Unlock(grpc::CallbackServerContext* c, const v3lockpb::UnlockRequest* req,

@@ -7,15 +7,22 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
+#include "server/request_parsing.h"
 
 namespace etcdq::server {
 
 // The etcd API version etcdq implements, reported by Status.
 inline constexpr const char* kEtcdApiVersion = "3.5.0";
 
-class MaintenanceService final : public etcdserverpb::Maintenance::CallbackService {
+class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance> {
  public:
-  explicit MaintenanceService(Context* ctx) : ctx_(ctx) {}
+  explicit MaintenanceService(Context* ctx) : ctx_(ctx) {
+    strict_parsing("Alarm", &MaintenanceService::Alarm, {});
+    strict_parsing("Status", &MaintenanceService::Status, {});
+    strict_parsing("Defragment", &MaintenanceService::Defragment, {});
+    strict_parsing("HashKV", &MaintenanceService::HashKV, {});
+    strict_parsing("MoveLeader", &MaintenanceService::MoveLeader, {});
+  }
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* c, const etcdserverpb::StatusRequest* req,
                                    etcdserverpb::StatusResponse* resp) override;

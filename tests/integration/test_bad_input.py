@@ -406,6 +406,134 @@ class DefaultLimitsTest(BadInputCase):
         self.assertEqual(resp.header.revision, rev0 + 1)
 
 
+class NegativeTxnRangeRevisionTest(BadInputCase):
+    """A fresh member of its own: what a negative revision does depends on
+    whether the store was ever compacted."""
+
+    def txn_putting_and_reading_at(self, revision):
+        return txn(success=[put_op(self.k("side-effect")), range_op(self.k("h"), revision=revision)])
+
+    def test_negative_range_revision_in_txn_is_compacted_as_in_etcd(self):
+        # etcd's checkRequestRange compares every revision but 0 with the compaction
+        # watermark, which is -1 until the first compaction: a range op at -2 or below
+        # fails the whole txn as compacted, -1 reads the latest until a compaction,
+        # then fails too. A plain Range at any revision <= 0 reads the latest.
+        for v in (b"1", b"2", b"3"):
+            self.put(self.k("h"), v)
+        for rev in (-2, -100):
+            with self.subTest("never compacted", revision=rev):
+                self.assert_rejected_and_unchanged(self.kv.Txn, self.txn_putting_and_reading_at(rev),
+                                                   OUT_OF_RANGE, COMPACTED)
+                self.assert_rejected_and_unchanged(self.kv.Txn, txn(success=[range_op(self.k("h"), revision=rev)]),
+                                                   OUT_OF_RANGE, COMPACTED)
+        resp = self.kv.Txn(self.txn_putting_and_reading_at(-1), timeout=10)
+        self.assertEqual([kv.value for kv in resp.responses[1].response_range.kvs], [b"3"])
+        now = self.revision()
+        self.kv.Compact(pb.CompactionRequest(revision=now, physical=True), timeout=10)
+        for rev in (-1, -2):
+            with self.subTest("compacted", revision=rev):
+                self.assert_rejected_and_unchanged(self.kv.Txn, self.txn_putting_and_reading_at(rev),
+                                                   OUT_OF_RANGE, COMPACTED)
+        with self.subTest("only the branch that runs is checked"):
+            resp = self.kv.Txn(txn(failure=[range_op(self.k("h"), revision=-1)]), timeout=10)
+            self.assertTrue(resp.succeeded)
+        for rev in (-1, -100):
+            with self.subTest("plain range reads the latest", revision=rev):
+                got = self.kv.Range(pb.RangeRequest(key=self.k("h"), revision=rev), timeout=10)
+                self.assertEqual([kv.value for kv in got.kvs], [b"3"])
+
+
+class MemberAddPeerUrlTest(BadInputCase):
+    """MemberAdd's peer URLs, checked as etcd's types.NewURLs checks them (Go's
+    url.Parse, then host:port and no path). Members are added as learners, so
+    the one-member cluster keeps its quorum, and removed again."""
+
+    INVALID_URLS = [
+        "http://a b:1", "http://[::1", "127.0.0.1:1", "//h:1", "http:h:1", "http:/h:1", "",
+        "unix://x", "unix:///tmp/x", "http://", "http://h", "http://h:port", "http://h:-1",
+        "http://h:1:2", "http://[::1]", "http://[::1]x:1", "http://a]b:1", "http://h?:1",
+        "http://h:1/", "http://h:1/path", "http://%41:1", "http://a%20b:1", "http://a^b:1",
+        "http://\x7f:1", "http://h:1#%zz", "http://a b@h:1", "ftp://h:1",
+    ]
+    # Odd but valid for etcd: an empty host, an empty or large port, white space
+    # around, an upper-case scheme, userinfo, query and fragment, IPv6 with a zone.
+    VALID_URLS = [
+        "http://:1", "http://h:", "http://h:99999", " http://h:1 ", "HTTP://h:2", "http://u:p@h:3?q#f",
+        "http://[::1]:4", "http://[fe80::1%25en0]:5", "http://a_b~c!:6", "http://h%c3%a9:7",
+    ]
+
+    def member_add(self, urls):
+        # isLearner (field 2) is newer than python-etcd3's rpc_pb2: append it by hand.
+        call = self.member.channel().unary_unary(
+            "/etcdserverpb.Cluster/MemberAdd",
+            request_serializer=lambda r: r.SerializeToString() + b"\x10\x01",
+            response_deserializer=pb.MemberAddResponse.FromString)
+        return call(pb.MemberAddRequest(peerURLs=urls), timeout=10)
+
+    def test_member_add_with_malformed_peer_url_is_invalid_argument(self):
+        for url in self.INVALID_URLS:
+            with self.subTest(url=url):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    self.member_add([url])
+                self.assertEqual((cm.exception.code(), cm.exception.details()),
+                                 (INVALID_ARGUMENT, "etcdserver: given member URLs are invalid"))
+        with self.subTest("one bad URL among good ones"):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.member_add(["http://h:1", "http://a b:1"])
+            self.assertEqual(cm.exception.code(), INVALID_ARGUMENT)
+        with self.subTest("no URL"):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.member_add([])
+            self.assertEqual(cm.exception.code(), INVALID_ARGUMENT)
+
+    def test_member_add_with_odd_but_valid_peer_url_adds_the_learner(self):
+        cluster = harness.rpc_pb2_grpc.ClusterStub(self.member.channel())
+        for url in self.VALID_URLS:
+            with self.subTest(url=url):
+                resp = self.member_add([url])
+                self.assertTrue(resp.member.ID)
+                cluster.MemberRemove(pb.MemberRemoveRequest(ID=resp.member.ID), timeout=10)
+
+
+class UndecodableRequestTest(BadInputCase):
+    """Bytes that are not the method's message, sent raw: etcd (grpc-go) answers
+    INTERNAL "grpc: error unmarshalling request: <gogoproto's reason>". The
+    reason's words cannot always be gogoproto's; the form and code are."""
+
+    UNMARSHAL = "grpc: error unmarshalling request: "
+    METHODS = ["/etcdserverpb.KV/Range", "/etcdserverpb.KV/Put", "/etcdserverpb.KV/DeleteRange",
+               "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Compact", "/etcdserverpb.Lease/LeaseGrant",
+               "/etcdserverpb.Lease/LeaseRevoke", "/etcdserverpb.Lease/LeaseTimeToLive",
+               "/etcdserverpb.Cluster/MemberAdd", "/etcdserverpb.Cluster/MemberList",
+               "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Alarm",
+               "/v3lockpb.Lock/Lock", "/v3lockpb.Lock/Unlock", "/v3electionpb.Election/Campaign",
+               "/v3electionpb.Election/Leader"]
+    FIELD_1_NOT_BYTES = {"/etcdserverpb.KV/Compact", "/etcdserverpb.Lease/LeaseGrant",
+                         "/etcdserverpb.Lease/LeaseRevoke", "/etcdserverpb.Lease/LeaseTimeToLive",
+                         "/etcdserverpb.Maintenance/Alarm"}
+
+    def test_undecodable_request_is_internal_unmarshal_error_and_changes_nothing(self):
+        channel = self.member.channel()
+        before = self.state()
+        for method in self.METHODS:
+            call = channel.unary_unary(method)
+            # Field 1 as bytes, cut short: where field 1 is bytes (or unknown) every
+            # parser calls it the end of the data; gogoproto names the field otherwise.
+            if method not in self.FIELD_1_NOT_BYTES:
+                with self.subTest(method=method, request="cut short"):
+                    self.assert_status(call, b"\x0a\x05ab", grpc.StatusCode.INTERNAL,
+                                       self.UNMARSHAL + "unexpected EOF")
+            for garbage in (b"\xff\xff\xff", b"\x0f", b"\x0a\xff\xff\xff\xff\x0f"):
+                with self.subTest(method=method, request=garbage):
+                    with self.assertRaises(grpc.RpcError) as cm:
+                        call(garbage, timeout=10)
+                    self.assertEqual(cm.exception.code(), grpc.StatusCode.INTERNAL)
+                    self.assertTrue(cm.exception.details().startswith(self.UNMARSHAL), cm.exception.details())
+        self.assertEqual(self.state(), before)
+        # The connection and the member stay usable.
+        self.assertEqual(self.put(self.k("after"), b"ok").header.revision, before[0] + 1)
+
+
 class SmallLimitsTest(BadInputCase):
     """A member started with --max-txn-ops 8 --max-request-bytes 10000."""
 

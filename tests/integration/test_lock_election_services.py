@@ -111,6 +111,23 @@ class LockAndElectionServices(harness.MemberTestCase):
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNKNOWN)
         self.assertEqual(cm.exception.details(), "etcdserver: requested lease not found")
 
+    def test_unlock_with_empty_key_is_unknown_with_key_not_provided_and_changes_nothing(self):
+        # etcd's Unlock deletes the key through clientv3, whose Delete("") the
+        # KV server refuses; the Lock service hands that back as a plain error.
+        rev = self.m.kv().Range(harness.all_keys_request(), timeout=5).header.revision
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.s.unlock(M("v3lockpb.UnlockRequest")(key=b""), timeout=5)
+        self.assertEqual((cm.exception.code(), cm.exception.details()),
+                         (grpc.StatusCode.UNKNOWN, "etcdserver: key is not provided"))
+        self.assertEqual(self.m.kv().Range(harness.all_keys_request(), timeout=5).header.revision, rev)
+
+    def test_lock_with_empty_name_takes_slash_lease_key(self):
+        # etcd takes an empty name: the key is "/" and the lease in hex.
+        lease = self.grant()
+        r = self.s.lock(M("v3lockpb.LockRequest")(name=b"", lease=lease), timeout=5)
+        self.assertEqual(r.key, b"/%x" % lease)
+        self.s.unlock(M("v3lockpb.UnlockRequest")(key=r.key), timeout=5)
+
     def test_election_campaign_leader_proclaim_observe_resign(self):
         la, lb = self.grant(), self.grant()
         LeaderKey = M("v3electionpb.LeaderKey")
