@@ -12,7 +12,7 @@ constexpr size_t kBatchBytes = 4 << 20;
 constexpr std::string_view kRestoredIndex = "restored_index";
 
 // A member's own identity lives in the meta column family too
-// (server/identity.h); it is not part of the replicated state.
+// (member/identity.h); it is not part of the replicated state.
 bool is_local_meta(std::string_view key) {
   return key == "member_id" || key == "cluster_id" || key == kRestoredIndex;
 }

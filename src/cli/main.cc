@@ -28,10 +28,10 @@
 #include "mvcc/store.h"
 #include "raft/node.h"
 #include "raft/snapshot_install.h"
-#include "server/identity.h"
+#include "member/identity.h"
 #include "server/maintenance_service.h"
 #include "server/peer_server.h"
-#include "server/pipeline.h"
+#include "member/pipeline.h"
 #include "server/server.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
@@ -108,10 +108,10 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> ids;
   std::vector<raft::Peer> peers;
   for (const auto& name : order) {
-    server::MemberInfo m;
+    member::MemberInfo m;
     m.name = name;
     for (const auto& u : by_name[name]) m.peer_urls.push_back(u.text);
-    m.id = server::member_id(m.peer_urls, cfg.initial_cluster_token);
+    m.id = member::member_id(m.peer_urls, cfg.initial_cluster_token);
     if (name == cfg.name) {
       for (const auto& u : cfg.advertise_client_urls) m.client_urls.push_back(u.text);
       ctx.self = m;
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     ids.push_back(m.id);
     peers.push_back({m.id, by_name[name].front().host_port()});
   }
-  ctx.cluster_id = server::cluster_id(ids);
+  ctx.cluster_id = member::cluster_id(ids);
   ctx.limits.max_request_bytes = cfg.max_request_bytes;
   ctx.limits.max_txn_ops = cfg.max_txn_ops;
   ctx.limits.quota_bytes = cfg.quota_backend_bytes == 0 ? (2LL << 30) : cfg.quota_backend_bytes;
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   }
   {
     uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
-    if (server::keep_identity(engine.get(), &member, &cluster)) {
+    if (member::keep_identity(engine.get(), &member, &cluster)) {
       spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
                    cfg.data_dir, member, cluster, ctx.self.id);
       for (auto& p : peers) {
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
       *cmd.mutable_member_attributes() = a;
       auto done = std::make_shared<std::promise<Error>>();
       auto fut = done->get_future();
-      server::propose(ctx, std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
+      member::propose(ctx, std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
       Error e = fut.get();
       if (!e) break;
       if (attempt % 40 == 0) spdlog::warn("cannot publish this member's attributes yet: {}", e.message());
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
   so.self = ctx.self.id;
   raft::Node* n = node.get();
   so.propose = [&ctx](apply::Command cmd, std::function<void(Error)> done) {
-    server::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
+    member::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
   };
   so.leader_target = [n] { return n->leader_target(); };
   so.report = [n](const std::string& target, const peer::QueueConsumersRequest& req) {
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
   auto expiry = std::make_unique<lease::Expiry>(&lessor, [&ctx](int64_t id, std::function<void()> done) {
     apply::Command cmd;
     cmd.mutable_lease_revoke()->set_id(id);
-    server::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
+    member::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
   });
   duties.add({"lease expiry", [&expiry] { expiry->start_leading(); }, [&expiry] { expiry->stop_leading(); }});
   duties.add({"queue scheduler", [&scheduler] { scheduler->set_leading(true); },

@@ -58,7 +58,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
     return reactor;
   }
   std::vector<std::string> urls = peer.urls;
-  uint64_t id = member_id(urls, ctx->cluster_token);
+  uint64_t id = member::member_id(urls, ctx->cluster_token);
   bool learner = req->islearner();
   ctx->node->add_member(id, peer.address, learner, [ctx, reactor, resp, id, urls, learner](Error e) {
     if (e) return finish(reactor, e);

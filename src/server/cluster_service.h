@@ -5,7 +5,7 @@
 // Changes run on the leader; a follower passes the call to the leader's
 // client URL and answers with the leader's result. Member ids of added
 // members derive from their peer URLs and this member's
-// --initial-cluster-token, as for the initial cluster (server/identity.h),
+// --initial-cluster-token, as for the initial cluster (member/identity.h),
 // so the new member computes the same id from its own flags; it must be
 // started with the same token. MemberUpdate can only keep a member's peer
 // address: libraft 0.15 cannot change one.

@@ -5,18 +5,18 @@
 #include "apply/kv.h"
 #include "apply/validate.h"
 #include "mvcc/compactor.h"
-#include "server/pipeline.h"
+#include "member/pipeline.h"
 
 namespace etcdq::server {
 namespace {
 
 using apply::Command;
 
-// Proposes `cmd` (server/pipeline.h checks it); answers the call with the
+// Proposes `cmd` (member/pipeline.h checks it); answers the call with the
 // apply result of type Resp.
 template <typename Resp>
 void propose(Context* ctx, Command cmd, Resp* resp, grpc::ServerUnaryReactor* reactor) {
-  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     auto* out = std::get_if<Resp>(&r.response);
     if (out == nullptr) return finish(reactor, errors::internal("apply returned the wrong response"));
@@ -126,7 +126,7 @@ grpc::ServerUnaryReactor* KvService::Compact(grpc::CallbackServerContext* c,
   Command cmd;
   *cmd.mutable_compaction() = *req;
   Context* ctx = ctx_;
-  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     auto* out = std::get_if<etcdserverpb::CompactionResponse>(&r.response);
     if (out) resp->Swap(out);

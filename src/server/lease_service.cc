@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "mvcc/range.h"
-#include "server/pipeline.h"
+#include "member/pipeline.h"
 #include "server/proxy.h"
 
 namespace etcdq::server {
@@ -95,7 +95,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
   *cmd.mutable_lease_grant() = *req;
   if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
   Context* ctx = ctx_;
-  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::LeaseGrantResponse>(&r.response)) resp->Swap(out);
     ctx->fill_header(resp->mutable_header());
@@ -112,7 +112,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
   apply::Command cmd;
   *cmd.mutable_lease_revoke() = *req;
   Context* ctx = ctx_;
-  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::LeaseRevokeResponse>(&r.response)) resp->Swap(out);
     ctx->fill_header(resp->mutable_header());

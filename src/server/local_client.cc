@@ -1,6 +1,6 @@
 #include "server/local_client.h"
 
-#include "server/pipeline.h"
+#include "member/pipeline.h"
 
 #include <atomic>
 
@@ -56,7 +56,7 @@ void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
   Context* ctx = c->context();
   // Through the proposal pipeline like every client write (its checks
   // include the quota that the recipes' puts are subject to, as in etcd).
-  server::propose(*ctx, std::move(cmd), [c, ctx, done](apply::Result&& r) {
+  member::propose(*ctx, std::move(cmd), [c, ctx, done](apply::Result&& r) {
     Resp resp;
     if (!r.error) {
       if (auto* out = std::get_if<Resp>(&r.response)) resp.Swap(out);

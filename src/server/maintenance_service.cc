@@ -5,7 +5,7 @@
 #include <zlib.h>
 
 #include "mvcc/range.h"
-#include "server/pipeline.h"
+#include "member/pipeline.h"
 
 namespace etcdq::server {
 
@@ -48,7 +48,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   }
   apply::Command cmd;
   *cmd.mutable_alarm() = *req;
-  server::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
+  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::AlarmResponse>(&r.response)) resp->Swap(out);
     ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);

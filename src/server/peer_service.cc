@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "apply/command_check.h"
-#include "server/pipeline.h"
+#include "member/pipeline.h"
 
 namespace etcdq::server {
 namespace {
@@ -139,7 +139,7 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
   for (const auto& framed : req->commands()) {
     apply::Command cmd;
     Error e = apply::decode_forwarded(framed, &cmd);
-    if (!e) e = admit(*ctx_, cmd, Source::kForwarded);
+    if (!e) e = member::admit(*ctx_, cmd, member::Source::kForwarded);
     if (!e && cmd.has_member_attributes()) {
       if (peer_address(cmd.member_attributes().id()).empty()) {
         e = Error(Code::kInvalidArgument, "etcdserver: malformed command: attributes of an unknown member");

@@ -12,7 +12,7 @@
 
 #include "storage/engine.h"
 
-namespace etcdq::server {
+namespace etcdq::member {
 
 uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluster_token);
 uint64_t cluster_id(std::vector<uint64_t> member_ids);
@@ -31,4 +31,4 @@ struct MemberInfo {
   std::vector<std::string> client_urls;
 };
 
-}  // namespace etcdq::server
+}  // namespace etcdq::member

@@ -1,10 +1,10 @@
-#include "server/identity.h"
+#include "member/identity.h"
 
 #include <openssl/sha.h>
 
 #include <algorithm>
 
-namespace etcdq::server {
+namespace etcdq::member {
 namespace {
 uint64_t first8(const unsigned char* d) {
   uint64_t v = 0;
@@ -63,4 +63,4 @@ uint64_t cluster_id(std::vector<uint64_t> member_ids) {
   return first8(d);
 }
 
-}  // namespace etcdq::server
+}  // namespace etcdq::member

@@ -19,9 +19,22 @@
 #include "apply/applier.h"
 #include "etcdq/command.pb.h"
 #include "raft/node.h"
-#include "server/context.h"
+#include "member/context.h"
 
-namespace etcdq::server {
+namespace etcdq::member {
+
+// etcd refuses a proposal whose encoding exceeds --max-request-bytes
+// (ErrRequestTooLarge, etcdserver/v3_server.go). What it measures is its
+// InternalRaftRequest, which adds a request header (about 13 bytes) to the
+// request; we count the same so the same requests pass.
+Error check_request_size(const Context& ctx, const apply::Command& cmd);
+
+// etcd's quota (etcdserver/quota.go): a request that adds data fails with
+// errors::no_space() while the NOSPACE alarm is raised, or when the database
+// plus the request would exceed --quota-backend-bytes, in which case this
+// member raises NOSPACE through the log. Reads and deletes always pass.
+Error check_quota(Context& ctx, const apply::Command& cmd);
+
 
 // Where a command comes from: this member's own request, or a follower's
 // forwarded one (some commands are only ever the leader's own).
@@ -36,4 +49,4 @@ Error admit(Context& ctx, const apply::Command& cmd, Source source);
 // admission error (on this thread) or as raft::Node::propose says.
 void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done);
 
-}  // namespace etcdq::server
+}  // namespace etcdq::member
