@@ -1,40 +1,25 @@
-// etcdq: one member. Opens the state database, starts Raft, waits until the
-// log is applied, then serves clients until SIGTERM or SIGINT, when it stops
-// taking proposals, lets in-flight ones finish, and closes everything.
+// etcdq: one member. Flags -> member (member/member.h: the state database,
+// Raft, queues, leader-only work) -> servers (peer URL, then client URLs
+// and HTTP), until SIGTERM or SIGINT, when it stops taking proposals, lets
+// in-flight ones finish, and closes everything.
 #include <absl/synchronization/mutex.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <filesystem>
-#include <map>
-#include <future>
-#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
 
-#include "apply/applier.h"
-#include "http/server.h"
-#include "queue/book.h"
-#include "queue/clickhouse.h"
-#include "queue/metrics.h"
-#include "queue/host.h"
-#include "queue/keys.h"
-#include "queue/scheduler.h"
 #include "cli/flags.h"
-#include "lease/expiry.h"
-#include "member/leader_duties.h"
-#include "mvcc/store.h"
-#include "raft/node.h"
-#include "raft/snapshot_install.h"
-#include "member/identity.h"
-#include "server/maintenance_service.h"
+#include "http/server.h"
+#include "member/member.h"
 #include "server/peer_server.h"
-#include "member/pipeline.h"
 #include "server/server.h"
-#include "storage/checkpoints.h"
-#include "storage/engine.h"
 
 using namespace etcdq;
 
@@ -92,263 +77,67 @@ int main(int argc, char** argv) {
   if (exit_now) return 0;
   setup_logging(cfg.log_level);
 
-  // Members of the initial cluster, with etcd's ids.
+  // Flags -> member -> servers.
   std::vector<std::pair<std::string, cli::Url>> initial;
   if (Error e = cli::parse_initial_cluster(cfg.initial_cluster, &initial)) return fail(e.message());
-  std::map<std::string, std::vector<cli::Url>> by_name;
-  std::vector<std::string> order;
+  member::Options mo;
   for (auto& [name, url] : initial) {
-    if (!by_name.count(name)) order.push_back(name);
-    by_name[name].push_back(url);
-  }
-  if (!by_name.count(cfg.name)) {
-    return fail("couldn't find local name \"" + cfg.name + "\" in the initial cluster configuration");
-  }
-  server::Context ctx{};
-  std::vector<uint64_t> ids;
-  std::vector<raft::Peer> peers;
-  for (const auto& name : order) {
-    member::MemberInfo m;
-    m.name = name;
-    for (const auto& u : by_name[name]) m.peer_urls.push_back(u.text);
-    m.id = member::member_id(m.peer_urls, cfg.initial_cluster_token);
-    if (name == cfg.name) {
-      for (const auto& u : cfg.advertise_client_urls) m.client_urls.push_back(u.text);
-      ctx.self = m;
+    auto it = std::find_if(mo.initial_cluster.begin(), mo.initial_cluster.end(),
+                           [&](const member::InitialMember& m) { return m.name == name; });
+    if (it == mo.initial_cluster.end()) {
+      mo.initial_cluster.push_back({name, {}, url.host_port()});
+      it = std::prev(mo.initial_cluster.end());
     }
-    ids.push_back(m.id);
-    peers.push_back({m.id, by_name[name].front().host_port()});
+    it->peer_urls.push_back(url.text);
   }
-  ctx.cluster_id = member::cluster_id(ids);
-  ctx.limits.max_request_bytes = cfg.max_request_bytes;
-  ctx.limits.max_txn_ops = cfg.max_txn_ops;
-  ctx.limits.quota_bytes = cfg.quota_backend_bytes == 0 ? (2LL << 30) : cfg.quota_backend_bytes;
-
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(fs::path(cfg.data_dir) / "member", ec);
-  if (ec) return fail("cannot create data dir " + cfg.data_dir + ": " + ec.message());
-  if (cfg.initial_cluster_state == "existing") {
-    // The cluster id comes with the log (the first published attributes).
-    spdlog::info("starting etcdq {} as member {:x} ({}) joining an existing cluster, data dir {}", ETCDQ_VERSION,
-                 ctx.self.id, cfg.name, cfg.data_dir);
-  } else {
-    spdlog::info("starting etcdq {} as member {:x} ({}) of cluster {:x}, data dir {}", ETCDQ_VERSION, ctx.self.id,
-                 cfg.name, ctx.cluster_id, cfg.data_dir);
-  }
-
-  std::unique_ptr<storage::Engine> engine;
-  if (Error e = storage::Engine::open((fs::path(cfg.data_dir) / "member" / "db").string(), &engine)) {
-    return fail(e.message());
-  }
-  {
-    uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
-    if (member::keep_identity(engine.get(), &member, &cluster)) {
-      spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
-                   cfg.data_dir, member, cluster, ctx.self.id);
-      for (auto& p : peers) {
-        if (p.id == ctx.self.id) p.id = member;
-      }
-      ctx.self.id = member;
-      ctx.cluster_id = cluster;
-    }
-  }
-  auto store = std::make_unique<mvcc::Store>(engine.get());
-  lease::Lessor lessor(engine.get(), lease::min_ttl_seconds(cfg.election_ms));
-  apply::Alarms alarms(engine.get());
-  apply::Members members(engine.get());
-  queue::Book queues(engine.get());
-  queues.set_self(ctx.self.id);
-  apply::Applier applier(store.get(), &lessor, &alarms, &members, &queues);
-  storage::Checkpoints checkpoints((fs::path(cfg.data_dir) / "member" / "snap").string());
-
-  raft::NodeOptions ro;
-  ro.dir = (fs::path(cfg.data_dir) / "member" / "raft").string();
-  ro.id = ctx.self.id;
-  ro.address = by_name[cfg.name].front().host_port();
-  ro.initial_cluster = peers;
-  ro.join = cfg.initial_cluster_state == "existing";
-  ro.heartbeat_ms = cfg.heartbeat_ms;
-  ro.election_ms = cfg.election_ms;
-  ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(cfg.snapshot_count, 1u << 30));
-  ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
-  ro.strict_reconfig_check = cfg.strict_reconfig_check;
-  ro.pre_vote = cfg.pre_vote;
-  ro.checkpoints = &checkpoints;
+  mo.name = cfg.name;
+  mo.data_dir = cfg.data_dir;
+  mo.join = cfg.initial_cluster_state == "existing";
+  mo.cluster_token = cfg.initial_cluster_token;
+  for (const auto& u : cfg.advertise_client_urls) mo.advertise_client_urls.push_back(u.text);
+  mo.limits.max_request_bytes = cfg.max_request_bytes;
+  mo.limits.max_txn_ops = cfg.max_txn_ops;
+  mo.limits.quota_bytes = cfg.quota_backend_bytes == 0 ? (2LL << 30) : cfg.quota_backend_bytes;
+  mo.heartbeat_ms = cfg.heartbeat_ms;
+  mo.election_ms = cfg.election_ms;
+  mo.snapshot_count = cfg.snapshot_count;
+  mo.strict_reconfig_check = cfg.strict_reconfig_check;
+  mo.pre_vote = cfg.pre_vote;
+  mo.clickhouse_url = cfg.clickhouse_url;
+  mo.clickhouse_db = cfg.clickhouse_db;
+  mo.version = ETCDQ_VERSION;
+  mo.stop_requested = [&sigs] { return stop_signal_pending(sigs); };
   static std::atomic<bool> removed{false};
-  ro.on_removed = [] {
+  mo.on_removed = [] {
     removed = true;
     kill(getpid(), SIGTERM);  // main's sigwait shuts down in order
   };
-  ro.client_target_of = [&members](uint64_t id) -> std::string {
-    auto a = members.get(id);
-    if (!a) return "";
-    for (const auto& u : a->client_urls()) {
-      std::string t = raft::url_to_target(u);
-      if (!t.empty()) return t;
-    }
-    return "";
-  };
-  ro.install_plan_path = (fs::path(cfg.data_dir) / "member" / "install-plan").string();
 
-  // A snapshot install that did not finish: fetch the state before libraft
-  // starts, from any member that has it (raft/snapshot_install.h).
-  raft::InstallPlan plan;
-  if (raft::read_plan(ro.install_plan_path, &plan)) {
-    spdlog::warn("a snapshot install did not finish: fetching the state at index {} or later before starting",
-                 plan.min_index);
-    raft::Forwarder forwarder;
-    for (int attempt = 1;; ++attempt) {
-      bool damaged = false;
-      Error e = raft::fetch_state(&applier, forwarder, plan, &damaged);
-      if (!e) break;
-      if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
-      if (stop_signal_pending(sigs)) {
-        spdlog::info("stopped before the state was fetched");
-        return 0;
-      }
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-    raft::remove_plan(ro.install_plan_path);
-  }
-
-  // Apply hands deliveries to the consumers hosted here and wakes the queue
-  // scheduler (set before apply starts).
-  queue::Host queue_host;
-  std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
-  queues.set_deliver([&queue_host](std::vector<queue::Delivery>&& d) { queue_host.deliver(std::move(d)); });
-  queues.set_revoke([&queue_host](std::vector<uint64_t>&& gone) { queue_host.revoke(gone); });
-  queues.set_changed([&scheduler_ptr](std::vector<std::string>&& changed) {
-    if (auto* s = scheduler_ptr.load()) s->changed(std::move(changed));
-  });
-
-  // Leader-only work starts and stops with leadership (member/leader_duties.h).
-  member::LeaderDuties duties;
-  ro.on_role_change = [&duties](bool leading) { duties.role_changed(leading); };
-  auto node = std::make_unique<raft::Node>(ro, &applier);
-  if (Error e = node->start()) return fail(e.message());
-  ctx.node = node.get();
-  ctx.store = store.get();
-  ctx.lessor = &lessor;
-  lease::IdGenerator lease_ids(ctx.self.id);
-  ctx.lease_ids = &lease_ids;
-  ctx.alarms = &alarms;
-  ctx.members = &members;
-  ctx.checkpoints = &checkpoints;
-  ctx.cluster_token = cfg.initial_cluster_token;
-
-  ctx.self_attributes.set_id(ctx.self.id);
-  ctx.self_attributes.set_name(cfg.name);
-  for (const auto& u : cfg.advertise_client_urls) ctx.self_attributes.add_client_urls(u.text);
-  if (!ro.join) ctx.self_attributes.set_cluster_id(ctx.cluster_id);
+  std::unique_ptr<member::Member> m;
+  bool stopped = false;
+  if (Error e = member::Member::open(mo, &m, &stopped)) return fail(e.message());
+  if (stopped) return 0;
+  member::Context& ctx = m->context();
 
   // Member-only traffic (libraft's and the Peer service) on the peer URL only.
-  auto peer_server = std::make_unique<server::PeerServer>(&ctx, node->transport_service());
+  auto peer_server = std::make_unique<server::PeerServer>(&ctx, m->raft_transport());
   {
     std::vector<std::string> listen_peer;
     for (const auto& u : cfg.listen_peer_urls) listen_peer.push_back(u.host_port());
     if (Error e = peer_server->start(listen_peer)) {
-      node->stop();
+      m->stop();
       return fail(e.message());
     }
   }
-
-  // Serve clients only once the log held at start is applied: before that
-  // a read could miss acknowledged writes.
-  int waited = 0;
-  while (!node->wait_ready(500)) {
-    if (stop_signal_pending(sigs)) {
-      spdlog::info("stopped before becoming ready");
-      node->stop();
-      return 0;
-    }
-    if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
+  if (!m->join()) {
+    m->stop();
+    return 0;
   }
-
-  // Publish our name and client URLs through the log (etcd's publish) before
-  // serving, as etcd does: once a member answers clients, every member lists
-  // it and can forward to it. A follower forwards this to the leader, which
-  // publishes its own first.
-  {
-    const apply::MemberAttributes& a = ctx.self_attributes;
-    // A restart with the same name and URLs has nothing new to say.
-    auto stored = members.get(ctx.self.id);
-    bool same = stored && stored->name() == a.name() && stored->client_urls_size() == a.client_urls_size() &&
-                std::equal(a.client_urls().begin(), a.client_urls().end(), stored->client_urls().begin());
-    for (int attempt = 1; !same; ++attempt) {
-      apply::Command cmd;
-      *cmd.mutable_member_attributes() = a;
-      auto done = std::make_shared<std::promise<Error>>();
-      auto fut = done->get_future();
-      member::propose(ctx, std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
-      Error e = fut.get();
-      if (!e) break;
-      if (attempt % 40 == 0) spdlog::warn("cannot publish this member's attributes yet: {}", e.message());
-      if (stop_signal_pending(sigs)) {
-        spdlog::info("stopped before serving");
-        node->stop();
-        return 0;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    spdlog::info("{} member {:x} ({}) of cluster {:x} with client URLs {}", same ? "already published" : "published",
-                 ctx.self.id, cfg.name, ctx.current_cluster_id(), cfg.advertise_client_urls.front().text);
-  }
-
-  // Queues: consumers hosted here, and the scheduler that (on the leader)
-  // hands messages to them (queue/scheduler.h).
-  queue::SchedulerOptions so;
-  so.self = ctx.self.id;
-  raft::Node* n = node.get();
-  so.propose = [&ctx](apply::Command cmd, std::function<void(Error)> done) {
-    member::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
-  };
-  so.leader_target = [n] { return n->leader_target(); };
-  so.report = [n](const std::string& target, const peer::QueueConsumersRequest& req) {
-    n->forwarder().queue_consumers(target, req);
-  };
-  so.skip = [](std::string_view q) {
-    std::string_view table;
-    return queue::clickhouse_table(q, &table);
-  };
-  auto scheduler = std::make_unique<queue::Scheduler>(&queues, &queue_host, so);
-  scheduler_ptr = scheduler.get();
-  ctx.queues = &queues;
-  ctx.queue_host = &queue_host;
-  ctx.queue_scheduler = scheduler.get();
-  scheduler->start();
-  queue::ClickHouseOptions cho;
-  cho.url = cfg.clickhouse_url;
-  cho.database = cfg.clickhouse_db;
-  cho.propose = so.propose;
-  queue::ClickHouseSink clickhouse(&queues, store.get(), cho);
-  clickhouse.start();
-  auto expiry = std::make_unique<lease::Expiry>(&lessor, [&ctx](int64_t id, std::function<void()> done) {
-    apply::Command cmd;
-    cmd.mutable_lease_revoke()->set_id(id);
-    member::propose(ctx, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
-  });
-  duties.add({"lease expiry", [&expiry] { expiry->start_leading(); }, [&expiry] { expiry->stop_leading(); }});
-  duties.add({"queue scheduler", [&scheduler] { scheduler->set_leading(true); },
-              [&scheduler] { scheduler->set_leading(false); }});
-  duties.add({"ClickHouse sink", [&clickhouse] { clickhouse.set_leading(true); },
-              [&clickhouse] { clickhouse.set_leading(false); }});
-  duties.start();
 
   http::HttpOptions ho;
-  ho.metrics = [&queues, n] {
-    auto p = n->progress();
-    std::string out = "# HELP etcd_server_has_leader Whether a leader exists. 1 is existence, 0 is not.\n"
-                      "# TYPE etcd_server_has_leader gauge\n"
-                      "etcd_server_has_leader " + std::to_string(p.leader_id != 0 ? 1 : 0) + "\n"
-                      "# HELP etcd_server_is_leader Whether or not this member is a leader. 1 if is, 0 otherwise.\n"
-                      "# TYPE etcd_server_is_leader gauge\n"
-                      "etcd_server_is_leader " + std::to_string(p.is_leader ? 1 : 0) + "\n";
-    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
-    return out + queue::metrics_text(queues, now_ms);
-  };
-  ho.has_leader = [n] { return n->progress().leader_id != 0; };
+  member::Member* mp = m.get();
+  ho.metrics = [mp] { return mp->metrics_text(); };
+  ho.has_leader = [mp] { return mp->has_leader(); };
   ho.server_version = ETCDQ_VERSION;
   ho.cluster_version = "3.5.0";
   http::HttpServer http_server(ho);
@@ -357,11 +146,7 @@ int main(int argc, char** argv) {
     for (const auto& u : cfg.listen_client_http_urls) listen_http.emplace_back(u.host, u.port);
     for (const auto& u : cfg.listen_metrics_urls) listen_http.emplace_back(u.host, u.port);
     if (Error e = http_server.start(listen_http)) {
-      duties.stop();
-      expiry->stop();
-      scheduler->stop();
-      clickhouse.stop();
-      node->stop();
+      m->stop();
       return fail(e.message());
     }
     for (const auto& [host, port] : listen_http) spdlog::info("serving /metrics, /health and /version on http://{}:{}", host, port);
@@ -372,7 +157,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> listen;
   for (const auto& u : cfg.listen_client_urls) listen.push_back(u.host_port());
   if (Error e = client_server->start(listen)) {
-    node->stop();
+    m->stop();
     return fail(e.message());
   }
   spdlog::info("ready to serve client requests on {}", cfg.listen_client_urls.front().text);
@@ -386,24 +171,15 @@ int main(int argc, char** argv) {
     spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   }
   // In-flight proposals finish and are answered; new ones get "server
-  // stopped"; every watch is canceled with that reason.
+  // stopped"; then the servers close.
   http_server.stop();
-  duties.stop();
-  expiry->stop();
-  clickhouse.stop();
-  scheduler->stop();
-  scheduler_ptr = nullptr;
-  node->stop();
+  m->stop();
   peer_server.reset();
   client_server->shutdown(1000);
-  // The services (watch progress, lease expiry, lock/election waits) use the
-  // node and the store: they go first.
+  // The services (watch progress, lock/election waits) use the member's
+  // parts: they go first.
   client_server.reset();
-  spdlog::info("commands proposed: {} in {} log entries", node->commands_proposed(), node->entries_proposed());
-  node.reset();
-  expiry.reset();  // after the node answered every revoke it proposed
-  store.reset();
-  engine.reset();
+  m.reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -1,0 +1,341 @@
+#include "member/member.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "apply/applier.h"
+#include "lease/expiry.h"
+#include "member/leader_duties.h"
+#include "member/pipeline.h"
+#include "queue/book.h"
+#include "queue/clickhouse.h"
+#include "queue/host.h"
+#include "queue/keys.h"
+#include "queue/metrics.h"
+#include "queue/scheduler.h"
+#include "raft/node.h"
+#include "raft/snapshot_install.h"
+#include "storage/checkpoints.h"
+#include "storage/engine.h"
+
+namespace etcdq::member {
+
+namespace fs = std::filesystem;
+
+// Everything the member owns, in construction order (destroyed in reverse).
+struct Member::Parts {
+  std::unique_ptr<storage::Engine> engine;
+  std::unique_ptr<mvcc::Store> store;
+  std::unique_ptr<lease::Lessor> lessor;
+  std::unique_ptr<apply::Alarms> alarms;
+  std::unique_ptr<apply::Members> members;
+  std::unique_ptr<queue::Book> queues;
+  std::unique_ptr<apply::Applier> applier;
+  std::unique_ptr<storage::Checkpoints> checkpoints;
+  std::unique_ptr<lease::IdGenerator> lease_ids;
+  queue::Host queue_host;
+  std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
+  LeaderDuties duties;
+  // Answers the revokes it proposed only while the node runs: destroyed
+  // after the node (below it here means before it in destruction).
+  std::unique_ptr<lease::Expiry> expiry;
+  std::unique_ptr<raft::Node> node;
+  std::unique_ptr<queue::Scheduler> scheduler;
+  std::unique_ptr<queue::ClickHouseSink> clickhouse;
+  bool stopped = false;
+};
+
+Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
+  *stopped = false;
+  std::unique_ptr<Member> m(new Member());
+  m->opts_ = std::move(opts);
+  m->parts_ = std::make_unique<Parts>();
+  Options& o = m->opts_;
+  Context& ctx = m->ctx_;
+  Parts& p = *m->parts_;
+
+  // Members of the initial cluster, with etcd's ids.
+  std::vector<uint64_t> ids;
+  std::vector<raft::Peer> peers;
+  const InitialMember* self = nullptr;
+  for (const auto& im : o.initial_cluster) {
+    MemberInfo info;
+    info.name = im.name;
+    info.peer_urls = im.peer_urls;
+    info.id = member_id(info.peer_urls, o.cluster_token);
+    if (im.name == o.name) {
+      info.client_urls = o.advertise_client_urls;
+      ctx.self = info;
+      self = &im;
+    }
+    ids.push_back(info.id);
+    peers.push_back({info.id, im.peer_address});
+  }
+  if (self == nullptr) {
+    return errors::internal("couldn't find local name \"" + o.name + "\" in the initial cluster configuration");
+  }
+  ctx.cluster_id = cluster_id(ids);
+  ctx.limits = o.limits;
+  ctx.cluster_token = o.cluster_token;
+
+  std::error_code ec;
+  fs::create_directories(fs::path(o.data_dir) / "member", ec);
+  if (ec) return errors::internal("cannot create data dir " + o.data_dir + ": " + ec.message());
+  if (o.join) {
+    // The cluster id comes with the log (the first published attributes).
+    spdlog::info("starting etcdq {} as member {:x} ({}) joining an existing cluster, data dir {}", o.version,
+                 ctx.self.id, o.name, o.data_dir);
+  } else {
+    spdlog::info("starting etcdq {} as member {:x} ({}) of cluster {:x}, data dir {}", o.version, ctx.self.id, o.name,
+                 ctx.cluster_id, o.data_dir);
+  }
+
+  if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &p.engine)) return e;
+  {
+    uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
+    if (keep_identity(p.engine.get(), &member, &cluster)) {
+      spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
+                   o.data_dir, member, cluster, ctx.self.id);
+      for (auto& peer : peers) {
+        if (peer.id == ctx.self.id) peer.id = member;
+      }
+      ctx.self.id = member;
+      ctx.cluster_id = cluster;
+    }
+  }
+  p.store = std::make_unique<mvcc::Store>(p.engine.get());
+  p.lessor = std::make_unique<lease::Lessor>(p.engine.get(), lease::min_ttl_seconds(o.election_ms));
+  p.alarms = std::make_unique<apply::Alarms>(p.engine.get());
+  p.members = std::make_unique<apply::Members>(p.engine.get());
+  p.queues = std::make_unique<queue::Book>(p.engine.get());
+  p.queues->set_self(ctx.self.id);
+  p.applier = std::make_unique<apply::Applier>(p.store.get(), p.lessor.get(), p.alarms.get(), p.members.get(),
+                                               p.queues.get());
+  p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
+
+  raft::NodeOptions ro;
+  ro.dir = (fs::path(o.data_dir) / "member" / "raft").string();
+  ro.id = ctx.self.id;
+  ro.address = self->peer_address;
+  ro.initial_cluster = peers;
+  ro.join = o.join;
+  ro.heartbeat_ms = o.heartbeat_ms;
+  ro.election_ms = o.election_ms;
+  ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_count, 1u << 30));
+  ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
+  ro.strict_reconfig_check = o.strict_reconfig_check;
+  ro.pre_vote = o.pre_vote;
+  ro.checkpoints = p.checkpoints.get();
+  ro.on_removed = o.on_removed;
+  apply::Members* members = p.members.get();
+  ro.client_target_of = [members](uint64_t id) -> std::string {
+    auto a = members->get(id);
+    if (!a) return "";
+    for (const auto& u : a->client_urls()) {
+      std::string t = raft::url_to_target(u);
+      if (!t.empty()) return t;
+    }
+    return "";
+  };
+  ro.install_plan_path = (fs::path(o.data_dir) / "member" / "install-plan").string();
+  LeaderDuties* duties = &p.duties;
+  ro.on_role_change = [duties](bool leading) { duties->role_changed(leading); };
+
+  // A snapshot install that did not finish: fetch the state before libraft
+  // starts, from any member that has it (raft/snapshot_install.h).
+  raft::InstallPlan plan;
+  if (raft::read_plan(ro.install_plan_path, &plan)) {
+    spdlog::warn("a snapshot install did not finish: fetching the state at index {} or later before starting",
+                 plan.min_index);
+    raft::Forwarder forwarder;
+    for (int attempt = 1;; ++attempt) {
+      bool damaged = false;
+      Error e = raft::fetch_state(p.applier.get(), forwarder, plan, &damaged);
+      if (!e) break;
+      if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
+      if (o.stop_requested && o.stop_requested()) {
+        spdlog::info("stopped before the state was fetched");
+        *stopped = true;
+        *out = std::move(m);
+        return {};
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    raft::remove_plan(ro.install_plan_path);
+  }
+
+  // Apply hands deliveries to the consumers hosted here and wakes the queue
+  // scheduler (set before apply starts).
+  queue::Host* host = &p.queue_host;
+  std::atomic<queue::Scheduler*>* scheduler_ptr = &p.scheduler_ptr;
+  p.queues->set_deliver([host](std::vector<queue::Delivery>&& d) { host->deliver(std::move(d)); });
+  p.queues->set_revoke([host](std::vector<uint64_t>&& gone) { host->revoke(gone); });
+  p.queues->set_changed([scheduler_ptr](std::vector<std::string>&& changed) {
+    if (auto* s = scheduler_ptr->load()) s->changed(std::move(changed));
+  });
+
+  p.node = std::make_unique<raft::Node>(ro, p.applier.get());
+  if (Error e = p.node->start()) return e;
+  ctx.node = p.node.get();
+  ctx.store = p.store.get();
+  ctx.lessor = p.lessor.get();
+  p.lease_ids = std::make_unique<lease::IdGenerator>(ctx.self.id);
+  ctx.lease_ids = p.lease_ids.get();
+  ctx.alarms = p.alarms.get();
+  ctx.members = p.members.get();
+  ctx.checkpoints = p.checkpoints.get();
+  ctx.queues = p.queues.get();
+  ctx.queue_host = &p.queue_host;
+
+  ctx.self_attributes.set_id(ctx.self.id);
+  ctx.self_attributes.set_name(o.name);
+  for (const auto& u : o.advertise_client_urls) ctx.self_attributes.add_client_urls(u);
+  if (!o.join) ctx.self_attributes.set_cluster_id(ctx.cluster_id);
+  *out = std::move(m);
+  return {};
+}
+
+grpc::Service* Member::raft_transport() { return parts_->node->transport_service(); }
+
+bool Member::join() {
+  Context& ctx = ctx_;
+  Parts& p = *parts_;
+  auto stop_requested = [this] { return opts_.stop_requested && opts_.stop_requested(); };
+
+  // Serve clients only once the log held at start is applied: before that
+  // a read could miss acknowledged writes.
+  int waited = 0;
+  while (!p.node->wait_ready(500)) {
+    if (stop_requested()) {
+      spdlog::info("stopped before becoming ready");
+      return false;
+    }
+    if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
+  }
+
+  // Publish our name and client URLs through the log (etcd's publish) before
+  // serving, as etcd does: once a member answers clients, every member lists
+  // it and can forward to it. A follower forwards this to the leader, which
+  // confirms it with us (Peer.Attributes) and publishes its own first.
+  {
+    const apply::MemberAttributes& a = ctx.self_attributes;
+    // A restart with the same name and URLs has nothing new to say.
+    auto stored = p.members->get(ctx.self.id);
+    bool same = stored && stored->name() == a.name() && stored->client_urls_size() == a.client_urls_size() &&
+                std::equal(a.client_urls().begin(), a.client_urls().end(), stored->client_urls().begin());
+    for (int attempt = 1; !same; ++attempt) {
+      apply::Command cmd;
+      *cmd.mutable_member_attributes() = a;
+      auto done = std::make_shared<std::promise<Error>>();
+      auto fut = done->get_future();
+      propose(ctx, std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
+      Error e = fut.get();
+      if (!e) break;
+      if (attempt % 40 == 0) spdlog::warn("cannot publish this member's attributes yet: {}", e.message());
+      if (stop_requested()) {
+        spdlog::info("stopped before serving");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    spdlog::info("{} member {:x} ({}) of cluster {:x} with client URLs {}", same ? "already published" : "published",
+                 ctx.self.id, opts_.name, ctx.current_cluster_id(),
+                 opts_.advertise_client_urls.empty() ? "" : opts_.advertise_client_urls.front());
+  }
+
+  // Queues: consumers hosted here, and the scheduler that (on the leader)
+  // hands messages to them (queue/scheduler.h).
+  queue::SchedulerOptions so;
+  so.self = ctx.self.id;
+  raft::Node* n = p.node.get();
+  Context* c = &ctx_;
+  so.propose = [c](apply::Command cmd, std::function<void(Error)> done) {
+    propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
+  };
+  so.leader_target = [n] { return n->leader_target(); };
+  so.report = [n](const std::string& target, const peer::QueueConsumersRequest& req) {
+    n->forwarder().queue_consumers(target, req);
+  };
+  so.skip = [](std::string_view q) {
+    std::string_view table;
+    return queue::clickhouse_table(q, &table);
+  };
+  p.scheduler = std::make_unique<queue::Scheduler>(p.queues.get(), &p.queue_host, so);
+  p.scheduler_ptr = p.scheduler.get();
+  ctx.queue_scheduler = p.scheduler.get();
+  p.scheduler->start();
+  queue::ClickHouseOptions cho;
+  cho.url = opts_.clickhouse_url;
+  cho.database = opts_.clickhouse_db;
+  cho.propose = so.propose;
+  p.clickhouse = std::make_unique<queue::ClickHouseSink>(p.queues.get(), p.store.get(), cho);
+  p.clickhouse->start();
+  p.expiry = std::make_unique<lease::Expiry>(p.lessor.get(), [c](int64_t id, std::function<void()> done) {
+    apply::Command cmd;
+    cmd.mutable_lease_revoke()->set_id(id);
+    propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
+  });
+  lease::Expiry* expiry = p.expiry.get();
+  queue::Scheduler* scheduler = p.scheduler.get();
+  queue::ClickHouseSink* sink = p.clickhouse.get();
+  p.duties.add({"lease expiry", [expiry] { expiry->start_leading(); }, [expiry] { expiry->stop_leading(); }});
+  p.duties.add({"queue scheduler", [scheduler] { scheduler->set_leading(true); },
+                [scheduler] { scheduler->set_leading(false); }});
+  p.duties.add({"ClickHouse sink", [sink] { sink->set_leading(true); }, [sink] { sink->set_leading(false); }});
+  p.duties.start();
+  return true;
+}
+
+std::string Member::metrics_text() {
+  auto pr = parts_->node->progress();
+  std::string out = "# HELP etcd_server_has_leader Whether a leader exists. 1 is existence, 0 is not.\n"
+                    "# TYPE etcd_server_has_leader gauge\n"
+                    "etcd_server_has_leader " + std::to_string(pr.leader_id != 0 ? 1 : 0) + "\n"
+                    "# HELP etcd_server_is_leader Whether or not this member is a leader. 1 if is, 0 otherwise.\n"
+                    "# TYPE etcd_server_is_leader gauge\n"
+                    "etcd_server_is_leader " + std::to_string(pr.is_leader ? 1 : 0) + "\n";
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  return out + queue::metrics_text(*parts_->queues, now_ms);
+}
+
+bool Member::has_leader() { return parts_->node->progress().leader_id != 0; }
+
+void Member::stop() {
+  Parts& p = *parts_;
+  if (p.stopped) return;
+  p.stopped = true;
+  p.duties.stop();
+  if (p.expiry) p.expiry->stop();
+  if (p.clickhouse) p.clickhouse->stop();
+  if (p.scheduler) p.scheduler->stop();
+  p.scheduler_ptr = nullptr;
+  if (p.node) {
+    p.node->stop();
+    spdlog::info("commands proposed: {} in {} log entries", p.node->commands_proposed(), p.node->entries_proposed());
+  }
+}
+
+Member::~Member() {
+  if (!parts_) return;
+  stop();
+  Parts& p = *parts_;
+  p.clickhouse.reset();
+  p.scheduler.reset();
+  p.node.reset();
+  p.expiry.reset();  // after the node answered every revoke it proposed
+  p.applier.reset();
+  p.queues.reset();
+  p.members.reset();
+  p.alarms.reset();
+  p.lessor.reset();
+  p.store.reset();
+  p.engine.reset();
+}
+
+}  // namespace etcdq::member

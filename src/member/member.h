@@ -1,0 +1,98 @@
+// One etcdq member: the core that owns storage → MVCC → lessor → applier →
+// consensus → queues and the leader-only work, and hands its servers the
+// narrow API they share (context(): member/context.h; every write through
+// member/pipeline.h), as etcd's EtcdServer does for v3rpc. main() is flags →
+// Member → servers; the servers (server/, http/) only translate.
+//
+// Life cycle, from one thread (main):
+//   open()  — data dir, identity, state database, an interrupted snapshot
+//             install finished first, consensus started;
+//   (the caller starts the peer server with raft_transport(): a cluster
+//    elects its leader through it)
+//   join()  — waits for a leader and the log held at start, publishes this
+//             member's attributes through the log, starts queues and the
+//             leader-only work (member/leader_duties.h);
+//   (the caller serves clients)
+//   stop()  — stops leader-only work and the queue threads, then consensus:
+//             in-flight proposals finish and are answered, new ones get
+//             "etcdserver: server stopped".
+// The Member must outlive every server that uses its context.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "member/context.h"
+
+namespace etcdq::member {
+
+struct InitialMember {
+  std::string name;
+  std::vector<std::string> peer_urls;  // as given ("http://host:port")
+  std::string peer_address;           // the first one's host:port (libraft's address)
+};
+
+struct Options {
+  std::string name = "default";
+  std::string data_dir;
+  std::vector<InitialMember> initial_cluster;  // --initial-cluster, in order
+  bool join = false;                          // --initial-cluster-state existing
+  std::string cluster_token = "etcd-cluster";
+  std::vector<std::string> advertise_client_urls;
+  Limits limits;
+  unsigned heartbeat_ms = 100;
+  unsigned election_ms = 1000;
+  uint64_t snapshot_count = 8192;  // log entries between snapshots
+  bool strict_reconfig_check = true;
+  bool pre_vote = true;
+  std::string clickhouse_url;  // queue/clickhouse.h; "": not set up
+  std::string clickhouse_db = "default";
+  std::string version;  // for the log
+  // Polled while open() and join() wait (a stop signal before serving).
+  std::function<bool()> stop_requested;
+  // This member's removal from the cluster committed (on the consensus
+  // thread; must not block): the caller shuts down.
+  std::function<void()> on_removed;
+};
+
+class Member {
+ public:
+  // Errors: the data dir, the state database or the Raft log cannot be used
+  // (the message names it), or this member is not in the initial cluster.
+  // *stopped: a stop was requested first (not an error).
+  static Error open(Options opts, std::unique_ptr<Member>* out, bool* stopped);
+  ~Member();  // stop() if still running, then closes everything
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  Context& context() { return ctx_; }
+  // libraft's traffic, to serve on the peer URL beside the Peer service.
+  grpc::Service* raft_transport();
+
+  // Returns false if a stop was requested before it finished (the member
+  // then still needs stop()).
+  bool join();
+
+  // etcd_server_has_leader / etcd_server_is_leader and the queue metrics,
+  // in Prometheus' text format.
+  std::string metrics_text();
+  bool has_leader();
+
+  // Idempotent.
+  void stop();
+
+ private:
+  Member() = default;
+  struct Parts;
+  Options opts_;
+  Context ctx_{};
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace etcdq::member
