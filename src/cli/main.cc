@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
     spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   }
   // In-flight proposals finish and are answered; new ones get "server
-  // stopped"; every watch is canceled with that reason.
+  // stopped"; every watch stream ends with Unavailable (clients resume).
   http_server.stop();
   clickhouse.stop();
   scheduler->stop();

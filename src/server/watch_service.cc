@@ -154,31 +154,36 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     return next_locked();
   }
 
-  // Cancels every watch with the reason and ends the stream. Returns what to
-  // start; the caller perform()s it once it holds no lock (this object stays
-  // alive until then: the write or Finish it names is reserved for it).
+  // Ends the stream with Unavailable "etcdserver: server stopped" and no
+  // cancel responses, as a stopping etcd does (its connection goes away:
+  // the client sees Unavailable and nothing else). etcd's clients treat
+  // Unavailable as "right back" and open the watches again from the
+  // revision after the last one they saw (clientv3's watchGrpcStream:
+  // isHaltErr is false for codes.Unavailable), whereas a canceled response
+  // ends a client's watch for good. Returns what to start; the caller
+  // perform()s it once it holds no lock (this object stays alive until
+  // then: the write or Finish it names is reserved for it).
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     std::lock_guard<std::mutex> lock(mu_);
-    shutdown_locked();
+    watchers_.clear();
+    // Events queued but not yet written are dropped: the client resumes
+    // after the last one it received, so it gets them again.
+    if (!writing_) {
+      out_.clear();
+      queued_bytes_ = 0;
+    } else {
+      while (out_.size() > 1) {
+        queued_bytes_ -= out_.back().second;
+        out_.pop_back();
+      }
+    }
+    finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
     return next_locked();
   }
 
  private:
-  void shutdown_locked() {
-    for (auto& [id, f] : watchers_) {
-      WatchResponse r;
-      r.set_watch_id(id);
-      r.set_canceled(true);
-      r.set_cancel_reason(errors::stopped().message());
-      header(&r, ctx_->store->watch_hub().revision());
-      enqueue(std::move(r));
-    }
-    watchers_.clear();
-    finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
-  }
-
   struct Flags {
     bool fragment = false;
     bool progress_notify = false;

@@ -38,8 +38,9 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   grpc::ServerBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>* Watch(
       grpc::CallbackServerContext* c) override;
 
-  // Ends every stream: each watcher gets a cancel with the reason, then the
-  // stream closes with Unavailable "etcdserver: server stopped".
+  // Ends every stream with Unavailable "etcdserver: server stopped" and no
+  // cancel responses, so clients reconnect and resume their watches (what
+  // they see of a stopping etcd; test_watch_sigterm.py).
   void shutdown();
 
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
