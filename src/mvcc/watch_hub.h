@@ -16,7 +16,8 @@
 // meanwhile it is canceled with the compaction revision, never skipped.
 //
 // Memory for a stuck client is bounded by its stream's send buffer (the
-// sink's business): the hub itself keeps no events for unsynced watchers.
+// sink's business): the hub itself keeps no events for unsynced watchers,
+// and a catch-up step reads no more than the sink has room for.
 //
 // Thread-safety: all public methods are safe from any thread. Sinks are
 // called with the hub lock held and must not block or call into the hub.
@@ -58,7 +59,13 @@ class WatchSink {
   // Takes the batch if the stream has room; false leaves the watcher to
   // catch up from storage later.
   virtual bool offer(WatchBatch&& batch) = 0;
-  virtual bool has_room() const = 0;
+  // How many bytes of events (their encoded size) catching up may read for
+  // this sink now; 0: none (wait until it drains). The hub reads at most
+  // that much, but always a whole revision.
+  virtual size_t room() const = 0;
+  // Whether offer() would take a batch of events of this encoded size now
+  // (the hub asks before it copies them).
+  virtual bool fits(size_t /*bytes*/) const { return true; }
 };
 
 struct WatchSpec {
