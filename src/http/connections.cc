@@ -182,9 +182,19 @@ void Connections::on_readable(Conn* c) {
   }
   size_t end = header_end(c->in);
   size_t body = 0;
-  if ((end == std::string::npos && c->in.size() > kMaxHeaderBytes) ||
-      (end != std::string::npos && (!content_length(c->in, end, &body) || body > kMaxBodyBytes))) {
-    close_conn(c);
+  const char* refusal = nullptr;
+  if ((end == std::string::npos && c->in.size() > kMaxHeaderBytes) || (end != std::string::npos && end > kMaxHeaderBytes)) {
+    refusal = "431 Request Header Fields Too Large";
+  } else if (end != std::string::npos && !content_length(c->in, end, &body)) {
+    refusal = "400 Bad Request";
+  } else if (end != std::string::npos && body > kMaxBodyBytes) {
+    refusal = "413 Payload Too Large";
+  }
+  if (refusal != nullptr) {  // say why, then close
+    c->in.clear();
+    c->out = std::string("HTTP/1.1 ") + refusal + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    c->keep_open = false;
+    after_output(c);
     return;
   }
   if (request_complete(*c)) dispatch(c);

@@ -80,6 +80,10 @@ class HttpServer::Listener final : public httplib::Server {
  public:
   explicit Listener(Connections* conns) : conns_(conns) {
     new_task_queue = [] { return new InlineTaskQueue; };
+    // Only for the Keep-Alive header cpp-httplib writes: say what
+    // Connections does.
+    set_keep_alive_timeout(std::chrono::seconds(Connections::kIdleTimeout).count());
+    set_keep_alive_max_count(Connections::kMaxRequestsPerConnection);
     serve_ = [this](int fd, const std::string& in, bool last, std::string* out, bool* keep_open) {
       MemoryStream s(fd, in, out);
       bool closed = false;
