@@ -172,17 +172,23 @@ void WatchHub::make_unsynced(Watcher* w, int64_t next_rev) {
 }
 
 void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision) {
+  size_t bytes = 0;
+  for (const auto& ev : events) {
+    bytes += ev.kv().key().size() + ev.kv().value().size() + ev.prev_kv().value().size();
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    if (queued_events_ + events.size() > kMaxQueuedEvents) {
+    if (queued_events_ + events.size() > kMaxQueuedEvents || queued_bytes_ + bytes > kMaxQueuedBytes) {
       // Delivery is far behind: drop what is queued; watchers read it from
       // storage instead (an incomplete batch makes every synced one catch up).
       queue_.clear();
       queued_events_ = 0;
-      queue_.push_back(Published{{}, false, revision});
+      queued_bytes_ = 0;
+      queue_.push_back(Published{{}, false, revision, 0});
     } else {
       queued_events_ += events.size();
-      queue_.push_back(Published{std::move(events), complete, revision});
+      queued_bytes_ += bytes;
+      queue_.push_back(Published{std::move(events), complete, revision, bytes});
     }
   }
   queue_cv_.notify_one();
@@ -196,6 +202,7 @@ void WatchHub::dispatch_loop() {
     Published p = std::move(queue_.front());
     queue_.pop_front();
     queued_events_ -= std::min(queued_events_, p.events.size());
+    queued_bytes_ -= std::min(queued_bytes_, p.bytes);
     lock.unlock();
     dispatch(std::move(p));
     lock.lock();

@@ -6,7 +6,8 @@
 // dispatched: apply queues each committed entry's events (it never waits for
 // delivery), and the hub's dispatch thread hands every synced watcher its
 // events, one batch per revision, so a revision's events arrive together.
-// If the queue grows past kMaxQueuedEvents the hub drops it and every synced
+// If the queue grows past kMaxQueuedEvents or kMaxQueuedBytes (of keys and
+// values: big values make a few events weigh a lot) the hub drops it and every synced
 // watcher catches up from storage instead: memory stays bounded. A watcher that
 // starts in the past, or whose stream has no room when a revision is
 // published, is *unsynced*: the catch-up thread reads its events from
@@ -105,6 +106,7 @@ class WatchHub {
   void publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision);
 
   static constexpr size_t kMaxQueuedEvents = 200000;
+  static constexpr size_t kMaxQueuedBytes = 64 << 20;
 
  private:
   struct Watcher;
@@ -114,6 +116,7 @@ class WatchHub {
     std::vector<mvccpb::Event> events;
     bool complete;
     int64_t revision;
+    size_t bytes = 0;  // keys and values of `events`
   };
   void run();
   void dispatch_loop();
@@ -140,10 +143,11 @@ class WatchHub {
   bool stop_ = false;
   std::thread thread_;
 
-  std::mutex queue_mu_;  // guards queue_, queued_events_, dispatch_stop_
+  std::mutex queue_mu_;  // guards queue_, queued_events_, queued_bytes_, dispatch_stop_
   std::condition_variable queue_cv_;
   std::deque<Published> queue_;
   size_t queued_events_ = 0;
+  size_t queued_bytes_ = 0;
   bool dispatch_stop_ = false;
   std::thread dispatch_thread_;
 };
