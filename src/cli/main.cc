@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
     spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   }
   // In-flight proposals finish and are answered; new ones get "server
-  // stopped"; then the servers close.
+  // stopped"; then the servers close, and every watch stream ends with
+  // Unavailable (clients resume from their last revision).
   http_server.stop();
   m->stop();
   peer_server.reset();

@@ -1,16 +1,122 @@
 #include "http/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "http/connections.h"
 
 namespace etcdq::http {
+namespace {
+
+// cpp-httplib's accept loop hands each accepted socket to a task queue;
+// this one runs the task at once, on the accept thread: the task only
+// passes the socket to Connections (Listener::process_and_close_socket).
+class InlineTaskQueue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+// One request already in memory (Connections waited for all of it) as a
+// cpp-httplib Stream: reads come from `in`, writes go to `out`; nothing
+// here touches the network.
+class MemoryStream final : public httplib::Stream {
+ public:
+  MemoryStream(int fd, const std::string& in, std::string* out) : fd_(fd), in_(in), out_(out) {}
+
+  bool is_readable() const override { return pos_ < in_.size(); }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    size_t n = std::min(size, in_.size() - pos_);  // 0: the end of what was sent
+    std::memcpy(ptr, in_.data() + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    out_->append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+  size_t consumed() const { return pos_; }
+
+ private:
+  void address(bool remote, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    int rc = remote ? getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len)
+                    : getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    if (rc != 0) return;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      auto* in = reinterpret_cast<sockaddr_in*>(&a);
+      inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
+      port = ntohs(in->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(&a);
+      inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+      port = ntohs(in6->sin6_port);
+    }
+    ip = buf;
+  }
+
+  int fd_;
+  const std::string& in_;
+  std::string* out_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+// cpp-httplib's server with its connections handed to Connections: it
+// accepts, parses, routes and writes responses; Connections does the
+// waiting. process_and_close_socket is cpp-httplib's per-connection hook
+// (its SSLServer overrides it the same way).
+class HttpServer::Listener final : public httplib::Server {
+ public:
+  explicit Listener(Connections* conns) : conns_(conns) {
+    new_task_queue = [] { return new InlineTaskQueue; };
+    // Only for the Keep-Alive header cpp-httplib writes: say what
+    // Connections does.
+    set_keep_alive_timeout(std::chrono::seconds(Connections::kIdleTimeout).count());
+    set_keep_alive_max_count(Connections::kMaxRequestsPerConnection);
+    serve_ = [this](int fd, const std::string& in, bool last, std::string* out, bool* keep_open) {
+      MemoryStream s(fd, in, out);
+      bool closed = false;
+      bool ok = process_request(s, last, closed, nullptr);
+      *keep_open = ok && !closed;
+      return s.consumed();
+    };
+  }
+
+  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG,
+  // fixed when Debian built it): a burst of connections then has its SYNs
+  // dropped and a health check behind them waits for a retransmission
+  // (1 s, then 3 s...). Linux takes a second listen() as a new backlog.
+  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    conns_->adopt(sock, &serve_);
+    return true;
+  }
+
+  Connections* conns_;
+  Connections::Handler serve_;
+};
 
 HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
+  if (!conns_) conns_ = std::make_unique<Connections>();
   for (const auto& [host, port] : listen) {
-    auto s = std::make_unique<httplib::Server>();
+    auto s = std::make_unique<Listener>(conns_.get());
     s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
     });
@@ -25,10 +131,12 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
                           "\"}",
                       "application/json");
     });
+    s->set_payload_max_length(Connections::kMaxBodyBytes);
     if (!s->bind_to_port(host, port)) {
       stop();
       return {Code::kUnavailable, "cannot listen for HTTP on " + host + ":" + std::to_string(port)};
     }
+    s->widen_backlog();
     auto* raw = s.get();
     servers_.push_back(std::move(s));
     threads_.emplace_back([raw] { raw->listen_after_bind(); });
@@ -42,7 +150,9 @@ void HttpServer::stop() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  if (conns_) conns_->stop();  // before the listeners its connections' handlers belong to
   servers_.clear();
+  conns_.reset();
 }
 
 }  // namespace etcdq::http

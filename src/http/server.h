@@ -6,7 +6,14 @@
 //   GET /version   {"etcdserver":..., "etcdcluster":...}
 // The JSON gateway (/v3/...) is not served yet.
 //
-// Thread-safety: start/stop from one thread; handlers run on cpp-httplib's
+// Idle and slow connections cost no thread: connections.h waits for every
+// request and writes every response on one epoll thread; cpp-httplib parses
+// and routes each complete request on a small worker pool. A /health check
+// answers at once however many idle or slowloris connections are open
+// (test_http_starvation.py), and connections, threads and memory are
+// bounded (connections.h).
+//
+// Thread-safety: start/stop from one thread; handlers run on the worker
 // threads and only call the given functions.
 #pragma once
 
@@ -23,6 +30,8 @@ class Server;
 }
 
 namespace etcdq::http {
+
+class Connections;
 
 struct HttpOptions {
   std::function<std::string()> metrics;  // the /metrics body
@@ -41,8 +50,11 @@ class HttpServer {
   void stop();
 
  private:
+  class Listener;
+
   HttpOptions opts_;
-  std::vector<std::unique_ptr<httplib::Server>> servers_;
+  std::unique_ptr<Connections> conns_;
+  std::vector<std::unique_ptr<Listener>> servers_;
   std::vector<std::thread> threads_;
 };
 

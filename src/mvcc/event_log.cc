@@ -5,17 +5,19 @@
 namespace etcdq::mvcc {
 
 int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events, bool with_prev,
-                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out) {
+                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out,
+                    size_t max_bytes) {
   auto log = r.iterator(storage::Cf::kRevlog);
   std::unique_ptr<rocksdb::Iterator> hist;
   size_t read = 0;
+  size_t bytes = 0;
   int64_t cur = 0;
   for (log->Seek(revlog_key({from, 0})); log->Valid(); log->Next()) {
     Revision rev = decode_revlog_key(std::string_view(log->key().data(), log->key().size()));
     if (rev.main > to) break;
     if (rev.main != cur) {
       // Stop only between revisions: a revision's events go out together.
-      if (cur != 0 && read >= max_events) return rev.main - 1;
+      if (cur != 0 && (read >= max_events || bytes >= max_bytes)) return rev.main - 1;
       cur = rev.main;
     }
     ++read;
@@ -48,6 +50,7 @@ int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events
         ev.mutable_prev_kv()->set_key(key.data(), key.size());
       }
     }
+    bytes += ev.ByteSizeLong();
     out->push_back(std::move(ev));
   }
   return to;

@@ -3,6 +3,7 @@
 // history column family.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -14,9 +15,12 @@ namespace etcdq::mvcc {
 
 // Appends the events of revisions [from, to] to `out`, in order, for the
 // keys `want(key)` accepts. Stops at a revision boundary once `max_events`
-// were read. Returns the last revision read completely (from - 1 if none).
-// prev_kv is filled when `with_prev` and the key had a live version before.
+// revlog entries were read or the events appended take `max_bytes` (their
+// encoded size); the first revision is always read whole. Returns the last
+// revision read completely (from - 1 if none). prev_kv is filled when
+// `with_prev` and the key had a live version before.
 int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events, bool with_prev,
-                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out);
+                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out,
+                    size_t max_bytes = SIZE_MAX);
 
 }  // namespace etcdq::mvcc

@@ -25,6 +25,15 @@ struct WatchHub::Watcher {
   bool removed = false;
 
   bool wants(std::string_view key) const { return in_range(key, spec.key, spec.end); }
+  bool passes(const mvccpb::Event& ev) const {
+    return !(ev.type() == mvccpb::Event::PUT && spec.no_put) && !(ev.type() == mvccpb::Event::DELETE && spec.no_delete);
+  }
+  // The encoded size of shape()'s copy of `ev`, near enough for a budget.
+  size_t shaped_size(const mvccpb::Event& ev) const {
+    size_t n = ev.ByteSizeLong();
+    if (!spec.prev_kv && ev.has_prev_kv()) n -= std::min(n, ev.prev_kv().ByteSizeLong());
+    return n;
+  }
   // A copy of `ev` shaped for this watcher, or false when its filters drop it.
   bool shape(const mvccpb::Event& ev, std::vector<mvccpb::Event>* out) const {
     if (ev.type() == mvccpb::Event::PUT && spec.no_put) return false;
@@ -163,17 +172,23 @@ void WatchHub::make_unsynced(Watcher* w, int64_t next_rev) {
 }
 
 void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision) {
+  size_t bytes = 0;
+  for (const auto& ev : events) {
+    bytes += ev.kv().key().size() + ev.kv().value().size() + ev.prev_kv().value().size();
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    if (queued_events_ + events.size() > kMaxQueuedEvents) {
+    if (queued_events_ + events.size() > kMaxQueuedEvents || queued_bytes_ + bytes > kMaxQueuedBytes) {
       // Delivery is far behind: drop what is queued; watchers read it from
       // storage instead (an incomplete batch makes every synced one catch up).
       queue_.clear();
       queued_events_ = 0;
-      queue_.push_back(Published{{}, false, revision});
+      queued_bytes_ = 0;
+      queue_.push_back(Published{{}, false, revision, 0});
     } else {
       queued_events_ += events.size();
-      queue_.push_back(Published{std::move(events), complete, revision});
+      queued_bytes_ += bytes;
+      queue_.push_back(Published{std::move(events), complete, revision, bytes});
     }
   }
   queue_cv_.notify_one();
@@ -187,6 +202,7 @@ void WatchHub::dispatch_loop() {
     Published p = std::move(queue_.front());
     queue_.pop_front();
     queued_events_ -= std::min(queued_events_, p.events.size());
+    queued_bytes_ -= std::min(queued_bytes_, p.bytes);
     lock.unlock();
     dispatch(std::move(p));
     lock.lock();
@@ -209,7 +225,10 @@ void WatchHub::dispatch(Published&& p) {
       }
       for (Watcher* w : synced) make_unsynced(w, first);
     } else {
-      std::vector<std::pair<Watcher*, WatchBatch>> out;
+      // Per watcher, the events of this revision it gets; they are copied
+      // only for a sink that has room for them (with many stuck streams a
+      // copy per watcher, thrown away by offer(), was most of the memory).
+      std::vector<std::pair<Watcher*, std::vector<const mvccpb::Event*>>> out;
       std::unordered_map<Watcher*, size_t> slot;
       size_t i = 0;
       while (i < events.size()) {
@@ -220,13 +239,10 @@ void WatchHub::dispatch(Published&& p) {
         slot.clear();
         auto consider = [&](Watcher* w, const mvccpb::Event& ev) {
           if (!w->synced || rev < w->next_rev) return;
+          if (!w->passes(ev)) return;
           auto [it, fresh] = slot.emplace(w, out.size());
-          if (fresh) {
-            out.emplace_back(w, WatchBatch{});
-            out.back().second.watch_id = w->id;
-            out.back().second.revision = rev;
-          }
-          w->shape(ev, &out[it->second].second.events);
+          if (fresh) out.emplace_back(w, std::vector<const mvccpb::Event*>{});
+          out[it->second].second.push_back(&ev);
         };
         for (size_t k = i; k < j; ++k) {
           const auto& key = events[k].kv().key();
@@ -238,8 +254,18 @@ void WatchHub::dispatch(Published&& p) {
             for (Watcher* w : ws) consider(w, events[k]);
           }
         }
-        for (auto& [w, batch] : out) {
-          if (batch.events.empty()) continue;  // everything filtered out
+        for (auto& [w, evs] : out) {
+          size_t bytes = 0;
+          for (const auto* ev : evs) bytes += w->shaped_size(*ev);
+          if (!w->sink->fits(bytes)) {
+            make_unsynced(w, rev);
+            continue;
+          }
+          WatchBatch batch;
+          batch.watch_id = w->id;
+          batch.revision = rev;
+          batch.events.reserve(evs.size());
+          for (const auto* ev : evs) w->shape(*ev, &batch.events);
           if (!w->sink->offer(std::move(batch))) make_unsynced(w, rev);
         }
         i = j;
@@ -268,9 +294,12 @@ void WatchHub::run() {
 }
 
 void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
+  size_t room;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (w->removed || w->synced || !w->sink->has_room()) return;
+    if (w->removed || w->synced) return;
+    room = w->sink->room();
+    if (room == 0) return;
   }
   auto view = store_->view();
   int64_t to = view->revision();
@@ -293,7 +322,7 @@ void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
   int64_t last = from - 1;
   if (from <= to) {
     last = read_events(*view, from, to, kCatchUpEvents, w->spec.prev_kv,
-                       [&](std::string_view key) { return w->wants(key); }, &batch.events);
+                       [&](std::string_view key) { return w->wants(key); }, &batch.events, room);
     if (last < to) batch.revision = last;
     std::vector<mvccpb::Event> shaped;
     shaped.reserve(batch.events.size());

@@ -6,7 +6,8 @@
 // dispatched: apply queues each committed entry's events (it never waits for
 // delivery), and the hub's dispatch thread hands every synced watcher its
 // events, one batch per revision, so a revision's events arrive together.
-// If the queue grows past kMaxQueuedEvents the hub drops it and every synced
+// If the queue grows past kMaxQueuedEvents or kMaxQueuedBytes (of keys and
+// values: big values make a few events weigh a lot) the hub drops it and every synced
 // watcher catches up from storage instead: memory stays bounded. A watcher that
 // starts in the past, or whose stream has no room when a revision is
 // published, is *unsynced*: the catch-up thread reads its events from
@@ -16,7 +17,8 @@
 // meanwhile it is canceled with the compaction revision, never skipped.
 //
 // Memory for a stuck client is bounded by its stream's send buffer (the
-// sink's business): the hub itself keeps no events for unsynced watchers.
+// sink's business): the hub itself keeps no events for unsynced watchers,
+// and a catch-up step reads no more than the sink has room for.
 //
 // Thread-safety: all public methods are safe from any thread. Sinks are
 // called with the hub lock held and must not block or call into the hub.
@@ -58,7 +60,13 @@ class WatchSink {
   // Takes the batch if the stream has room; false leaves the watcher to
   // catch up from storage later.
   virtual bool offer(WatchBatch&& batch) = 0;
-  virtual bool has_room() const = 0;
+  // How many bytes of events (their encoded size) catching up may read for
+  // this sink now; 0: none (wait until it drains). The hub reads at most
+  // that much, but always a whole revision.
+  virtual size_t room() const = 0;
+  // Whether offer() would take a batch of events of this encoded size now
+  // (the hub asks before it copies them).
+  virtual bool fits(size_t /*bytes*/) const { return true; }
 };
 
 struct WatchSpec {
@@ -98,6 +106,7 @@ class WatchHub {
   void publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision);
 
   static constexpr size_t kMaxQueuedEvents = 200000;
+  static constexpr size_t kMaxQueuedBytes = 64 << 20;
 
  private:
   struct Watcher;
@@ -107,6 +116,7 @@ class WatchHub {
     std::vector<mvccpb::Event> events;
     bool complete;
     int64_t revision;
+    size_t bytes = 0;  // keys and values of `events`
   };
   void run();
   void dispatch_loop();
@@ -133,10 +143,11 @@ class WatchHub {
   bool stop_ = false;
   std::thread thread_;
 
-  std::mutex queue_mu_;  // guards queue_, queued_events_, dispatch_stop_
+  std::mutex queue_mu_;  // guards queue_, queued_events_, queued_bytes_, dispatch_stop_
   std::condition_variable queue_cv_;
   std::deque<Published> queue_;
   size_t queued_events_ = 0;
+  size_t queued_bytes_ = 0;
   bool dispatch_stop_ = false;
   std::thread dispatch_thread_;
 };

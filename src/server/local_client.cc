@@ -37,7 +37,7 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
     });
     return true;
   }
-  bool has_room() const override { return true; }
+  size_t room() const override { return SIZE_MAX; }
 
   void cancel() override {
     if (canceled_.exchange(true)) return;

@@ -2,6 +2,9 @@
 
 #include "queue/keys.h"
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -53,6 +56,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
+      inflight_bytes_ = 0;
       if (!ok) {  // the client is gone: nothing more can be sent
         out_.clear();
         queued_bytes_ = 0;
@@ -73,8 +77,11 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
 
   void OnDone() override {
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
-    svc_->forget(this);
+    WatchService* svc = svc_;
+    size_t peak = peak_bytes_;
+    svc->forget(this);
     delete this;
+    svc->stream_closed(peak);
   }
 
   // --- mvcc::WatchSink (hub lock held) ---
@@ -101,7 +108,15 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       enqueue(std::move(r));
       return true;
     }
-    if (queued_bytes_ >= WatchService::kMaxQueuedBytes) return false;
+    // The bound (kMaxQueuedBytes) holds for what this stream keeps: a batch
+    // that does not fit waits in storage. Only a stream with nothing queued
+    // takes a batch bigger than the bound (one revision can be, and it must
+    // get through).
+    if (!b.events.empty()) {
+      size_t bytes = 0;
+      for (const auto& ev : b.events) bytes += ev.ByteSizeLong();
+      if (!fits_locked(bytes)) return false;
+    }
     auto it = watchers_.find(b.watch_id);
     bool fragment = it != watchers_.end() && it->second.fragment;
     if (b.compact_revision != 0) {
@@ -126,9 +141,24 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     return true;
   }
 
-  bool has_room() const override {
+  bool fits(size_t bytes) const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return !finishing_ && !broken_ && queued_bytes_ < WatchService::kMaxQueuedBytes;
+    return fits_locked(bytes);
+  }
+
+  bool fits_locked(size_t bytes) const {  // mu_ held
+    if (finishing_ || broken_) return true;  // offer() drops it: no copy is kept
+    return out_.empty() || held_bytes() + bytes <= WatchService::kMaxQueuedBytes;
+  }
+
+  // Room for catching up once a quarter of the bound is free: reading
+  // storage for a sliver of room would mostly be thrown away by offer().
+  size_t room() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finishing_ || broken_) return 0;
+    size_t held = held_bytes();
+    if (!out_.empty() && held > WatchService::kMaxQueuedBytes / 4 * 3) return 0;
+    return held < WatchService::kMaxQueuedBytes ? WatchService::kMaxQueuedBytes - held : 0;
   }
 
   // Progress for watchers that asked for it, while they are synced. Returns
@@ -154,31 +184,36 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     return next_locked();
   }
 
-  // Cancels every watch with the reason and ends the stream. Returns what to
-  // start; the caller perform()s it once it holds no lock (this object stays
-  // alive until then: the write or Finish it names is reserved for it).
+  // Ends the stream with Unavailable "etcdserver: server stopped" and no
+  // cancel responses, as a stopping etcd does (its connection goes away:
+  // the client sees Unavailable and nothing else). etcd's clients treat
+  // Unavailable as "right back" and open the watches again from the
+  // revision after the last one they saw (clientv3's watchGrpcStream:
+  // isHaltErr is false for codes.Unavailable), whereas a canceled response
+  // ends a client's watch for good. Returns what to start; the caller
+  // perform()s it once it holds no lock (this object stays alive until
+  // then: the write or Finish it names is reserved for it).
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     std::lock_guard<std::mutex> lock(mu_);
-    shutdown_locked();
+    watchers_.clear();
+    // Events queued but not yet written are dropped: the client resumes
+    // after the last one it received, so it gets them again.
+    if (!writing_) {
+      out_.clear();
+      queued_bytes_ = 0;
+    } else {
+      while (out_.size() > 1) {
+        queued_bytes_ -= out_.back().second;
+        out_.pop_back();
+      }
+    }
+    finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
     return next_locked();
   }
 
  private:
-  void shutdown_locked() {
-    for (auto& [id, f] : watchers_) {
-      WatchResponse r;
-      r.set_watch_id(id);
-      r.set_canceled(true);
-      r.set_cancel_reason(errors::stopped().message());
-      header(&r, ctx_->store->watch_hub().revision());
-      enqueue(std::move(r));
-    }
-    watchers_.clear();
-    finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
-  }
-
   struct Flags {
     bool fragment = false;
     bool progress_notify = false;
@@ -315,13 +350,21 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     size_t bytes = r.ByteSizeLong();
     out_.emplace_back(std::move(r), bytes);
     queued_bytes_ += bytes;
+    peak_bytes_ = std::max(peak_bytes_, held_bytes());
   }
+
+  // What this stream holds: the queue, and gRPC's serialized copy of the
+  // response being written (the response itself stays in out_ until
+  // OnWriteDone, as StartWrite requires).
+  size_t held_bytes() const { return queued_bytes_ + inflight_bytes_; }  // mu_ held
 
   Action next_locked() {  // mu_ held
     Action a;
     if (writing_ || finished_) return a;
     if (!out_.empty() && !broken_) {
       writing_ = true;
+      inflight_bytes_ = out_.front().second;
+      peak_bytes_ = std::max(peak_bytes_, held_bytes());
       a.kind = Action::kWrite;
       a.msg = &out_.front().first;  // a deque keeps its front in place on push_back
       // More queued behind this one: let gRPC send them together.
@@ -362,7 +405,9 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   WatchRequest req_;
   mutable std::mutex mu_;  // guards everything below
   std::deque<std::pair<WatchResponse, size_t>> out_;
-  size_t queued_bytes_ = 0;
+  size_t queued_bytes_ = 0;    // of out_, the response being written included
+  size_t inflight_bytes_ = 0;  // gRPC's copy of the response being written
+  size_t peak_bytes_ = 0;      // the most held_bytes() ever was
   bool writing_ = false;
   bool broken_ = false;
   bool finishing_ = false;
@@ -420,11 +465,41 @@ void WatchService::shutdown() {
   }
 }
 
+void WatchService::stream_closed(size_t peak_bytes) {
+  if (peak_bytes < kTrimAfterBytes) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    trim_wanted_ = true;
+  }
+  cv_.notify_all();
+}
+
 void WatchService::progress_loop() {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kTrimGap = std::chrono::seconds(1);
   std::unique_lock<std::mutex> lock(mu_);
+  auto next_progress = Clock::now() + progress_interval_;
+  auto last_trim = Clock::now() - kTrimGap;
   while (!stopping_) {
-    cv_.wait_for(lock, progress_interval_, [this] { return stopping_; });
+    cv_.wait_until(lock, next_progress, [this] { return stopping_ || trim_wanted_; });
     if (stopping_) return;
+    if (trim_wanted_) {
+      // Streams often close together (a client process dies): wait a
+      // little so one trim covers them, and never trim more than once a
+      // second (malloc_trim walks every arena).
+      auto at = std::max(Clock::now() + std::chrono::milliseconds(200), last_trim + kTrimGap);
+      cv_.wait_until(lock, std::min(at, next_progress), [this] { return stopping_; });
+      if (stopping_) return;
+      if (Clock::now() >= at) {
+        trim_wanted_ = false;
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+        last_trim = Clock::now();
+      }
+    }
+    if (Clock::now() < next_progress) continue;
+    next_progress = Clock::now() + progress_interval_;
     std::vector<std::pair<WatchStream*, WatchStream::Action>> todo;
     for (auto* s : streams_) todo.emplace_back(s, s->progress_tick());
     lock.unlock();

@@ -38,15 +38,25 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   grpc::ServerBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>* Watch(
       grpc::CallbackServerContext* c) override;
 
-  // Ends every stream: each watcher gets a cancel with the reason, then the
-  // stream closes with Unavailable "etcdserver: server stopped".
+  // Ends every stream with Unavailable "etcdserver: server stopped" and no
+  // cancel responses, so clients reconnect and resume their watches (what
+  // they see of a stopping etcd; test_watch_sigterm.py).
   void shutdown();
 
+  // What one stream may hold for its client: queued responses plus gRPC's
+  // copy of the one being written (a single revision bigger than this
+  // still goes out, alone).
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  // A stream that held this much, once closed, has the allocator give
+  // freed memory back to the system (malloc_trim, at most once a second):
+  // glibc keeps freed chunks in its arenas otherwise, and the RSS of a
+  // member that served stuck clients would never come down.
+  static constexpr size_t kTrimAfterBytes = 1 << 20;
 
  private:
   friend class WatchStream;
   void forget(WatchStream* s);
+  void stream_closed(size_t peak_bytes);  // after the stream was deleted
   void progress_loop();
 
   Context* ctx_;
@@ -55,7 +65,8 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   std::condition_variable cv_;
   std::set<WatchStream*> streams_;
   bool stopping_ = false;
-  std::thread progress_thread_;
+  bool trim_wanted_ = false;
+  std::thread progress_thread_;  // progress notifications and trims
 };
 
 }  // namespace etcdq::server

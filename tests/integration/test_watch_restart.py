@@ -8,11 +8,9 @@ same content a watch from revision 1 shows afterwards (so nothing a watcher saw 
 the crash was lost or rewritten). Each put writes one key under "r/", so the revisions
 2..final are each exactly one event on that prefix.
 
-Shutdown: SIGTERM must end an open watch promptly, never leave it silent. etcdq
-promises (src/server/watch_service.h) that each watch gets a canceled response with
-cancel_reason "etcdserver: server stopped" and then the stream ends with UNAVAILABLE;
-etcd 3.4 just drops the connection (UNAVAILABLE), so against etcd only the prompt end
-is checked.
+Shutdown: SIGTERM must end an open watch promptly, never leave it silent. How it
+ends (UNAVAILABLE and no canceled response, as etcd 3.4, so clients resume) is
+test_watch_sigterm.py's business.
 
     /usr/bin/python3 tests/integration/test_watch_restart.py
     WATCH_RESTART_SEED=7 ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_watch_restart.py
@@ -23,7 +21,6 @@ import signal
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -215,9 +212,9 @@ class WatchShutdownTest(harness.MemberTestCase):
             self.fail("the member did not exit within %.0f s of SIGTERM" % EXIT_S)
         return took
 
-    def test_sigterm_ends_an_open_watch_promptly_with_a_cancel_or_an_error(self):
+    def test_sigterm_ends_an_open_watch_promptly_with_an_error(self):
         m = self.new_member()
-        ws, ids = self.open_watches(m)
+        ws, _ = self.open_watches(m)
         n = len(ws.log)
         took = self.sigterm_and_wait(m, ws)
         after = ws.responses()[n:]
@@ -225,23 +222,7 @@ class WatchShutdownTest(harness.MemberTestCase):
         sys.stderr.write("\n  stream ended %.3f s after SIGTERM with %s %r; %d response(s) before: %s\n" % (
             took, code, ws.status[1], len(after),
             [(r.watch_id, r.canceled, r.cancel_reason) for r in after]))
-        if harness.is_reference_etcd():
-            return   # etcd 3.4 closes the connection; the prompt end is all it promises
-        canceled = {r.watch_id for r in after if r.canceled and r.cancel_reason == "etcdserver: server stopped"}
-        self.assertTrue(canceled == set(ids) or code == grpc.StatusCode.UNAVAILABLE,
-                        "neither every watch canceled with 'etcdserver: server stopped' (got %s) nor an "
-                        "UNAVAILABLE status (got %s %r)" % (sorted(canceled), code, ws.status[1]))
-
-    @unittest.skipIf(harness.is_reference_etcd(), "etcd 3.4 drops the connection without cancel responses")
-    def test_sigterm_cancels_each_watch_with_server_stopped_then_ends_the_stream_unavailable(self):
-        m = self.new_member()
-        ws, ids = self.open_watches(m)
-        n = len(ws.log)
-        self.sigterm_and_wait(m, ws)
-        after = ws.responses()[n:]
-        self.assertEqual(sorted((r.watch_id, r.canceled, r.cancel_reason, len(r.events)) for r in after),
-                         sorted((i, True, "etcdserver: server stopped", 0) for i in ids))
-        self.assertEqual(ws.status, (grpc.StatusCode.UNAVAILABLE, "etcdserver: server stopped"))
+        self.assertNotEqual(code, grpc.StatusCode.OK, "the stream ended as if the server had nothing more to say")
 
     def test_sigterm_under_write_load_ends_the_watch_promptly_and_the_watch_resumes_after_restart(self):
         m = self.new_member()

@@ -1,0 +1,106 @@
+// The connections of the HTTP side (server.h): every wait on the network
+// happens here, on one epoll thread, so that no connection can hold a thread
+// while it is idle or slow.
+//
+// cpp-httplib serves a connection on one pool thread from accept to close,
+// blocking in read: 8 idle connections (its default pool) kept /health from
+// ever answering, and a client that sends its header a byte at a time
+// (slowloris) holds a thread indefinitely, since its read timeout is per
+// read. etcd (Go) gives each connection a goroutine and never starves. Here
+// cpp-httplib still parses, routes and writes each request and response,
+// but only once the whole request is in memory: this thread reads
+// requests, without blocking, until the header and the body its
+// Content-Length announces are complete, then hands the request to a
+// worker, which runs cpp-httplib on it against memory (Handler) and gives
+// back the response bytes; this thread writes them, again without
+// blocking, and waits for the connection's next request (keep-alive).
+// Workers never touch the network, so a handler's own run time is all a
+// request costs them.
+//
+// Bounds: at most kMaxConnections open (a new one closes the one that has
+// waited longest: a fresh health check always gets in); a connection idle
+// for kIdleTimeout, a request not complete kRequestTimeout after its first
+// byte, or a response not written within kWriteTimeout is closed; a header
+// over kMaxHeaderBytes or a body over kMaxBodyBytes closes the connection.
+// Memory is thus at most kMaxConnections × (header + body + response).
+//
+// Thread-safety: adopt() from any thread (cpp-httplib's accept threads);
+// stop() once, from the owner. Handlers run on the worker threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace etcdq::http {
+
+class Connections {
+ public:
+  // Serves one complete request: reads it from `in` (header and body),
+  // appends the response to `out`, sets `keep_open` false when the
+  // connection must close after it (Connection: close, an error, or
+  // `last`: the connection's last request). Returns the bytes of `in` it
+  // consumed (the rest is the next, pipelined request).
+  using Handler = std::function<size_t(int fd, const std::string& in, bool last, std::string* out, bool* keep_open)>;
+
+  static constexpr size_t kMaxConnections = 512;
+  static constexpr size_t kWorkers = 2;
+  static constexpr size_t kMaxRequestsPerConnection = 1000;
+  static constexpr size_t kMaxHeaderBytes = 64 << 10;
+  // Nothing served yet takes a body; the JSON gateway (/v3/...) will need
+  // --max-request-bytes here.
+  static constexpr size_t kMaxBodyBytes = 64 << 10;
+  static constexpr std::chrono::seconds kIdleTimeout{30};
+  static constexpr std::chrono::seconds kRequestTimeout{10};
+  static constexpr std::chrono::seconds kWriteTimeout{10};
+
+  Connections();
+  ~Connections();  // stop()
+
+  // Takes ownership of an accepted socket; `serve` must outlive stop().
+  void adopt(int fd, const Handler* serve);
+  // Closes every connection and joins the threads. Idempotent.
+  void stop();
+
+ private:
+  struct Conn;
+  using Clock = std::chrono::steady_clock;
+
+  void loop();     // the epoll thread
+  void work();     // a worker thread
+  void wake();
+  void watch(Conn* c, bool for_write);
+  void on_readable(Conn* c);
+  void on_writable(Conn* c);
+  void after_output(Conn* c);
+  bool request_complete(const Conn& c) const;
+  void dispatch(Conn* c);
+  void close_conn(Conn* c);
+  void evict_longest_waiting();
+
+  int epoll_ = -1;
+  int wake_fd_ = -1;
+  std::thread loop_thread_;
+  std::vector<std::thread> workers_;
+
+  // Only the epoll thread touches these.
+  std::unordered_map<Conn*, std::unique_ptr<Conn>> waiting_;  // reading a request or writing a response
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable work_cv_;
+  std::vector<std::pair<int, const Handler*>> adopted_;
+  std::deque<std::unique_ptr<Conn>> jobs_;      // complete requests for the workers
+  std::vector<std::unique_ptr<Conn>> served_;   // back from the workers, response in `out`
+  size_t busy_ = 0;                             // taken by workers or queued for them
+  bool stopping_ = false;
+};
+
+}  // namespace etcdq::http

@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""What a watch stream whose client never reads costs the server, and that the
+server gives it back once the stream closes (README: "A client that stops reading
+costs at most 4 MiB of send buffer"; src/server/watch_service.h kMaxQueuedBytes).
+
+A child process opens STREAMS Watch streams (one connection each, like separate
+clients), each watching the prefix "big/" with prev_kv, reads their `created`
+responses and is then stopped (SIGSTOP): nothing reads those connections any
+more. Writers put values on "big/" worth many times the bound per stream. The
+server's VmRSS is sampled throughout.
+
+Writing itself costs memory (RocksDB memtables, the Raft log until a snapshot),
+so each test first runs the same writes on a member with no watcher (the
+control) and counts only what the stuck streams add beyond it:
+
+  - per stuck stream, the peak RSS growth beyond the control stays within the
+    bound plus SLACK (1 MB values: a revision bigger than what is left of the
+    budget must wait in storage, not be queued or copied per watcher);
+  - once the child dies (its streams close), RSS comes back to within
+    RETURN_PER_STREAM_MIB per stream of the control (32 KiB values: glibc keeps
+    freed small chunks in its arenas unless asked to give them back).
+
+    ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_watch_memory.py
+"""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+import watchlib as wl  # noqa: E402
+
+STREAMS = 50
+BOUND_MIB = 4.0
+SLACK = 1.2
+RETURN_PER_STREAM_MIB = 1.0
+WRITERS = 4
+# --snapshot-count: libraft keeps every entry since the last snapshot in memory.
+MEMBER_ARGS = ["--snapshot-count", "10"]
+
+
+def vm_rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def stuck_client_main(endpoint, n):
+    """The child: n streams, created, then wait to be stopped."""
+    import queue
+    import grpc
+    calls = []
+    for _ in range(n):
+        ch = grpc.insecure_channel(endpoint, options=[("grpc.use_local_subchannel_pool", 1)])
+        q = queue.Queue()
+
+        def it(q=q):
+            while True:
+                r = q.get()
+                if r is None:
+                    return
+                yield r
+        call = wl.open_call(ch, it())
+        q.put(wl.create_request(b"big/", range_end=wl.prefix_end(b"big/"), prev_kv=True))
+        if not next(call).created:
+            sys.exit(2)
+        calls.append((ch, q, call))
+    print("ready", flush=True)
+    time.sleep(3600)
+
+
+class StuckClient:
+    def __init__(self, member, n):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--stuck-client", member.endpoint,
+                                      str(n)], stdout=subprocess.PIPE, start_new_session=True)
+        line = self.proc.stdout.readline().strip()
+        if line != b"ready":
+            raise AssertionError("stuck client did not start: %r" % line)
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+@unittest.skipIf(harness.is_reference_etcd(), "etcd promises no bound on a stuck watch stream")
+class WatchMemoryTest(harness.MemberTestCase):
+    def log_text(self, thing):
+        if isinstance(thing, StuckClient):
+            return "stuck client pid %d" % thing.proc.pid
+        return super().log_text(thing)
+
+    def run_load(self, streams, value_bytes, puts):
+        """{'base', 'peak', 'after_close'} RSS in MiB of a fresh member under the load."""
+        m = self.new_member(MEMBER_ARGS)
+        pid = m.proc.pid
+        kv = m.kv(wl.ready_channel(m))
+        time.sleep(0.5)
+        base = vm_rss_mib(pid)
+        client = self.track(StuckClient(m, streams)) if streams else None
+        time.sleep(0.5)
+        with_streams = vm_rss_mib(pid)
+        value = b"v" * value_bytes
+        errors = []
+
+        def write(w):
+            k = m.kv(wl.ready_channel(m))
+            try:
+                for i in range(w, puts, WRITERS):
+                    k.Put(wl_put(b"big/%03d" % (i % 100), value), timeout=30)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        writers = [threading.Thread(target=write, args=(w,), daemon=True) for w in range(WRITERS)]
+        for t in writers:
+            t.start()
+        peak = 0.0
+        while any(t.is_alive() for t in writers):
+            peak = max(peak, vm_rss_mib(pid))
+            time.sleep(0.05)
+        self.assertEqual(errors, [])
+        for _ in range(30):   # the hub and the streams settle
+            peak = max(peak, vm_rss_mib(pid))
+            time.sleep(0.05)
+        if client is not None:
+            client.cleanup()
+        time.sleep(2.0)
+        after = vm_rss_mib(pid)
+        kv.Range(wl_range(b"big/"), timeout=10)   # still serving
+        m.cleanup()
+        return {"base": base, "with_streams": with_streams, "peak": peak, "after_close": after}
+
+    def measure(self, value_bytes, puts):
+        control = self.run_load(0, value_bytes, puts)
+        stuck = self.run_load(STREAMS, value_bytes, puts)
+        write_cost = control["peak"] - control["base"]
+        per_stream = (stuck["peak"] - stuck["base"] - write_cost) / STREAMS
+        kept = (stuck["after_close"] - stuck["base"] - (control["after_close"] - control["base"])) / STREAMS
+        report = ("%d puts of %d B, %d stuck streams each wanting %.0f MiB: control (no watcher) RSS %.0f -> peak "
+                  "%.0f -> %.0f MiB; with the streams %.0f (%.0f once open) -> peak %.0f -> %.0f MiB after they "
+                  "closed; per stuck stream %.2f MiB at the peak, %.2f MiB kept after close" % (
+                      puts, value_bytes, STREAMS, puts * 2 * value_bytes / 2 ** 20, control["base"],
+                      control["peak"], control["after_close"], stuck["base"], stuck["with_streams"], stuck["peak"],
+                      stuck["after_close"], per_stream, kept))
+        sys.stderr.write("\n  %s\n" % report)
+        return per_stream, kept, report
+
+    def test_peak_memory_per_stuck_stream_stays_within_the_4mib_bound_with_1mb_values(self):
+        per_stream, kept, report = self.measure(1000 * 1000, 40)
+        self.assertLess(per_stream, BOUND_MIB * SLACK, report)
+        self.assertLess(kept, RETURN_PER_STREAM_MIB, report)
+
+    def test_memory_of_stuck_streams_is_given_back_after_they_close(self):
+        per_stream, kept, report = self.measure(32 * 1024, 600)
+        self.assertLess(per_stream, BOUND_MIB * SLACK, report)
+        self.assertLess(kept, RETURN_PER_STREAM_MIB, report)
+
+
+def wl_put(key, value):
+    from etcd3.etcdrpc import rpc_pb2 as pb
+    return pb.PutRequest(key=key, value=value)
+
+
+def wl_range(key):
+    from etcd3.etcdrpc import rpc_pb2 as pb
+    return pb.RangeRequest(key=key)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--stuck-client":
+        stuck_client_main(sys.argv[2], int(sys.argv[3]))
+    else:
+        harness.main()
