@@ -27,14 +27,13 @@ Alarms::Alarms(storage::Engine* engine) : engine_(engine) { reload(); }
 
 void Alarms::reload() {
   std::set<std::pair<uint64_t, int>> loaded;
-  std::unique_ptr<rocksdb::Iterator> it(
-      engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
+  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
   std::string prefix(kPrefix);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (it->key().size() != prefix.size() + 9) continue;
+  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
+    if (it.key().size() != prefix.size() + 9) continue;
     uint64_t member = 0;
-    for (size_t i = 0; i < 8; ++i) member = (member << 8) | static_cast<uint8_t>(it->key()[prefix.size() + i]);
-    loaded.emplace(member, static_cast<uint8_t>(it->key()[prefix.size() + 8]));
+    for (size_t i = 0; i < 8; ++i) member = (member << 8) | static_cast<uint8_t>(it.key()[prefix.size() + i]);
+    loaded.emplace(member, static_cast<uint8_t>(it.key()[prefix.size() + 8]));
   }
   std::lock_guard<std::mutex> lock(mu_);
   set_ = std::move(loaded);

@@ -23,15 +23,14 @@ Members::Members(storage::Engine* engine) : engine_(engine) { reload(); }
 void Members::reload() {
   std::map<uint64_t, MemberAttributes> table;
   uint64_t cluster = 0;
-  auto* meta = engine_->cf(storage::Cf::kMeta);
-  std::unique_ptr<rocksdb::Iterator> it(engine_->db()->NewIterator(rocksdb::ReadOptions(), meta));
+  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
   std::string prefix(kPrefix);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
     MemberAttributes a;
-    if (a.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) table[a.id()] = a;
+    if (a.ParseFromArray(it.value().data(), static_cast<int>(it.value().size()))) table[a.id()] = a;
   }
   std::string v;
-  if (engine_->db()->Get(rocksdb::ReadOptions(), meta, rocksdb::Slice(kClusterKey.data(), kClusterKey.size()), &v).ok()) {
+  if (engine_->get(storage::Cf::kMeta, kClusterKey, &v)) {
     cluster = static_cast<uint64_t>(mvcc::decode_i64(v));
   }
   std::lock_guard<std::mutex> lock(mu_);

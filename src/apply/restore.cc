@@ -3,6 +3,7 @@
 
 #include "apply/applier.h"
 #include "mvcc/codec.h"
+#include "storage/batch.h"
 
 namespace etcdq::apply {
 namespace {
@@ -19,23 +20,20 @@ bool is_local_meta(std::string_view key) {
 
 // Deletes every key of `cf` (all but the local identity in meta).
 Error clear(storage::Engine* e, storage::Cf cf) {
-  auto* db = e->db();
-  auto* h = e->cf(cf);
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), h));
-  rocksdb::WriteBatch b;
+  storage::Iterator it = e->iterator(cf);
+  storage::Batch b(e);
   if (cf == storage::Cf::kMeta) {
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      std::string_view k(it->key().data(), it->key().size());
-      if (!is_local_meta(k)) b.Delete(h, it->key());
+    for (it.seek_to_first(); it.valid(); it.next()) {
+      if (!is_local_meta(it.key())) b.remove(cf, it.key());
     }
   } else {
-    it->SeekToLast();
-    if (!it->Valid()) return {};
-    std::string end = it->key().ToString() + '\0';  // past the last key
-    it->SeekToFirst();
-    b.DeleteRange(h, it->key(), end);
+    it.seek_to_last();
+    if (!it.valid()) return {};
+    std::string end = std::string(it.key()) + '\0';  // past the last key
+    it.seek_to_first();
+    b.remove_range(cf, it.key(), end);
   }
-  return e->write(&b);
+  return e->write(b);
 }
 
 }  // namespace
@@ -43,10 +41,7 @@ Error clear(storage::Engine* e, storage::Cf cf) {
 bool Applier::restored_ahead_of(uint64_t log_last_index) const {
   std::string v;
   auto* e = store_->engine();
-  if (!e->db()->Get(rocksdb::ReadOptions(), e->cf(storage::Cf::kMeta),
-                    rocksdb::Slice(kRestoredIndex.data(), kRestoredIndex.size()), &v).ok()) {
-    return false;
-  }
+  if (!e->get(storage::Cf::kMeta, kRestoredIndex, &v)) return false;
   // The state came whole from a snapshot at this index, and nothing was
   // applied on top of it yet: the log may end below it.
   return static_cast<uint64_t>(mvcc::decode_i64(v)) == applied_index_ && log_last_index < applied_index_;
@@ -62,9 +57,9 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
   auto clear_all = [&]() -> Error {
     *damaged = true;
     applied_index_ = 0;
-    rocksdb::WriteBatch b;
-    b.Delete(e->cf(storage::Cf::kMeta), rocksdb::Slice(mvcc::kMetaAppliedIndex.data(), mvcc::kMetaAppliedIndex.size()));
-    if (Error err = e->write(&b)) return err;
+    storage::Batch b(e);
+    b.remove(storage::Cf::kMeta, mvcc::kMetaAppliedIndex);
+    if (Error err = e->write(b)) return err;
     if (Error err = e->sync_wal()) return err;
     for (int c = 0; c < storage::kCfCount; ++c) {
       if (Error err = clear(e, static_cast<storage::Cf>(c))) return err;
@@ -72,12 +67,12 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
     return {};
   };
   std::string applied;  // written last
-  rocksdb::WriteBatch batch;
+  storage::Batch batch(e);
   Error write_error;
   auto flush = [&]() -> Error {
-    if (batch.Count() == 0) return {};
-    Error err = e->write(&batch);
-    batch.Clear();
+    if (batch.count() == 0) return {};
+    Error err = e->write(batch);
+    batch.clear();
     return err;
   };
   PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
@@ -91,8 +86,8 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
         return {};
       }
     }
-    batch.Put(e->cf(cf), rocksdb::Slice(key.data(), key.size()), rocksdb::Slice(value.data(), value.size()));
-    if (batch.GetDataSize() >= kBatchBytes) return flush();
+    batch.put(cf, key, value);
+    if (batch.data_size() >= kBatchBytes) return flush();
     return {};
   };
   if (Error err = fetch(sink)) return err;
@@ -100,11 +95,10 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
   if (Error err = flush()) return err;
   if (applied.empty()) return errors::internal("the snapshot carries no applied index");
   {
-    rocksdb::WriteBatch b;
-    b.Put(e->cf(storage::Cf::kMeta), rocksdb::Slice(mvcc::kMetaAppliedIndex.data(), mvcc::kMetaAppliedIndex.size()),
-          applied);
-    b.Put(e->cf(storage::Cf::kMeta), kRestoredIndex, applied);
-    if (Error err = e->write(&b)) return err;
+    storage::Batch b(e);
+    b.put(storage::Cf::kMeta, mvcc::kMetaAppliedIndex, applied);
+    b.put(storage::Cf::kMeta, kRestoredIndex, applied);
+    if (Error err = e->write(b)) return err;
     if (Error err = e->sync_wal()) return err;
   }
   applied_index_ = static_cast<uint64_t>(mvcc::decode_i64(applied));

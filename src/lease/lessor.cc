@@ -18,15 +18,14 @@ Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_
 
 void Lessor::reload() {
   std::unordered_map<int64_t, Lease> table;
-  std::unique_ptr<rocksdb::Iterator> it(
-      engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
+  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
   auto now = Clock::now();
   std::string prefix(mvcc::kLeaseTablePrefix);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (it->key().size() != prefix.size() + 8) continue;
+  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
+    if (it.key().size() != prefix.size() + 8) continue;
     uint64_t id = 0;
-    for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it->key()[prefix.size() + i]);
-    int64_t ttl = mvcc::decode_i64(std::string_view(it->value().data(), it->value().size()));
+    for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it.key()[prefix.size() + i]);
+    int64_t ttl = mvcc::decode_i64(it.value());
     table[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
   }
   std::lock_guard<std::mutex> lock(mu_);

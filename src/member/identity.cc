@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "storage/batch.h"
+
 namespace etcdq::member {
 namespace {
 uint64_t first8(const unsigned char* d) {
@@ -24,11 +26,9 @@ uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluste
 }
 
 bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster) {
-  auto* db = engine->db();
-  auto* meta = engine->cf(storage::Cf::kMeta);
+  const auto meta = storage::Cf::kMeta;
   std::string m, c;
-  if (db->Get(rocksdb::ReadOptions(), meta, "member_id", &m).ok() && m.size() == 8 &&
-      db->Get(rocksdb::ReadOptions(), meta, "cluster_id", &c).ok() && c.size() == 8) {
+  if (engine->get(meta, "member_id", &m) && m.size() == 8 && engine->get(meta, "cluster_id", &c) && c.size() == 8) {
     uint64_t sm = 0, sc = 0;
     for (int i = 0; i < 8; ++i) {
       sm = (sm << 8) | static_cast<uint8_t>(m[i]);
@@ -44,10 +44,10 @@ bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster)
     for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
     return s;
   };
-  rocksdb::WriteBatch b;
-  b.Put(meta, "member_id", be(*member));
-  b.Put(meta, "cluster_id", be(*cluster));
-  engine->write(&b);
+  storage::Batch b(engine);
+  b.put(meta, "member_id", be(*member));
+  b.put(meta, "cluster_id", be(*cluster));
+  engine->write(b);
   engine->sync_wal();
   return false;
 }

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "mvcc/codec.h"
+#include "storage/batch.h"
 
 namespace etcdq::mvcc {
 namespace {
@@ -72,24 +73,21 @@ void Compactor::run() {
 }
 
 bool Compactor::compact_to(int64_t rev) {
-  auto* db = engine_->db();
-  auto* revlog = engine_->cf(storage::Cf::kRevlog);
-  auto* history = engine_->cf(storage::Cf::kHistory);
-  std::unique_ptr<rocksdb::Iterator> log(db->NewIterator(rocksdb::ReadOptions(), revlog));
-  std::unique_ptr<rocksdb::Iterator> hist(db->NewIterator(rocksdb::ReadOptions(), history));
+  const auto revlog = storage::Cf::kRevlog;
+  const auto history = storage::Cf::kHistory;
+  storage::Iterator log = engine_->iterator(revlog);
+  storage::Iterator hist = engine_->iterator(history);
   // Changes at `rev` itself stay: a watch may start at the compaction
   // revision (etcd refuses only start revisions below it).
   const std::string stop_key = revlog_key({rev, 0});
   int64_t removed = 0;
-  log->SeekToFirst();
-  while (log->Valid() && log->key().compare(stop_key) < 0) {
-    rocksdb::WriteBatch batch;
+  log.seek_to_first();
+  while (log.valid() && log.key().compare(stop_key) < 0) {
+    storage::Batch batch(engine_);
     std::unordered_set<std::string> seen;  // keys already swept in this batch
-    for (int n = 0; n < kBatchEntries && log->Valid() && log->key().compare(stop_key) < 0;
-         ++n, log->Next()) {
-      auto v = log->value();
-      std::string_view user_key(v.data() + 1, v.size() - 1);
-      batch.Delete(revlog, log->key());
+    for (int n = 0; n < kBatchEntries && log.valid() && log.key().compare(stop_key) < 0; ++n, log.next()) {
+      std::string_view user_key = log.value().substr(1);
+      batch.remove(revlog, log.key());
       if (!seen.emplace(user_key).second) continue;
       // Sweep every version of this key at or below `rev`, newest first:
       // keep the newest if it is a put, remove the rest. Older versions kept
@@ -98,32 +96,28 @@ bool Compactor::compact_to(int64_t rev) {
       std::string k;
       Revision r;
       bool newest = true;
-      for (hist->Seek(history_key(user_key, {rev, INT64_MAX})); hist->Valid(); hist->Next()) {
-        if (!decode_history_key(std::string_view(hist->key().data(), hist->key().size()), &k, &r) ||
-            k != user_key) {
-          break;
-        }
-        bool is_put = hist->value().size() > 0 && static_cast<RecordType>(hist->value()[0]) == RecordType::kPut;
+      for (hist.seek(history_key(user_key, {rev, INT64_MAX})); hist.valid(); hist.next()) {
+        if (!decode_history_key(hist.key(), &k, &r) || k != user_key) break;
+        bool is_put = hist.value().size() > 0 && static_cast<RecordType>(hist.value()[0]) == RecordType::kPut;
         // A change at `rev` itself stays, with its revlog entry (a watch may
         // start there).
         if (!(newest && (is_put || r.main == rev))) {
-          batch.Delete(history, hist->key());
+          batch.remove(history, hist.key());
           ++removed;
         }
         newest = false;
       }
     }
-    if (Error e = engine_->write(&batch)) {
+    if (Error e = engine_->write(batch)) {
       spdlog::error("compaction to revision {} stopped: {}", rev, e.message());
       return false;
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return false;
   }
-  rocksdb::WriteBatch done;
-  done.Put(engine_->cf(storage::Cf::kMeta), rocksdb::Slice(kMetaCompactFinished.data(), kMetaCompactFinished.size()),
-           encode_i64(rev));
-  if (Error e = engine_->write(&done)) {
+  storage::Batch done(engine_);
+  done.put(storage::Cf::kMeta, kMetaCompactFinished, encode_i64(rev));
+  if (Error e = engine_->write(done)) {
     spdlog::error("compaction to revision {} not recorded: {}", rev, e.message());
     return false;
   }

@@ -8,12 +8,12 @@ int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events
                     const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out,
                     size_t max_bytes) {
   auto log = r.iterator(storage::Cf::kRevlog);
-  std::unique_ptr<rocksdb::Iterator> hist;
+  storage::Iterator hist;  // opened at the first event wanted
   size_t read = 0;
   size_t bytes = 0;
   int64_t cur = 0;
-  for (log->Seek(revlog_key({from, 0})); log->Valid(); log->Next()) {
-    Revision rev = decode_revlog_key(std::string_view(log->key().data(), log->key().size()));
+  for (log.seek(revlog_key({from, 0})); log.valid(); log.next()) {
+    Revision rev = decode_revlog_key(log.key());
     if (rev.main > to) break;
     if (rev.main != cur) {
       // Stop only between revisions: a revision's events go out together.
@@ -21,32 +21,31 @@ int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events
       cur = rev.main;
     }
     ++read;
-    auto v = log->value();
+    std::string_view v = log.value();
     std::string_view key(v.data() + 1, v.size() - 1);
     if (!want(key)) continue;
     if (!hist) hist = r.iterator(storage::Cf::kHistory);
     mvccpb::Event ev;
     bool is_put = static_cast<RecordType>(v[0]) == RecordType::kPut;
     std::string hkey = history_key(key, rev);
-    hist->Seek(hkey);
+    hist.seek(hkey);
     if (is_put) {
       ev.set_type(mvccpb::Event::PUT);
-      if (hist->Valid() && hist->key() == rocksdb::Slice(hkey) && hist->value().size() > 0) {
-        decode_record(std::string_view(hist->value().data() + 1, hist->value().size() - 1), ev.mutable_kv());
+      if (hist.valid() && hist.key() == hkey && hist.value().size() > 0) {
+        decode_record(hist.value().substr(1), ev.mutable_kv());
       }
     } else {
       ev.set_type(mvccpb::Event::DELETE);
       ev.mutable_kv()->set_mod_revision(rev.main);
     }
     ev.mutable_kv()->set_key(key.data(), key.size());
-    if (with_prev && hist->Valid()) {
-      hist->Next();  // the version before this one, if any is retained
+    if (with_prev && hist.valid()) {
+      hist.next();  // the version before this one, if any is retained
       std::string k;
       Revision pr;
-      if (hist->Valid() &&
-          decode_history_key(std::string_view(hist->key().data(), hist->key().size()), &k, &pr) && k == key &&
-          hist->value().size() > 0 && static_cast<RecordType>(hist->value()[0]) == RecordType::kPut) {
-        decode_record(std::string_view(hist->value().data() + 1, hist->value().size() - 1), ev.mutable_prev_kv());
+      if (hist.valid() && decode_history_key(hist.key(), &k, &pr) && k == key && hist.value().size() > 0 &&
+          static_cast<RecordType>(hist.value()[0]) == RecordType::kPut) {
+        decode_record(hist.value().substr(1), ev.mutable_prev_kv());
         ev.mutable_prev_kv()->set_key(key.data(), key.size());
       }
     }

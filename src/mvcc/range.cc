@@ -40,10 +40,10 @@ void range_latest(const Reader& r, std::string_view key, std::string_view end, C
     return;
   }
   auto it = r.iterator(storage::Cf::kLatest);
-  for (it->Seek(rocksdb::Slice(key.data(), key.size())); it->Valid(); it->Next()) {
-    std::string_view k(it->key().data(), it->key().size());
+  for (it.seek(key); it.valid(); it.next()) {
+    std::string_view k = it.key();
     if (past_end(k, end)) break;
-    c.add(k, std::string_view(it->value().data(), it->value().size()));
+    c.add(k, it.value());
   }
 }
 
@@ -55,27 +55,27 @@ void range_history(const Reader& r, std::string_view key, std::string_view end, 
   std::string user_key;
   Revision found;
   std::string seek = history_key(key, {rev, INT64_MAX});
-  it->Seek(seek);
-  while (it->Valid()) {
-    std::string_view hk(it->key().data(), it->key().size());
+  it.seek(seek);
+  while (it.valid()) {
+    std::string_view hk = it.key();
     if (!decode_history_key(hk, &user_key, &found)) break;  // not an MVCC key: corrupt
     if (end.empty() ? user_key != key : (user_key < key || past_end(user_key, end))) break;
     if (found.main > rev) {
       // Versions newer than `rev`: jump to this key's newest version <= rev.
-      it->Seek(history_key(user_key, {rev, INT64_MAX}));
-      if (!it->Valid()) break;
+      it.seek(history_key(user_key, {rev, INT64_MAX}));
+      if (!it.valid()) break;
       std::string k2;
       Revision r2;
-      if (!decode_history_key(std::string_view(it->key().data(), it->key().size()), &k2, &r2)) break;
+      if (!decode_history_key(it.key(), &k2, &r2)) break;
       if (k2 != user_key) continue;  // no version of user_key at or below rev
       found = r2;
     }
-    auto v = it->value();
+    std::string_view v = it.value();
     if (v.size() > 0 && static_cast<RecordType>(v[0]) == RecordType::kPut) {
       c.add(user_key, std::string_view(v.data() + 1, v.size() - 1));
     }
     if (end.empty()) break;
-    it->Seek(history_key_after(user_key));
+    it.seek(history_key_after(user_key));
   }
 }
 
@@ -85,8 +85,8 @@ std::vector<std::string> keys_of_lease(const Reader& reader, int64_t id) {
   std::vector<std::string> keys;
   std::string prefix = lease_index_prefix(id);
   auto it = reader.iterator(storage::Cf::kMeta);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    keys.emplace_back(it->key().data() + prefix.size(), it->key().size() - prefix.size());
+  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
+    keys.emplace_back(it.key().substr(prefix.size()));
   }
   return keys;
 }

@@ -3,20 +3,19 @@
 // (writer.h). Range logic (range.h) is written once against this.
 #pragma once
 
-#include <rocksdb/iterator.h>
-
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "storage/engine.h"
+#include "storage/iterator.h"
 
 namespace etcdq::mvcc {
 
 class Reader {
  public:
   virtual ~Reader() = default;
-  virtual std::unique_ptr<rocksdb::Iterator> iterator(storage::Cf cf) const = 0;
+  virtual storage::Iterator iterator(storage::Cf cf) const = 0;
   // True and `value` set when `key` exists in `cf`.
   virtual bool get(storage::Cf cf, std::string_view key, std::string* value) const = 0;
 };

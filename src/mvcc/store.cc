@@ -8,34 +8,16 @@
 
 namespace etcdq::mvcc {
 
-ReadView::ReadView(storage::Engine* engine, const rocksdb::Snapshot* snap, uint64_t applied_index,
-                   int64_t revision, int64_t compact_revision)
-    : engine_(engine),
-      snap_(snap),
+ReadView::ReadView(storage::Snapshot snap, uint64_t applied_index, int64_t revision, int64_t compact_revision)
+    : snap_(std::move(snap)),
       applied_index_(applied_index),
       revision_(revision),
       compact_revision_(compact_revision) {}
 
-ReadView::~ReadView() { engine_->db()->ReleaseSnapshot(snap_); }
-
-std::unique_ptr<rocksdb::Iterator> ReadView::iterator(storage::Cf cf) const {
-  rocksdb::ReadOptions ro;
-  ro.snapshot = snap_;
-  return std::unique_ptr<rocksdb::Iterator>(engine_->db()->NewIterator(ro, engine_->cf(cf)));
-}
-
-bool ReadView::get(storage::Cf cf, std::string_view key, std::string* value) const {
-  rocksdb::ReadOptions ro;
-  ro.snapshot = snap_;
-  return engine_->db()->Get(ro, engine_->cf(cf), rocksdb::Slice(key.data(), key.size()), value).ok();
-}
-
 namespace {
 int64_t read_meta(storage::Engine* e, std::string_view name, int64_t dflt) {
   std::string v;
-  auto s = e->db()->Get(rocksdb::ReadOptions(), e->cf(storage::Cf::kMeta),
-                        rocksdb::Slice(name.data(), name.size()), &v);
-  return s.ok() ? decode_i64(v) : dflt;
+  return e->get(storage::Cf::kMeta, name, &v) ? decode_i64(v) : dflt;
 }
 }  // namespace
 
@@ -73,8 +55,7 @@ std::shared_ptr<const ReadView> Store::view() const {
 }
 
 void Store::publish(uint64_t applied_index, int64_t revision, int64_t compact_revision) {
-  auto v = std::make_shared<const ReadView>(engine_, engine_->db()->GetSnapshot(), applied_index,
-                                            revision, compact_revision);
+  auto v = std::make_shared<const ReadView>(storage::Snapshot(engine_), applied_index, revision, compact_revision);
   std::shared_ptr<const ReadView> old;  // released outside the lock
   std::lock_guard<std::mutex> lock(mu_);
   old = std::exchange(view_, std::move(v));

@@ -14,6 +14,7 @@
 
 #include "mvcc/reader.h"
 #include "storage/engine.h"
+#include "storage/snapshot.h"
 
 namespace etcdq::mvcc {
 
@@ -23,22 +24,21 @@ class WatchHub;
 // The store as of one applied Raft index. Immutable; safe to share.
 class ReadView final : public Reader {
  public:
-  ReadView(storage::Engine* engine, const rocksdb::Snapshot* snap, uint64_t applied_index,
-           int64_t revision, int64_t compact_revision);
-  ~ReadView() override;
+  ReadView(storage::Snapshot snap, uint64_t applied_index, int64_t revision, int64_t compact_revision);
   ReadView(const ReadView&) = delete;
   ReadView& operator=(const ReadView&) = delete;
 
-  std::unique_ptr<rocksdb::Iterator> iterator(storage::Cf cf) const override;
-  bool get(storage::Cf cf, std::string_view key, std::string* value) const override;
+  storage::Iterator iterator(storage::Cf cf) const override { return snap_.iterator(cf); }
+  bool get(storage::Cf cf, std::string_view key, std::string* value) const override {
+    return snap_.get(cf, key, value);
+  }
 
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return revision_; }                  // current revision
   int64_t compact_revision() const { return compact_revision_; }  // reads below fail
 
  private:
-  storage::Engine* engine_;
-  const rocksdb::Snapshot* snap_;
+  storage::Snapshot snap_;
   uint64_t applied_index_;
   int64_t revision_;
   int64_t compact_revision_;

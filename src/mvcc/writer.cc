@@ -5,30 +5,13 @@
 #include "mvcc/watch_hub.h"
 
 namespace etcdq::mvcc {
-namespace {
-rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
-}  // namespace
-
 Writer::Writer(Store* store)
     : store_(store),
       engine_(store->engine()),
-      batch_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true),
+      batch_(store->engine()),
       revision_(store->view()->revision()),
       compact_revision_(store->view()->compact_revision()),
       collect_events_(store->watch_hub().active()) {}
-
-std::unique_ptr<rocksdb::Iterator> Writer::iterator(storage::Cf cf) const {
-  auto* h = engine_->cf(cf);
-  auto* base = engine_->db()->NewIterator(rocksdb::ReadOptions(), h);
-  return std::unique_ptr<rocksdb::Iterator>(
-      const_cast<rocksdb::WriteBatchWithIndex&>(batch_).NewIteratorWithBase(h, base));
-}
-
-bool Writer::get(storage::Cf cf, std::string_view key, std::string* value) const {
-  auto s = const_cast<rocksdb::WriteBatchWithIndex&>(batch_).GetFromBatchAndDB(
-      engine_->db(), rocksdb::ReadOptions(), engine_->cf(cf), slice(key), value);
-  return s.ok();
-}
 
 void Writer::begin() { changes_ = 0; }
 
@@ -53,16 +36,16 @@ bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mv
 
   std::string rec;
   encode_record(kv, &rec);
-  batch_.Put(engine_->cf(storage::Cf::kLatest), slice(key), rec);
+  batch_.put(storage::Cf::kLatest, key, rec);
   rec.insert(rec.begin(), static_cast<char>(RecordType::kPut));
-  batch_.Put(engine_->cf(storage::Cf::kHistory), history_key(key, rev), rec);
+  batch_.put(storage::Cf::kHistory, history_key(key, rev), rec);
   std::string log(1, static_cast<char>(RecordType::kPut));
   log.append(key);
-  batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
+  batch_.put(storage::Cf::kRevlog, revlog_key(rev), log);
   // The lease -> keys index follows the key's lease.
-  auto* meta = engine_->cf(storage::Cf::kMeta);
-  if (existed && old.lease() != 0 && old.lease() != lease) batch_.Delete(meta, lease_index_key(old.lease(), key));
-  if (lease != 0 && (!existed || old.lease() != lease)) batch_.Put(meta, lease_index_key(lease, key), "");
+  const auto meta = storage::Cf::kMeta;
+  if (existed && old.lease() != 0 && old.lease() != lease) batch_.remove(meta, lease_index_key(old.lease(), key));
+  if (lease != 0 && (!existed || old.lease() != lease)) batch_.put(meta, lease_index_key(lease, key), "");
   if (collect_events_) {
     events_.emplace_back();
     auto& ev = events_.back();
@@ -81,13 +64,13 @@ int64_t Writer::delete_range(std::string_view key, std::string_view end,
   mvcc::range(*this, key, end, RangeOptions{}, revision_, compact_revision_, &live);
   for (auto& kv : live.kvs) {
     Revision rev = next_rev();
-    batch_.Delete(engine_->cf(storage::Cf::kLatest), kv.key());
-    batch_.Put(engine_->cf(storage::Cf::kHistory), history_key(kv.key(), rev),
+    batch_.remove(storage::Cf::kLatest, kv.key());
+    batch_.put(storage::Cf::kHistory, history_key(kv.key(), rev),
                std::string(1, static_cast<char>(RecordType::kDelete)));
     std::string log(1, static_cast<char>(RecordType::kDelete));
     log.append(kv.key());
-    batch_.Put(engine_->cf(storage::Cf::kRevlog), revlog_key(rev), log);
-    if (kv.lease() != 0) batch_.Delete(engine_->cf(storage::Cf::kMeta), lease_index_key(kv.lease(), kv.key()));
+    batch_.put(storage::Cf::kRevlog, revlog_key(rev), log);
+    if (kv.lease() != 0) batch_.remove(storage::Cf::kMeta, lease_index_key(kv.lease(), kv.key()));
     if (collect_events_) {
       events_.emplace_back();
       auto& ev = events_.back();
@@ -118,10 +101,10 @@ int64_t Writer::end() {
 }
 
 void Writer::put_meta(std::string_view key, std::string_view value) {
-  batch_.Put(engine_->cf(storage::Cf::kMeta), slice(key), slice(value));
+  batch_.put(storage::Cf::kMeta, key, value);
 }
 
-void Writer::delete_meta(std::string_view key) { batch_.Delete(engine_->cf(storage::Cf::kMeta), slice(key)); }
+void Writer::delete_meta(std::string_view key) { batch_.remove(storage::Cf::kMeta, key); }
 
 void Writer::compact(int64_t rev) {
   compact_revision_ = rev;
@@ -130,13 +113,13 @@ void Writer::compact(int64_t rev) {
 }
 
 Error Writer::commit(uint64_t applied_index) {
-  auto* meta = engine_->cf(storage::Cf::kMeta);
-  batch_.Put(meta, slice(kMetaAppliedIndex), encode_i64(static_cast<int64_t>(applied_index)));
+  const auto meta = storage::Cf::kMeta;
+  batch_.put(meta, kMetaAppliedIndex, encode_i64(static_cast<int64_t>(applied_index)));
   if (meta_dirty_) {
-    batch_.Put(meta, slice(kMetaRevision), encode_i64(revision_));
-    batch_.Put(meta, slice(kMetaCompactScheduled), encode_i64(compact_revision_));
+    batch_.put(meta, kMetaRevision, encode_i64(revision_));
+    batch_.put(meta, kMetaCompactScheduled, encode_i64(compact_revision_));
   }
-  if (Error e = engine_->write(batch_.GetWriteBatch())) return e;
+  if (Error e = engine_->write(batch_)) return e;
   int64_t before = store_->view()->revision();
   store_->publish(applied_index, revision_, compact_revision_);
   if (revision_ != before) store_->watch_hub().publish(std::move(events_), collect_events_, revision_);

@@ -11,8 +11,6 @@
 // Thread-safety: none; the apply thread owns it.
 #pragma once
 
-#include <rocksdb/utilities/write_batch_with_index.h>
-
 #include <functional>
 #include <string_view>
 #include <vector>
@@ -22,6 +20,7 @@
 #include "mvcc/codec.h"
 #include "mvcc/range.h"
 #include "mvcc/store.h"
+#include "storage/batch.h"
 
 namespace etcdq::mvcc {
 
@@ -29,8 +28,10 @@ class Writer final : public Reader {
  public:
   explicit Writer(Store* store);
 
-  std::unique_ptr<rocksdb::Iterator> iterator(storage::Cf cf) const override;
-  bool get(storage::Cf cf, std::string_view key, std::string* value) const override;
+  storage::Iterator iterator(storage::Cf cf) const override { return batch_.iterator(cf); }
+  bool get(storage::Cf cf, std::string_view key, std::string* value) const override {
+    return batch_.get(cf, key, value);
+  }
 
   // The current revision: of the store, plus the txns ended in this Writer.
   int64_t revision() const { return revision_; }
@@ -75,7 +76,7 @@ class Writer final : public Reader {
 
   Store* store_;
   storage::Engine* engine_;
-  rocksdb::WriteBatchWithIndex batch_;
+  storage::IndexedBatch batch_;
   int64_t revision_;
   int64_t compact_revision_;
   int64_t scheduled_compaction_ = 0;

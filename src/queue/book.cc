@@ -45,9 +45,9 @@ Book::Book(storage::Engine* engine) : engine_(engine) { reload(); }
 
 void Book::reload() {
   std::map<std::string, Queue, std::less<>> loaded;
-  std::unique_ptr<rocksdb::Iterator> it(engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
-  for (it->Seek(rocksdb::Slice(kMetaPrefix.data(), kMetaPrefix.size())); it->Valid(); it->Next()) {
-    std::string_view k(it->key().data(), it->key().size());
+  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
+  for (it.seek(kMetaPrefix); it.valid(); it.next()) {
+    std::string_view k = it.key();
     if (!k.starts_with(kMetaPrefix)) break;
     std::string_view rest = k.substr(kMetaPrefix.size());
     size_t slash = rest.find('/');
@@ -55,7 +55,7 @@ void Book::reload() {
     std::string name(rest.substr(0, slash));
     std::string_view what = rest.substr(slash + 1);
     Queue& q = loaded[name];
-    std::string_view v(it->value().data(), it->value().size());
+    std::string_view v = it.value();
     if (what == "a") {
       q.counters.ParseFromArray(v.data(), static_cast<int>(v.size()));
     } else if (what == "c") {
@@ -67,9 +67,9 @@ void Book::reload() {
       if (idx > q.counters.cursor()) {
         // The rest of this queue's records were never handed out: next queue.
         std::string next = std::string(kMetaPrefix) + name + "0";  // '0' follows '/'
-        it->Seek(next);
-        if (!it->Valid()) break;
-        it->Prev();
+        it.seek(next);
+        if (!it.valid()) break;
+        it.prev();
         continue;
       }
       q.handed_out[idx].ParseFromArray(v.data(), static_cast<int>(v.size()));
@@ -230,12 +230,12 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
       if (as.idx() > q.counters.cursor()) {
         // Messages skipped on the way (a lost decision) join the handed-out
         // set undelivered, so they are delivered next.
-        std::unique_ptr<rocksdb::Iterator> it(w.iterator(storage::Cf::kMeta));
+        storage::Iterator it = w.iterator(storage::Cf::kMeta);
         std::string from = message_meta_key(name, q.counters.cursor() + 1);
         std::string to = message_meta_key(name, as.idx());
-        for (it->Seek(from); it->Valid() && it->key().compare(to) < 0; it->Next()) {
-          uint64_t skipped = std::strtoull(it->key().ToString().substr(from.size() - kIdxDigits).c_str(), nullptr, 10);
-          q.handed_out[skipped].ParseFromArray(it->value().data(), static_cast<int>(it->value().size()));
+        for (it.seek(from); it.valid() && it.key().compare(to) < 0; it.next()) {
+          uint64_t skipped = std::strtoull(std::string(it.key().substr(from.size() - kIdxDigits)).c_str(), nullptr, 10);
+          q.handed_out[skipped].ParseFromArray(it.value().data(), static_cast<int>(it.value().size()));
         }
         q.counters.set_cursor(as.idx());
       }
@@ -305,13 +305,13 @@ int64_t Book::oldest_produced_ms(std::string_view queue) const {
     if (!it->second.handed_out.empty()) return it->second.handed_out.begin()->second.produced_ms();
     cursor = it->second.counters.cursor();
   }
-  std::unique_ptr<rocksdb::Iterator> it(engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kMeta)));
+  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
   std::string from = message_meta_key(queue, cursor + 1);
   std::string prefix = from.substr(0, from.size() - kIdxDigits);
-  it->Seek(from);
-  if (!it->Valid() || !it->key().starts_with(prefix)) return 0;
+  it.seek(from);
+  if (!it.valid() || !it.key().starts_with(prefix)) return 0;
   apply::QueueMessage m;
-  m.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()));
+  m.ParseFromArray(it.value().data(), static_cast<int>(it.value().size()));
   return m.produced_ms();
 }
 

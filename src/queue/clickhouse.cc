@@ -147,16 +147,16 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
   auto view = store_->view();
   std::string prefix = message_meta_key(queue, 0);
   prefix.resize(prefix.size() - kIdxDigits);
-  std::unique_ptr<rocksdb::Iterator> it(view->iterator(storage::Cf::kMeta));
+  storage::Iterator it = view->iterator(storage::Cf::kMeta);
   std::string rows, first_key, last_key;
   size_t count = 0;
   apply::Command dead;
   auto* a = dead.mutable_queue_assign();
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
     if (count >= kMaxBatchRows || rows.size() >= kMaxBatchBytes) break;
-    uint64_t idx = std::strtoull(it->key().ToString().substr(prefix.size()).c_str(), nullptr, 10);
+    uint64_t idx = std::strtoull(std::string(it.key().substr(prefix.size())).c_str(), nullptr, 10);
     apply::QueueMessage m;
-    if (!m.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) continue;
+    if (!m.ParseFromArray(it.value().data(), static_cast<int>(it.value().size()))) continue;
     std::string key = message_key(queue, idx, m.tail());
     std::string rec;
     mvccpb::KeyValue kv;

@@ -66,13 +66,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
   // A full RocksDB compaction reclaims what etcd's defrag reclaims, while
   // reads and writes go on. Run it off the gRPC thread.
   std::thread([ctx, reactor, resp] {
-    auto* db = ctx->store->engine()->db();
-    rocksdb::CompactRangeOptions o;
-    Error e;
-    for (int i = 0; i < storage::kCfCount; ++i) {
-      auto s = db->CompactRange(o, ctx->store->engine()->cf(static_cast<storage::Cf>(i)), nullptr, nullptr);
-      if (!s.ok()) e = errors::internal("defragment failed: " + s.ToString());
-    }
+    Error e = ctx->store->engine()->compact_all();
     ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);  // etcd's carries none
     finish(reactor, e);
   }).detach();

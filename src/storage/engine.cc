@@ -1,5 +1,7 @@
 #include "storage/engine.h"
 
+#include "storage/batch.h"
+
 #include <chrono>
 
 #include <rocksdb/filter_policy.h>
@@ -68,12 +70,28 @@ Engine::~Engine() {
   db_->Close();
 }
 
-Error Engine::write(rocksdb::WriteBatch* batch) {
+namespace {
+Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* batch) {
   rocksdb::WriteOptions wo;
   wo.sync = false;
-  rocksdb::Status s = db_->Write(wo, batch);
-  if (!s.ok()) return errors::internal("state database write failed in " + dir_ + ": " + s.ToString());
+  rocksdb::Status s = db->Write(wo, batch);
+  if (!s.ok()) return errors::internal("state database write failed in " + dir + ": " + s.ToString());
   return {};
+}
+}  // namespace
+
+Error Engine::write(Batch& batch) { return write_batch(db_.get(), dir_, &batch.batch_); }
+
+Error Engine::write(IndexedBatch& batch) { return write_batch(db_.get(), dir_, batch.batch_.GetWriteBatch()); }
+
+Error Engine::compact_all() {
+  rocksdb::CompactRangeOptions o;
+  Error e;
+  for (auto* h : handles_) {
+    rocksdb::Status s = db_->CompactRange(o, h, nullptr, nullptr);
+    if (!s.ok()) e = errors::internal("defragment failed: " + s.ToString());
+  }
+  return e;
 }
 
 Error Engine::sync_wal() {

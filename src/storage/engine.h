@@ -4,18 +4,24 @@
 // `sync_wal()` makes everything written so far durable, and is called before
 // libraft may drop log entries (snapshot).
 //
+// The rest of etcdq reads and writes through this folder's small API
+// (iterator.h, batch.h, snapshot.h) and never names a RocksDB type: storage/
+// is the only layer that includes <rocksdb/...> (ctest
+// layers.rocksdb_only_in_storage).
+//
 // Thread-safety: all methods are safe to call from any thread (RocksDB is).
 #pragma once
 
 #include <rocksdb/db.h>
-#include <rocksdb/utilities/write_batch_with_index.h>
 
 #include <array>
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
+#include "storage/iterator.h"
 
 namespace etcdq::storage {
 
@@ -28,6 +34,9 @@ enum class Cf : int {
 };
 inline constexpr int kCfCount = 4;
 
+class Batch;
+class IndexedBatch;
+
 class Engine {
  public:
   // Opens the database in `dir`, creating it if missing. A directory that
@@ -36,12 +45,18 @@ class Engine {
   static Error open(const std::string& dir, std::unique_ptr<Engine>* out);
   ~Engine();
 
-  rocksdb::DB* db() const { return db_.get(); }
-  rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[static_cast<int>(c)]; }
+  // True and `value` set when `key` exists in `cf` now.
+  bool get(Cf cf, std::string_view key, std::string* value) const {
+    return db_->Get(rocksdb::ReadOptions(), this->cf(cf), to_slice(key), value).ok();
+  }
+  // `cf` as it is when the iterator is created (an implicit snapshot).
+  Iterator iterator(Cf cf) const { return Iterator(db_->NewIterator(rocksdb::ReadOptions(), this->cf(cf))); }
 
   // Atomically applies `batch`, without fsync. Any failure is a storage error
-  // the caller must treat as fatal (state would diverge from the log).
-  Error write(rocksdb::WriteBatch* batch);
+  // the caller must treat as fatal (state would diverge from the log). The
+  // batch is left as it was (clear() it to reuse it).
+  Error write(Batch& batch);
+  Error write(IndexedBatch& batch);
   // Makes every write so far durable (fsync of RocksDB's WAL).
   Error sync_wal();
   // Bytes the database takes on disk (every file in its directory: SST
@@ -56,7 +71,20 @@ class Engine {
   int64_t in_use_bytes() const;
   const std::string& dir() const { return dir_; }
 
+  // Compacts every column family in full (etcd's defragment): reclaims the
+  // space of removed and superseded records. Blocks the calling thread for
+  // as long as it takes (seconds to minutes); reads and writes go on
+  // meanwhile. Errors: RocksDB's, as "defragment failed: ...".
+  Error compact_all();
+
  private:
+  friend class Batch;
+  friend class IndexedBatch;
+  friend class Snapshot;
+  friend class Checkpoints;
+  rocksdb::DB* db() const { return db_.get(); }
+  rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[static_cast<int>(c)]; }
+
   Engine() = default;
   std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;

@@ -150,12 +150,10 @@ TEST_F(MvccRules, TxnWritesShareOneMainRevisionWithIncreasingSubRevisions) {
   EXPECT_EQ(revision(), 2);
   for (auto k : {"x", "y", "z"}) EXPECT_EQ(get(k).kvs(0).mod_revision(), 2);
   // Sub-revisions 0, 1, 2 in op order, in the revision-ordered log.
-  std::unique_ptr<rocksdb::Iterator> it(
-      engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kRevlog)));
+  storage::Iterator it = engine_->iterator(storage::Cf::kRevlog);
   std::vector<std::pair<mvcc::Revision, std::string>> seen;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    seen.emplace_back(mvcc::decode_revlog_key(std::string_view(it->key().data(), it->key().size())),
-                      it->value().ToString().substr(1));
+  for (it.seek_to_first(); it.valid(); it.next()) {
+    seen.emplace_back(mvcc::decode_revlog_key(it.key()), std::string(it.value().substr(1)));
   }
   ASSERT_EQ(seen.size(), 3u);
   for (int i = 0; i < 3; ++i) {
@@ -230,13 +228,12 @@ TEST_F(MvccRules, CompactionKeepsTheNewestVersionOfEachLiveKeyAndDropsTheRest) {
   EXPECT_EQ(get("c", 6).kvs(0).value(), "1");
   EXPECT_EQ(get("b", 6).kvs_size(), 0);
   // Physically: a@3, c@6 and a@7 remain; a@2 and both versions of b are gone.
-  std::unique_ptr<rocksdb::Iterator> it(
-      engine_->db()->NewIterator(rocksdb::ReadOptions(), engine_->cf(storage::Cf::kHistory)));
+  storage::Iterator it = engine_->iterator(storage::Cf::kHistory);
   std::vector<std::string> left;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  for (it.seek_to_first(); it.valid(); it.next()) {
     std::string k;
     mvcc::Revision r;
-    ASSERT_TRUE(mvcc::decode_history_key(std::string_view(it->key().data(), it->key().size()), &k, &r));
+    ASSERT_TRUE(mvcc::decode_history_key(it.key(), &k, &r));
     left.push_back(k + "@" + std::to_string(r.main));
   }
   EXPECT_EQ(left, (std::vector<std::string>{"a@7", "a@3", "c@6"}));

@@ -12,6 +12,7 @@
 #include "apply/kv.h"
 #include "etcdq/command.pb.h"
 #include "mvcc/store.h"
+#include "storage/batch.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
 
@@ -70,7 +71,7 @@ struct Member {
   }
   std::string meta(const std::string& key) {
     std::string v;
-    engine->db()->Get(rocksdb::ReadOptions(), engine->cf(storage::Cf::kMeta), key, &v);
+    engine->get(storage::Cf::kMeta, key, &v);
     return v;
   }
 
@@ -125,9 +126,9 @@ TEST_F(SnapshotRestore, ReplacesTheStateWithTheCheckpointsAndKeepsIdentity) {
 
   Member b(root_ / "b");
   b.put("/old/only/on/b", "gone after restore");
-  rocksdb::WriteBatch id;
-  id.Put(b.engine->cf(storage::Cf::kMeta), "member_id", "BBBBBBBB");
-  ASSERT_FALSE(b.engine->write(&id));
+  storage::Batch id(b.engine.get());
+  id.put(storage::Cf::kMeta, "member_id", "BBBBBBBB");
+  ASSERT_FALSE(b.engine->write(id));
   auto old_view = b.store->view();  // a reader in the middle of the restore
 
   bool damaged = true;
