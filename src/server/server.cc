@@ -15,6 +15,7 @@
 namespace etcdq::server {
 
 constexpr int kGrpcOverheadBytes = 512 * 1024;
+constexpr int kWatchEndMs = 5000;
 
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
@@ -68,6 +69,10 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
 void ClientServer::shutdown(int grace_ms) {
   if (!server_) return;
   services_->watch.shutdown();
+  // Watch streams end with Unavailable, which clients retry; one that is
+  // still in flight at gRPC's deadline is canceled, which etcd's client
+  // takes as the end of the watch. Give them time on a loaded machine.
+  services_->watch.wait_streams_done(std::chrono::milliseconds(kWatchEndMs));
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server_->Wait();
   server_.reset();

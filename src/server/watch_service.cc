@@ -447,6 +447,7 @@ grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::
 void WatchService::forget(WatchStream* s) {
   std::lock_guard<std::mutex> lock(mu_);
   streams_.erase(s);
+  if (streams_.empty()) done_cv_.notify_all();
 }
 
 // Streams' gRPC calls are started outside mu_: gRPC may run OnDone inline
@@ -463,6 +464,11 @@ void WatchService::shutdown() {
   for (auto& [s, a] : todo) {
     if (a.kind != WatchStream::Action::kNone) s->perform(a);
   }
+}
+
+bool WatchService::wait_streams_done(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return done_cv_.wait_for(lock, timeout, [this] { return streams_.empty(); });
 }
 
 void WatchService::stream_closed(size_t peak_bytes) {

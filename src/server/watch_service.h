@@ -42,6 +42,10 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   // cancel responses, so clients reconnect and resume their watches (what
   // they see of a stopping etcd; test_watch_sigterm.py).
   void shutdown();
+  // After shutdown(): waits until every stream is done (its Unavailable
+  // delivered) or `timeout` passes; true if none is left. gRPC's own
+  // shutdown deadline cancels what is left, which clients take as final.
+  bool wait_streams_done(std::chrono::milliseconds timeout);
 
   // What one stream may hold for its client: queued responses plus gRPC's
   // copy of the one being written (a single revision bigger than this
@@ -64,6 +68,7 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<WatchStream*> streams_;
+  std::condition_variable done_cv_;  // streams_ became empty
   bool stopping_ = false;
   bool trim_wanted_ = false;
   std::thread progress_thread_;  // progress notifications and trims
