@@ -79,8 +79,15 @@ class MembershipTest(ClusterTestCase):
         self.assertTrue(add.member.isLearner)
         self.assertEqual(len(add.members), 4)
         self.assertEqual([m.isLearner for m in add.members if m.ID == add.member.ID], [True])
-        # etcdctl lists it as unstarted: no name, no client URL, learner.
-        listed = {m["ID"]: m for m in c.etcdctl_json("member", "list")["members"]}
+        # etcdctl lists it as unstarted: no name, no client URL, learner. The
+        # member etcdctl asks may be a follower that has not applied the
+        # change yet (libraft adds a learner in two configuration entries).
+        deadline = time.monotonic() + 2.0
+        while True:
+            listed = {m["ID"]: m for m in c.etcdctl_json("member", "list")["members"]}
+            if listed.get(add.member.ID, {}).get("isLearner") or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         self.assertEqual(len(listed), 4)
         self.assertEqual(listed[add.member.ID].get("name", ""), "")
         self.assertEqual(listed[add.member.ID].get("clientURLs", []), [])
@@ -195,7 +202,12 @@ class MembershipTest(ClusterTestCase):
         self.assertEqual(out.strip(), "Leadership transferred from %x to %x" % (
             c.member_id(leader), c.member_id(target)))
         self.assertEqual(c.leader_index(), target)
+        # Followers learn the new leader from its first message, as with
+        # etcd (MoveLeader returns once the transferee leads).
         for i in c.live():
+            deadline = time.monotonic() + 1.0
+            while c.status(i).leader != c.member_id(target) and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.assertEqual(c.status(i).leader, c.member_id(target), "m%d names another leader" % i)
         time.sleep(1.0)
         w.stop()
