@@ -1261,6 +1261,12 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
 
 void Node::propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done) {
   Impl* m = impl_.get();
+  for (const auto& c : commands) {
+    if (!apply::well_framed_command(c)) {
+      done(Error(Code::kInvalidArgument, "etcdq: a forwarded command is not one framed command"));
+      return;
+    }
+  }
   Impl::Pending p;
   for (auto& c : commands) p.bytes += c;
   p.forwarded_done = std::move(done);
