@@ -306,6 +306,12 @@ class Member:
                                            self.proc.pid if self.proc else None)
 
 
+def sanitized():
+    """True when the binary under test is a sanitizer build (scripts/checks.sh):
+    timings and memory figures are then the sanitizer's, not etcdq's."""
+    return bool(os.environ.get("ETCDQ_SANITIZER_REPORTS"))
+
+
 def sanitizer_reports(pids):
     """Reports under $ETCDQ_SANITIZER_REPORTS written by any of `pids` (files <tool>.<pid>)."""
     d = os.environ.get("ETCDQ_SANITIZER_REPORTS")
