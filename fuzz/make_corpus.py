@@ -79,11 +79,33 @@ commands = {
     "queue_ack": cmd(delete_range=D(key=b"/q/jobs/p/task1")),
 }
 
+# Edges of the numbers apply reads: a log entry need not have passed the
+# client API's checks (the first fuzz finding was a TTL that overflowed).
+I64_MAX, I64_MIN = 2**63 - 1, -2**63
+extremes = {
+    "lease_grant_max_ttl": cmd(lease_grant=rpc_pb2.LeaseGrantRequest(TTL=I64_MAX, ID=I64_MAX)),
+    "lease_grant_negative": cmd(lease_grant=rpc_pb2.LeaseGrantRequest(TTL=I64_MIN, ID=-1)),
+    "compact_max": cmd(compaction=rpc_pb2.CompactionRequest(revision=I64_MAX, physical=True)),
+    "compact_negative": cmd(compaction=rpc_pb2.CompactionRequest(revision=I64_MIN)),
+    "put_empty_key": cmd(put=P(key=b"", value=b"", lease=I64_MIN)),
+    "delete_everything": cmd(delete_range=D(key=b"\0", range_end=b"\0")),
+    "txn_extremes": cmd(txn=T(
+        compare=[Cmp(key=b"a", range_end=b"\0", target=Cmp.MOD, result=Cmp.LESS, mod_revision=I64_MIN),
+                 Cmp(key=b"a", target=Cmp.LEASE, result=Cmp.NOT_EQUAL, lease=I64_MAX)],
+        success=[Op(request_range=R(key=b"\0", range_end=b"\0", revision=I64_MAX, limit=I64_MIN))])),
+    "queue_assign_extremes": cmd(queue_assign=command_pb2.QueueAssign(
+        queue=b"jobs", deadline_ms=I64_MAX, assignments=[
+            command_pb2.QueueAssign.Assignment(idx=2**64 - 1, deliveries=2**32 - 1, member=1, instance=1)])),
+}
+commands.update(extremes)
+
 seeds = {"fuzz_entry": [], "fuzz_apply": [], "fuzz_validate": []}
 for name, c in commands.items():
     seeds["fuzz_entry"].append(frame(c.SerializeToString()))
     seeds["fuzz_apply"].append(entry(c))
 seeds["fuzz_entry"].append(entry(commands["put"], commands["txn"], commands["delete"]))
+seeds["fuzz_apply"].append(entry(commands["queue_config"], commands["queue_put"],
+                                 commands["queue_assign_extremes"]))
 seeds["fuzz_apply"] += [
     entry(commands["lease_grant"], commands["put_lease"], commands["put"], commands["txn"],
           commands["compact"], commands["lease_revoke"]),
