@@ -76,7 +76,8 @@ case "$stage" in
     configure build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSANITIZE=thread
     cmake --build build-tsan --target etcdq etcdq_unit_tests
     san_env build-tsan
-    run_ctest build-tsan -L 'unit|concurrency' "$@"
+    # Cluster tests still run one at a time (RUN_SERIAL).
+    run_ctest build-tsan -L 'unit|concurrency' -j2 "$@"
     ;;
   fuzz)
     configure build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \

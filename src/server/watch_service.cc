@@ -160,19 +160,22 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    // The hub's lock is taken before ours (offer() runs under it), never
+    // inside ours: ThreadSanitizer found the opposite order here.
+    int64_t rev = ctx_->store->watch_hub().revision();
     std::lock_guard<std::mutex> lock(mu_);
-    shutdown_locked();
+    shutdown_locked(rev);
     return next_locked();
   }
 
  private:
-  void shutdown_locked() {
+  void shutdown_locked(int64_t rev) {
     for (auto& [id, f] : watchers_) {
       WatchResponse r;
       r.set_watch_id(id);
       r.set_canceled(true);
       r.set_cancel_reason(errors::stopped().message());
-      header(&r, ctx_->store->watch_hub().revision());
+      header(&r, rev);
       enqueue(std::move(r));
     }
     watchers_.clear();
