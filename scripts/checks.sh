@@ -66,21 +66,21 @@ run_ctest() {  # dir, ctest args...
 case "$stage" in
   asan)
     # clang, so that the same build also makes the fuzz targets (FUZZ=ON).
-    configure build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSANITIZE=address,undefined -DFUZZ=ON
     cmake --build build-asan --target etcdq etcdq_unit_tests
     san_env build-asan
     run_ctest build-asan -LE fuzz -j2 "$@"
     ;;
   tsan)
-    configure build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSANITIZE=thread
+    configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread
     cmake --build build-tsan --target etcdq etcdq_unit_tests
     san_env build-tsan
     # Cluster tests still run one at a time (RUN_SERIAL).
     run_ctest build-tsan -L 'unit|concurrency' -j2 "$@"
     ;;
   fuzz)
-    configure build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSANITIZE=address,undefined -DFUZZ=ON
     cmake --build build-asan --target fuzz_entry fuzz_validate fuzz_apply
     san_env build-asan
