@@ -27,18 +27,24 @@ configure() {  # dir, cmake args...
 # Sanitizer options for every process of the stage. halt_on_error: the first
 # report stops the process, so the test that caused it fails; log_path: the
 # report also lands in a file that the sweep below finds, whoever started the
-# process (ctest, the Python harness, the difftest).
-san_env() {  # dir
+# process (ctest, the Python harness, the difftest). Only the stage's own
+# variables are set: a runtime also reads UBSAN_OPTIONS, and the common flags
+# there (log_path, suppressions) would override its own.
+san_env() {  # dir, asan|tsan
   local reports="$PWD/$1/sanitizer-reports"
   rm -rf "$reports"
   mkdir -p "$reports"
   export ETCDQ_SANITIZER_REPORTS="$reports"
-  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer TSAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
-  local supp="$PWD/scripts/sanitizers"
-  export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=0:log_path=$reports/asan"
-  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan:suppressions=$supp/ubsan.supp"
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan:suppressions=$supp/tsan.supp"
+  local symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS
+  if [ "$2" = asan ]; then
+    # LeakSanitizer runs when a server exits on SIGTERM (harness stop());
+    # one killed with SIGKILL is not checked.
+    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
+  else
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:external_symbolizer_path=$symbolizer:log_path=$reports/tsan:suppressions=$PWD/scripts/sanitizers/tsan.supp"
+  fi
 }
 
 # Fails the stage when any process left a sanitizer report.
@@ -69,13 +75,13 @@ case "$stage" in
     configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSANITIZE=address,undefined -DFUZZ=ON
     cmake --build build-asan --target etcdq etcdq_unit_tests
-    san_env build-asan
+    san_env build-asan asan
     run_ctest build-asan -LE fuzz -j2 "$@"
     ;;
   tsan)
     configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread
     cmake --build build-tsan --target etcdq etcdq_unit_tests
-    san_env build-tsan
+    san_env build-tsan tsan
     # Cluster tests still run one at a time (RUN_SERIAL).
     run_ctest build-tsan -L 'unit|concurrency' -j2 "$@"
     ;;
@@ -83,7 +89,7 @@ case "$stage" in
     configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSANITIZE=address,undefined -DFUZZ=ON
     cmake --build build-asan --target fuzz_entry fuzz_validate fuzz_apply
-    san_env build-asan
+    san_env build-asan asan
     # The fuzzers report on stderr themselves (and leave crash-* inputs in
     # build-asan/fuzz/): no log_path, so their report is in ctest's output.
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
