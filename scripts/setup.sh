@@ -15,6 +15,9 @@ PACKAGES=(
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio
   # the queue sink's test starts a ClickHouse of its own on loopback
   clickhouse-server
+  # the checks (scripts/checks.sh): clang's sanitizers and libFuzzer, and
+  # llvm-symbolizer for readable reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

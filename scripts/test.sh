@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
 # Builds etcdq and runs every test: GoogleTest unit tests, integration tests
-# against the real binary with real clients, and the etcd difftest.
+# against the real binary with real clients, and the etcd difftest. Extra
+# arguments go to ctest.
+#
+# In CI (CI=true), or with ETCDQ_CHECKS=1, the checks follow (README,
+# "Checks"; scripts/checks.sh): the suite under ASan+UBSan, the concurrency
+# tests under ThreadSanitizer, then a bounded run of each fuzzer. Any failure
+# or sanitizer report fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+checks=${ETCDQ_CHECKS:-${CI:-}}
+start=$SECONDS
 bash scripts/build.sh
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 900 "$@"
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
+if [ "$checks" = 1 ] || [ "$checks" = true ]; then
+  times="suite $((SECONDS - start)) s"
+  for stage in asan tsan fuzz; do
+    # Said before each stage, so that ctest's summary stays the last line.
+    echo "checks: so far $times; now the $stage stage" >&2
+    t=$SECONDS
+    bash scripts/checks.sh "$stage"
+    times="$times, $stage $((SECONDS - t)) s"
+  done
+fi

@@ -2,17 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include <google/protobuf/io/coded_stream.h>
-
 #include "apply/entry.h"
 #include "apply/validate.h"
 #include "etcdq/command.pb.h"
 
 namespace etcdq::apply {
-namespace {
-// A command wraps a client request (validate.h) in one more message.
-constexpr int kMaxCommandNesting = kMaxRequestNesting + 8;
-}  // namespace
 
 Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members,
                  queue::Book* queues)
@@ -71,12 +65,7 @@ Error Applier::apply_noop(uint64_t index) {
 
 void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out) {
   Command cmd;
-  // Nested txns nest messages two levels each; etcd allows up to
-  // --max-txn-ops of them, beyond protobuf's default limit of 100.
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  in.SetRecursionLimit(kMaxCommandNesting);
-  if (!cmd.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+  if (!decode_command(bytes, &cmd)) {
     out->error = errors::internal("undecodable command in the log");
     spdlog::error("skipping an undecodable command ({} bytes)", bytes.size());
     return;

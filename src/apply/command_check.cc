@@ -1,18 +1,14 @@
 #include "apply/command_check.h"
 
-#include <google/protobuf/io/coded_stream.h>
-
 #include <cstring>
 
+#include "apply/entry.h"
 #include "apply/validate.h"
 #include "lease/lessor.h"
 
 namespace etcdq::apply {
 namespace {
 
-// A Command wraps the request in a few more levels than the client sent;
-// the same bound as apply's decoder (applier.cc).
-constexpr int kMaxCommandNesting = kMaxRequestNesting + 8;
 // A member's name and client URLs, as published; far above any real one.
 constexpr size_t kMaxNameBytes = 1024;
 constexpr int kMaxClientUrls = 64;
@@ -68,13 +64,9 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
 }
 
 Error decode_forwarded(const std::string& framed, Command* out) {
-  if (framed.size() < 4) return malformed("truncated frame");
-  uint32_t n;
-  std::memcpy(&n, framed.data(), 4);
-  if (n == 0 || static_cast<size_t>(n) != framed.size() - 4) return malformed("frame length does not match");
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(framed.data() + 4), static_cast<int>(n));
-  in.SetRecursionLimit(kMaxCommandNesting);
-  if (!out->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) return malformed("undecodable");
+  // One well-formed frame (apply/entry.h), decoded exactly as apply will.
+  if (!well_framed_command(framed)) return malformed("not exactly one well-formed frame");
+  if (!decode_command(std::string_view(framed).substr(4), out)) return malformed("undecodable");
   return {};
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <google/protobuf/io/coded_stream.h>
+
 namespace etcdq::apply {
 
 void append_framed(std::string* entry, std::string_view command) {
@@ -30,6 +32,23 @@ bool next_framed(std::string_view* rest, std::string_view* command, bool* corrup
   *command = rest->substr(4, n);
   rest->remove_prefix(4 + n);
   return true;
+}
+
+bool decode_command(std::string_view bytes, Command* cmd) {
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return false;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(kMaxCommandNesting);
+  return cmd->ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+bool well_framed_command(std::string_view framed) {
+  std::string_view rest = framed;
+  std::string_view bytes;
+  bool corrupt = false;
+  if (!next_framed(&rest, &bytes, &corrupt) || !rest.empty()) return false;
+  Command cmd;
+  return decode_command(bytes, &cmd);
 }
 
 }  // namespace etcdq::apply

@@ -25,7 +25,8 @@ void Lessor::reload() {
     if (it.key().size() != prefix.size() + 8) continue;
     uint64_t id = 0;
     for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it.key()[prefix.size() + i]);
-    int64_t ttl = mvcc::decode_i64(it.value());
+    // Within what grant() stores, so that the expiry below cannot overflow.
+    int64_t ttl = std::clamp<int64_t>(mvcc::decode_i64(it.value()), 0, kMaxLeaseTtlSeconds);
     table[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -33,6 +34,10 @@ void Lessor::reload() {
 }
 
 Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_ttl) {
+  // The client API refuses this already (lease_service.cc); apply checks
+  // it again because a log entry is not a client request (a forwarded or
+  // damaged command), and a larger TTL overflows the expiry clock.
+  if (ttl > kMaxLeaseTtlSeconds) return errors::lease_ttl_too_large();
   ttl = std::max(ttl, min_ttl_);
   std::lock_guard<std::mutex> lock(mu_);
   if (leases_.count(id)) return errors::lease_exist();

@@ -43,7 +43,8 @@ class Lessor {
   Lessor(storage::Engine* engine, int64_t min_ttl_seconds);
 
   // --- apply thread: replicated changes, written through `w` ---
-  // Errors: lease_exist() when `id` is granted already.
+  // Errors: lease_exist() when `id` is granted already,
+  // lease_ttl_too_large() above kMaxLeaseTtlSeconds.
   Error grant(mvcc::Writer& w, int64_t id, int64_t ttl_seconds, int64_t* granted_ttl);
   // Deletes every key attached to `id` (one revision, if any) and the
   // lease. Errors: lease_not_found().

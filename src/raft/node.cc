@@ -1208,17 +1208,37 @@ Error Node::start() {
   std::filesystem::create_directories(opts_.dir, ec);
   if (ec) return errors::internal("cannot create the Raft log directory " + opts_.dir + ": " + ec.message());
   if (uv_loop_init(&m->loop) != 0) return errors::internal("cannot start the event loop");
+  // A start that fails part way closes what it opened, in reverse order, so
+  // that the member exits with its error and nothing else (nothing leaks).
+  // The transport (raft/transport.h) is closed by libraft with its I/O.
+  enum { kLoop, kIo, kRaft } opened = kLoop;
+  auto failed = [m, &opened](Error e) {
+    if (opened == kRaft) {
+      m->raft.data = m;
+      ::raft_close(&m->raft, [](struct raft* r) {
+        Impl* self = static_cast<Impl*>(r->data);
+        raft_uv_close(&self->io);
+      });
+    } else if (opened == kIo) {
+      raft_uv_close(&m->io);
+    }
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+    return e;
+  };
   if (int rv = raft_uv_init(&m->io, &m->loop, opts_.dir.c_str(), m->transport->raw()); rv != 0) {
-    return errors::internal("cannot open the Raft log in " + opts_.dir + ": " + m->io.errmsg);
+    return failed(errors::internal("cannot open the Raft log in " + opts_.dir + ": " + m->io.errmsg));
   }
+  opened = kIo;
   m->fsm.version = 1;
   m->fsm.data = m;
   m->fsm.apply = Impl::fsm_apply;
   m->fsm.snapshot = Impl::fsm_snapshot;
   m->fsm.restore = Impl::fsm_restore;
   if (int rv = raft_init(&m->raft, &m->io, &m->fsm, opts_.id, opts_.address.c_str()); rv != 0) {
-    return errors::internal(std::string("cannot initialize Raft: ") + raft_errmsg(&m->raft));
+    return failed(errors::internal(std::string("cannot initialize Raft: ") + raft_errmsg(&m->raft)));
   }
+  opened = kRaft;
   m->raft.data = m;
   m->uv_start = m->io.start;
   m->io.start = Impl::start_hook;
@@ -1233,8 +1253,8 @@ Error Node::start() {
     int rv = raft_bootstrap(&m->raft, &conf);
     raft_configuration_close(&conf);
     if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
-      return errors::internal("cannot bootstrap the Raft log in " + opts_.dir + ": " + raft_strerror(rv) + " " +
-                              raft_errmsg(&m->raft));
+      return failed(errors::internal("cannot bootstrap the Raft log in " + opts_.dir + ": " + raft_strerror(rv) +
+                                     " " + raft_errmsg(&m->raft)));
     }
   }
   raft_set_heartbeat_timeout(&m->raft, opts_.heartbeat_ms);
@@ -1248,17 +1268,17 @@ Error Node::start() {
   raft_set_install_snapshot_timeout(&m->raft, std::max(5000u, 5 * opts_.election_ms));
   raft_set_pre_vote(&m->raft, opts_.pre_vote);
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
-    return errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft));
+    return failed(errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft)));
   }
   // The state database may never be ahead of the log that produced it: the
   // log was damaged, truncated or replaced. Serving would mean skipping new
   // entries as "already applied" (etcd refuses to start on a bad WAL too).
   if (raft_last_index(&m->raft) < m->applier->applied_index() &&
       !m->applier->restored_ahead_of(raft_last_index(&m->raft))) {
-    return errors::internal("the Raft log in " + opts_.dir + " ends at index " +
-                            std::to_string(raft_last_index(&m->raft)) + " but the state database has applied index " +
-                            std::to_string(m->applier->applied_index()) +
-                            ": the log is damaged or was replaced; restore the data dir from a backup");
+    return failed(errors::internal(
+        "the Raft log in " + opts_.dir + " ends at index " + std::to_string(raft_last_index(&m->raft)) +
+        " but the state database has applied index " + std::to_string(m->applier->applied_index()) +
+        ": the log is damaged or was replaced; restore the data dir from a backup"));
   }
   uv_async_init(&m->loop, &m->wake, Impl::on_wake);
   m->wake.data = m;
@@ -1307,6 +1327,12 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
 
 void Node::propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done) {
   Impl* m = impl_.get();
+  for (const auto& c : commands) {
+    if (!apply::well_framed_command(c)) {
+      done(Error(Code::kInvalidArgument, "etcdq: a forwarded command is not one framed command"));
+      return;
+    }
+  }
   Impl::Pending p;
   for (auto& c : commands) p.bytes += c;
   p.forwarded_done = std::move(done);

@@ -132,7 +132,9 @@ class Node {
   void propose(apply::Command cmd, ProposalDone done);
   // Leader: proposes commands a follower forwarded (already framed and
   // carrying the follower's origin). `done` runs once their entry applied
-  // here (OK) or could not be (the error); any thread.
+  // here (OK) or could not be (the error); any thread. Commands that are not
+  // each one well-formed frame (apply::well_framed_command) are refused
+  // with InvalidArgument, all of them, before anything is proposed.
   void propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done);
   // Runs `fn` once a linearizable read may be served from the applied state
   // (leadership confirmed, everything committed before the call applied),

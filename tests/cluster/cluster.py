@@ -50,6 +50,7 @@ from watchlib import prefix_end  # noqa: E402,F401 (tests import it from here)
 from harness import CHANNEL_OPTIONS, all_keys_request, binary_under_test  # noqa: E402
 
 is_reference_etcd = harness.is_reference_etcd   # for the tests: True when the binary is Debian's etcd
+sanitized = harness.sanitized                   # True under scripts/checks.sh: timings are the sanitizer's
 
 ETCDCTL = "/usr/bin/etcdctl"
 NOT_IN_SYNC = "etcdserver: can only promote a learner member which is in sync with leader"

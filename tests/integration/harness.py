@@ -16,6 +16,10 @@ accident; cleanup(), an atexit hook and a SIGTERM/SIGINT/SIGHUP handler kill
 whatever is left and remove the dir (set ETCDQ_KEEP_TEST_DIRS=1 to keep dirs).
 MemberTestCase prints the log tail of its members when a test fails.
 
+Under a sanitizer build (scripts/checks.sh), ETCDQ_SANITIZER_REPORTS names
+the directory the sanitizers write their reports to (log_path, one file per
+process id): a test whose member wrote one fails with the report.
+
 Run with /usr/bin/python3 (Debian's python3-etcd3 and python3-grpcio).
 """
 import atexit
@@ -120,6 +124,7 @@ class Member:
         self.peer_url = "http://127.0.0.1:%d" % self.peer_port
         self.endpoint = "127.0.0.1:%d" % self.client_port
         self.proc = None
+        self.pids = []            # every process started, for sanitizer_reports()
         self.starts = 0
         self.forced_kills = 0     # stops that needed SIGKILL after SIGTERM timed out
         self._channels = []
@@ -158,6 +163,7 @@ class Member:
             self.starts, time.strftime("%H:%M:%S"), " ".join(self.args()))).encode())
         self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self.pids.append(self.proc.pid)
         self.wait_serving(timeout)
 
     def wait_serving(self, timeout=START_TIMEOUT_S):
@@ -269,6 +275,10 @@ class Member:
         return "---- last %d lines of %s ----\n%s\n---- end of log ----" % (
             len(tail), self.log_path, "\n".join(tail))
 
+    def sanitizer_reports(self):
+        """The text of every sanitizer report this member's processes wrote (see the module doc)."""
+        return sanitizer_reports(self.pids)
+
     # ---- clients ---------------------------------------------------------------
 
     def channel(self):
@@ -294,6 +304,26 @@ class Member:
     def __repr__(self):
         return "Member(%s, %s, pid=%s)" % (self.name, self.endpoint,
                                            self.proc.pid if self.proc else None)
+
+
+def sanitized():
+    """True when the binary under test is a sanitizer build (scripts/checks.sh):
+    timings and memory figures are then the sanitizer's, not etcdq's."""
+    return bool(os.environ.get("ETCDQ_SANITIZER_REPORTS"))
+
+
+def sanitizer_reports(pids):
+    """Reports under $ETCDQ_SANITIZER_REPORTS written by any of `pids` (files <tool>.<pid>)."""
+    d = os.environ.get("ETCDQ_SANITIZER_REPORTS")
+    if not d or not os.path.isdir(d):
+        return []
+    wanted = {str(p) for p in pids}
+    out = []
+    for name in sorted(os.listdir(d)):
+        if name.rsplit(".", 1)[-1] in wanted:
+            with open(os.path.join(d, name), "rb") as f:
+                out.append("%s:\n%s" % (name, f.read(20000).decode("utf-8", "replace")))
+    return out
 
 
 def _cleanup_all():
@@ -365,7 +395,19 @@ class CleanupTestCase(unittest.TestCase):
             finally:
                 for t in self._tracked:
                     t.cleanup()
+                self._report_sanitizers(result)
                 self._tracked = []
+
+    def _report_sanitizers(self, result):
+        reports = []
+        for t in self._tracked:
+            if hasattr(t, "sanitizer_reports"):
+                reports += t.sanitizer_reports()
+        if reports:
+            try:
+                raise AssertionError("sanitizer report from a member:\n" + "\n".join(reports))
+            except AssertionError:
+                result.addFailure(self, sys.exc_info())
 
 
 class MemberTestCase(CleanupTestCase):

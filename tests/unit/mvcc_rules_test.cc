@@ -298,5 +298,20 @@ TEST(HistoryKeyCodec, OrderFollowsUserKeysThenNewestRevisionFirst) {
   EXPECT_EQ(r.sub, 7);
 }
 
+// Found by fuzz/fuzz_apply (UBSan: the expiry clock overflowed). The client
+// API refuses such a TTL, but apply must too: a log entry need not come
+// from that API (a forwarded command), and every member must agree.
+TEST_F(MvccRules, LeaseGrantAboveTheMaxTtlInTheLogIsRefusedByApply) {
+  apply::Command c;
+  c.mutable_lease_grant()->set_id(5);
+  c.mutable_lease_grant()->set_ttl(INT64_MAX);
+  auto r = one(c);
+  EXPECT_EQ(r.error.message(), errors::lease_ttl_too_large().message());
+  EXPECT_FALSE(lessor_->exists(5));
+  c.mutable_lease_grant()->set_ttl(lease::kMaxLeaseTtlSeconds);
+  EXPECT_FALSE(one(c).error);
+  EXPECT_TRUE(lessor_->exists(5));
+}
+
 }  // namespace
 }  // namespace etcdq

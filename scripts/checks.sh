@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing checks (README, "Checks"); scripts/test.sh runs
+# them after the normal suite in CI. One stage per call:
+#
+#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite, benchmarks excluded
+#   bash scripts/checks.sh tsan   # ThreadSanitizer build (build-tsan/): unit, watch, queue, cluster tests
+#   bash scripts/checks.sh fuzz   # each libFuzzer target for ETCDQ_FUZZ_SECONDS (60) from fuzz/corpus/
+#
+# Extra arguments go to ctest (e.g. -R watch). A stage fails on a failed test
+# and on any sanitizer report, from the test binaries or from any etcdq a
+# test started: every report is written under <build>/sanitizer-reports/
+# (the harness also fails the test whose member wrote one) and listed here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage=${1:?usage: checks.sh asan|tsan|fuzz [ctest args]}
+shift
+bash scripts/setup.sh
+
+configure() {  # dir, cmake args...
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBENCH=OFF "$@" ${CMAKE_ARGS:-}
+  fi
+}
+
+# Sanitizer options for every process of the stage. halt_on_error: the first
+# report stops the process, so the test that caused it fails; log_path: the
+# report also lands in a file that the sweep below finds, whoever started the
+# process (ctest, the Python harness, the difftest). Only the stage's own
+# variables are set: a runtime also reads UBSAN_OPTIONS, and the common flags
+# there (log_path, suppressions) would override its own.
+san_env() {  # dir, asan|tsan
+  local reports="$PWD/$1/sanitizer-reports"
+  rm -rf "$reports"
+  mkdir -p "$reports"
+  export ETCDQ_SANITIZER_REPORTS="$reports"
+  local symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS
+  if [ "$2" = asan ]; then
+    # LeakSanitizer runs when a server exits on SIGTERM (harness stop());
+    # one killed with SIGKILL is not checked.
+    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
+  else
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:external_symbolizer_path=$symbolizer:log_path=$reports/tsan:suppressions=$PWD/scripts/sanitizers/tsan.supp"
+  fi
+}
+
+# Fails the stage when any process left a sanitizer report.
+sweep() {  # dir
+  local reports="$PWD/$1/sanitizer-reports"
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "checks: sanitizer reports in $reports:" >&2
+    for f in "$reports"/*; do
+      echo "==== $f" >&2
+      head -c 20000 "$f" >&2
+    done
+    return 1
+  fi
+}
+
+run_ctest() {  # dir, ctest args...
+  local dir=$1
+  shift
+  local rc=0
+  (cd "$dir" && ctest --output-on-failure --timeout 900 "$@") || rc=$?
+  sweep "$dir" || rc=1
+  return $rc
+}
+
+case "$stage" in
+  asan)
+    # clang, so that the same build also makes the fuzz targets (FUZZ=ON).
+    configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+      -DSANITIZE=address,undefined -DFUZZ=ON
+    cmake --build build-asan --target etcdq etcdq_unit_tests
+    san_env build-asan asan
+    run_ctest build-asan -LE fuzz -j2 "$@"
+    ;;
+  tsan)
+    configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread
+    cmake --build build-tsan --target etcdq etcdq_unit_tests
+    san_env build-tsan tsan
+    # Cluster tests still run one at a time (RUN_SERIAL).
+    run_ctest build-tsan -L 'unit|concurrency' -j2 "$@"
+    ;;
+  fuzz)
+    configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+      -DSANITIZE=address,undefined -DFUZZ=ON
+    cmake --build build-asan --target fuzz_entry fuzz_validate fuzz_apply
+    san_env build-asan asan
+    # The fuzzers report on stderr themselves (and leave crash-* inputs in
+    # build-asan/fuzz/): no log_path, so their report is in ctest's output.
+    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    run_ctest build-asan -L fuzz -j2 "$@"
+    ;;
+  *)
+    echo "checks.sh: unknown stage $stage (asan, tsan or fuzz)" >&2
+    exit 2
+    ;;
+esac
