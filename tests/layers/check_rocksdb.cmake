@@ -9,7 +9,8 @@
 
 file(GLOB_RECURSE files
   ${SOURCE_DIR}/src/*.h ${SOURCE_DIR}/src/*.cc
-  ${SOURCE_DIR}/tests/unit/*.h ${SOURCE_DIR}/tests/unit/*.cc)
+  ${SOURCE_DIR}/tests/unit/*.h ${SOURCE_DIR}/tests/unit/*.cc
+  ${SOURCE_DIR}/fuzz/*.h ${SOURCE_DIR}/fuzz/*.cc)
 set(failures "")
 foreach(f ${files})
   file(RELATIVE_PATH rel ${SOURCE_DIR} ${f})
