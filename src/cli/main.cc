@@ -81,9 +81,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, cli::Url>> initial;
   if (Error e = cli::parse_initial_cluster(cfg.initial_cluster, &initial)) return fail(e.message());
   member::Options mo;
-  for (auto& [name, url] : initial) {
+  for (const auto& entry : initial) {
+    const std::string& name = entry.first;  // (clang 14 cannot capture a structured binding)
+    const cli::Url& url = entry.second;
     auto it = std::find_if(mo.initial_cluster.begin(), mo.initial_cluster.end(),
-                           [&](const member::InitialMember& m) { return m.name == name; });
+                           [&name](const member::InitialMember& m) { return m.name == name; });
     if (it == mo.initial_cluster.end()) {
       mo.initial_cluster.push_back({name, {}, url.host_port()});
       it = std::prev(mo.initial_cluster.end());
