@@ -43,9 +43,10 @@ struct GrpcTransport::Shared : std::enable_shared_from_this<GrpcTransport::Share
   raft_id self_id = 0;
   std::string self_address;
 
-  std::mutex mu;  // guards open, listening and tasks
+  std::mutex mu;  // guards open, listening, incoming and tasks
   bool open = false;       // other threads may post tasks
   bool listening = false;  // libraft accepts incoming streams
+  int incoming = 0;        // incoming streams being served
   std::vector<std::function<void()>> tasks;
 
   // Loop thread only.
@@ -244,7 +245,18 @@ class GrpcTransport::Service final : public peer::RaftTransport::Service {
     {
       std::lock_guard<std::mutex> lock(shared_->mu);
       if (!shared_->listening) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not accepting yet");
+      if (shared_->incoming >= kMaxIncomingStreams) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many Raft streams");
+      }
+      ++shared_->incoming;
     }
+    struct Release {
+      Shared* s;
+      ~Release() {
+        std::lock_guard<std::mutex> lock(s->mu);
+        --s->incoming;
+      }
+    } release{shared_.get()};
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "cannot open a stream");

@@ -62,6 +62,10 @@ class GrpcTransport {
   static constexpr size_t kFrameBytes = 64 << 10;
   // A peer address in a handshake longer than this is refused.
   static constexpr size_t kMaxAddressBytes = 512;
+  // Incoming streams at once (libraft needs one per member that sends to
+  // us): each holds a gRPC thread and two descriptors, so more are refused
+  // with RESOURCE_EXHAUSTED rather than run the member out of descriptors.
+  static constexpr int kMaxIncomingStreams = 64;
 
  private:
   struct Shared;

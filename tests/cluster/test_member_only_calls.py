@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import queue as queuelib  # noqa: E402
 import unittest  # noqa: E402
 
 import grpc  # noqa: E402
@@ -268,6 +269,37 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
         del part
         self.assertLess(grown, 64 * 1024, "leader RSS grew by %d KiB under unfinished reports" % grown)
         self.assertTrue(c[leader].running())
+
+    def test_idle_raft_streams_are_capped_and_the_member_keeps_serving(self):
+        # Each incoming stream holds a thread and two descriptors: 10k idle
+        # ones once ran a member out of descriptors for good.
+        c = self.c
+        i = c.leader_index()
+        gates, futures = [], []
+        hello = f_varint(1, c.member_id((i + 1) % len(c))) + f_bytes(2, b"127.0.0.1:1")
+        with self.peer_channel(i) as ch:
+            stream = ch.stream_unary(RAFT_STREAM)
+            for _ in range(100):
+                gate = queuelib.Queue()
+
+                def frames(gate=gate):
+                    yield hello
+                    gate.get()  # held open until the test lets go
+
+                gates.append(gate)
+                futures.append(stream.future(frames(), timeout=30))
+            time.sleep(2)
+            refused = [f for f in futures if f.done() and f.code() == grpc.StatusCode.RESOURCE_EXHAUSTED]
+            self.assertGreaterEqual(len(refused), 100 - 64, "no cap on idle Raft streams")
+            c.kv(i).Put(rpc_pb2.PutRequest(key=b"capped", value=b"ok"), timeout=10)
+            for g in gates:
+                g.put(None)
+            for f in futures:
+                try:
+                    f.result(timeout=10)
+                except grpc.RpcError:
+                    pass
+        self.assertTrue(c[i].running())
 
     def test_garbage_on_the_raft_stream_stops_no_member(self):
         c = self.c
