@@ -54,6 +54,15 @@ san_env() {  # dir, asan|tsan
 # Fails the stage when any process left a sanitizer report.
 sweep() {  # dir
   local reports="$PWD/$1/sanitizer-reports"
+  # A refused impossible allocation (allocator_may_return_null, above) leaves
+  # only a warning that the allocation failed: that is the behaviour under
+  # test, not a finding.
+  for f in "$reports"/*; do
+    [ -f "$f" ] || continue
+    if ! grep -v -e '^==[0-9]*==WARNING: AddressSanitizer failed to allocate 0x[0-9a-f]* bytes$' -e '^$' "$f" | grep -q .; then
+      rm -f "$f"
+    fi
+  done
   if compgen -G "$reports/*" >/dev/null; then
     echo "checks: sanitizer reports in $reports:" >&2
     for f in "$reports"/*; do
