@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "raft/wire_check.h"
+
 namespace etcdq::raft {
 namespace {
 
@@ -235,7 +237,7 @@ class GrpcTransport::Service final : public peer::RaftTransport::Service {
  public:
   explicit Service(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
-  grpc::Status Stream(grpc::ServerContext*, grpc::ServerReader<peer::RaftFrame>* reader,
+  grpc::Status Stream(grpc::ServerContext* ctx, grpc::ServerReader<peer::RaftFrame>* reader,
                       peer::RaftStreamEnd*) override {
     peer::RaftFrame frame;
     if (!reader->Read(&frame)) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no handshake");
@@ -277,9 +279,21 @@ class GrpcTransport::Service final : public peer::RaftTransport::Service {
       ::close(fds[1]);
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "closed");
     }
-    bool ok = frame.data().empty() || write_all(fds[1], frame.data());
-    while (ok && reader->Read(&frame)) ok = write_all(fds[1], frame.data());
+    // libraft trusts its framing (raft/wire_check.h): bytes reach it only
+    // once checked, and the first malformed message ends the stream.
+    WireCheck check;
+    auto pass = [&](const std::string& bytes) {
+      if (!check.feed(bytes)) return false;
+      return bytes.empty() || write_all(fds[1], bytes);
+    };
+    bool ok = pass(frame.data());
+    while (ok && reader->Read(&frame)) ok = pass(frame.data());
     ::close(fds[1]);  // libraft reads the end of the stream
+    if (!check.error().empty()) {
+      spdlog::warn("dropped the Raft stream from member {:x} ({}, connected from {}): {}", id, address, ctx->peer(),
+                   check.error());
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed Raft message: " + check.error());
+    }
     return grpc::Status::OK;
   }
 

@@ -12,7 +12,10 @@
 //   receiver: the call's handler writes the frames' bytes into a socketpair
 //             whose other end libraft reads as an accepted stream.
 // The first frame names the sender (id and advertised peer address), as
-// libraft's TCP handshake does. A broken call closes the socketpair, and
+// libraft's TCP handshake does. libraft trusts what it reads, so the
+// receiver checks every message's framing first (raft/wire_check.h): the
+// first malformed one ends the call (INVALID_ARGUMENT, and a warning naming
+// the peer) before libraft has all of it. A broken call closes the socketpair, and
 // libraft reconnects as it does after a TCP error. Messages lost that way
 // are resent by Raft itself (heartbeats, append retries).
 //

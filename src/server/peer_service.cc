@@ -1,5 +1,7 @@
 #include "server/peer_service.h"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -12,11 +14,25 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 
+// A receiver that takes no chunk for this long is cut off, so that a stalled
+// (or hostile) caller cannot hold one of the kMaxSnapshotSenders for good.
+constexpr std::chrono::seconds kSendStallLimit{30};
+
 class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk> {
  public:
-  SnapshotWriter(Context* ctx, uint64_t index) : ctx_(ctx), index_(index) {
+  // `senders` counts the writers alive; one over `limit` finishes at once
+  // with RESOURCE_EXHAUSTED (the installing member tries another source,
+  // and libraft retries the snapshot later).
+  SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, uint64_t index,
+                 std::shared_ptr<std::atomic<int>> senders, int limit)
+      : call_(call), ctx_(ctx), index_(index), senders_(std::move(senders)) {
+    if (senders_->fetch_add(1) >= limit) {
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many snapshot transfers at once"));
+      return;
+    }
     std::thread([this] { run(); }).detach();
   }
+  ~SnapshotWriter() override { senders_->fetch_sub(1); }
 
   void OnWriteDone(bool ok) override {
     {
@@ -37,7 +53,10 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
     }
     StartWrite(&chunk_);
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return written_; });
+    if (!cv_.wait_for(lock, kSendStallLimit, [this] { return written_; })) {
+      call_->TryCancel();  // OnWriteDone(false) follows
+      cv_.wait(lock, [this] { return written_; });
+    }
     return write_ok_;
   }
 
@@ -71,8 +90,10 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
     // Finish may have run OnDone (and deleted this) already: nothing after it.
   }
 
+  grpc::CallbackServerContext* call_;
   Context* ctx_;
   uint64_t index_;
+  std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunk_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -265,9 +286,9 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
   return reactor;
 }
 
-grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext* c,
                                                                           const peer::FetchSnapshotRequest* req) {
-  return new SnapshotWriter(ctx_, req->index());
+  return new SnapshotWriter(c, ctx_, req->index(), snapshot_senders_, kMaxSnapshotSenders);
 }
 
 }  // namespace etcdq::server

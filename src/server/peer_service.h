@@ -4,11 +4,14 @@
 //     elsewhere, and the caller retries with the new leader).
 //   FetchSnapshot: the checkpoint taken with one of our snapshots, streamed
 //     in chunks of about 1 MiB from a thread of its own, at the pace the
-//     receiver takes them.
+//     receiver takes them; at most kMaxSnapshotSenders at once (more get
+//     RESOURCE_EXHAUSTED), and a receiver that takes no chunk for 30 s is
+//     cut off (CANCELLED).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -41,6 +44,10 @@ class PeerService final : public peer::Peer::CallbackService {
   grpc::ServerWriteReactor<peer::SnapshotChunk>* FetchSnapshot(grpc::CallbackServerContext* c,
                                                                const peer::FetchSnapshotRequest* req) override;
 
+  // A member installs from one source at a time, so this is room for a
+  // whole cluster installing at once; each transfer holds a thread.
+  static constexpr int kMaxSnapshotSenders = 8;
+
  private:
   // `id` is in this member's view of the configuration.
   bool is_member(uint64_t id) const;
@@ -56,6 +63,7 @@ class PeerService final : public peer::Peer::CallbackService {
     bool alive = true;
   };
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
+  std::shared_ptr<std::atomic<int>> snapshot_senders_ = std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace etcdq::server

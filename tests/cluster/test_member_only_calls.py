@@ -14,7 +14,9 @@ client's request: badly framed, undecodable, empty-key, oversized, too-many-ops
 and malformed queue commands, queue assignments and forged member attributes
 are refused before they are proposed; a forged removal notice stops no one; a
 flood of consumer reports that never complete leaves memory flat; garbage on
-the Raft stream stops no one.
+the Raft stream stops no one, and libraft messages whose framing libraft would
+misread (short headers, huge counts, lengths that do not add up, unknown types)
+are refused before libraft reads them.
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_member_only_calls.py
 """
@@ -322,6 +324,65 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
         c.wait_leader()
         c.kv(0).Put(rpc_pb2.PutRequest(key=b"raft", value=b"ok"), timeout=10)
         self.assertGreater(revision(c), rev)
+
+    def test_malformed_libraft_framing_is_refused_before_libraft_reads_it(self):
+        # libraft trusts its framing: a 56-byte AppendEntries claiming one
+        # entry and carrying no entry header once crashed a member (it read
+        # past its buffer). Each of these is refused by the transport's check.
+        c = self.c
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"framing", value=b"before"), timeout=10)
+        rev = revision(c)
+
+        def msg(mtype, header, payload=b""):
+            return struct.pack("<QQ", mtype, len(header)) + header + payload
+
+        def entry_header(etype, length):
+            return struct.pack("<QB3xI", 7, etype, length)
+
+        words = lambda *ws: struct.pack("<%dQ" % len(ws), *ws)  # noqa: E731
+        conf_no_nul = b"\x01" + struct.pack("<QQ", 1, 1) + b"x" * 23
+        malformed = {
+            "56-byte AppendEntries, 1 entry, no entry header": msg(1, words(7, 100, 6, 99, 1)),
+            "huge n_entries": msg(1, words(7, 100, 6, 99, 1 << 40, 0)),
+            "header length overflow": struct.pack("<QQ", 1, (1 << 64) - 1) + b"\0" * 64,
+            "unknown type 7": msg(7, words(1, 2, 3)),
+            "type 0": msg(0, words(1, 2, 3)),
+            "entry length not a multiple of 8": msg(1, words(7, 100, 6, 99, 2) + entry_header(1, 9)
+                                                    + entry_header(1, 8) + words(0), b"c" * 17),
+            "entries beyond the header": msg(1, words(7, 100, 6, 99, 3) + entry_header(1, 8) + words(0),
+                                             b"c" * 24),
+            "InstallSnapshot configuration without terminator":
+                msg(5, words(7, 500, 6, 400, len(conf_no_nul)) + conf_no_nul + words(0, 0)),
+            "configuration entry without terminator": msg(1, words(7, 100, 6, 99, 1)
+                                                          + entry_header(3, len(conf_no_nul)) + words(0),
+                                                          conf_no_nul),
+        }
+        truncated = {
+            "truncated header": msg(1, words(7, 100, 6, 99, 0, 0))[:30],
+            "truncated payload": msg(1, words(7, 100, 6, 99, 1) + entry_header(1, 64) + words(0), b"c" * 10),
+        }
+        for i in range(len(c)):
+            hello = f_varint(1, c.member_id((i + 1) % len(c))) + f_bytes(2, c[(i + 1) % len(c)].peer_url[7:].encode())
+            with self.peer_channel(i) as ch:
+                for name, data in malformed.items():
+                    # Whole, and split so that the bad part arrives in a frame of its own.
+                    for frames in ([data], [data[:16], data[16:]]):
+                        code, details = call(ch, RAFT_STREAM, "stream_in",
+                                             [hello] + [f_bytes(3, d) for d in frames], timeout=5)
+                        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, (name, details))
+                        self.assertIn("malformed Raft message", details, name)
+                for name, data in truncated.items():
+                    # A prefix of a message is not malformed; the stream just ends there.
+                    code, details = call(ch, RAFT_STREAM, "stream_in", [hello, f_bytes(3, data)], timeout=5)
+                    self.assertEqual(code, grpc.StatusCode.OK, (name, details))
+        time.sleep(2 * ELECTION_MS / 1000)
+        for i in range(len(c)):
+            self.assertTrue(c[i].running(), "%r stopped after malformed libraft framing" % c[i])
+        c.wait_leader()
+        for i in range(len(c)):
+            c.kv(i).Put(rpc_pb2.PutRequest(key=b"framing", value=b"after %d" % i), timeout=10)
+        self.assertEqual(revision(c), rev + len(c))
+        c.assert_same_hashkv(self)
 
 
 if __name__ == "__main__":
