@@ -7,10 +7,15 @@
 // the receiving member only reads (uv_send.c / uv_recv.c in libraft 0.15).
 // Each such connection is one client-streaming RaftTransport.Stream call:
 //   sender:   libraft writes into one end of a socketpair (a uv_pipe_t it
-//             owns); a pump thread reads the other end and sends the bytes
-//             as RaftFrame messages (at most kFrameBytes each);
-//   receiver: the call's handler writes the frames' bytes into a socketpair
-//             whose other end libraft reads as an accepted stream.
+//             owns); a pump thread reads the other end and sends what one
+//             read returns (all that libraft wrote meanwhile, at most
+//             kFrameBytes) as one RaftFrame message;
+//   receiver: a reactor writes each frame's bytes, on the gRPC thread that
+//             received it, into a socketpair whose other end libraft reads
+//             as an accepted stream (a thread of the stream's own waits
+//             only while that socketpair is full).
+// Socketpair buffers are 4 MiB, so libuv hands over a batch of entries in
+// one write.
 // The first frame names the sender (id and advertised peer address), as
 // libraft's TCP handshake does. libraft trusts what it reads, so the
 // receiver checks every message's framing first (raft/wire_check.h): the
@@ -24,7 +29,7 @@
 //
 // Thread-safety: the raft_uv_transport callbacks run on the consensus thread
 // (libraft's loop); the gRPC service runs on gRPC's threads; the connect and
-// pump threads are the transport's own. Loop-side state is touched only on
+// pump threads (one per outgoing stream) are the transport's own. Loop-side state is touched only on
 // the loop thread; other threads hand it work through a uv_async_t.
 #pragma once
 
@@ -62,16 +67,18 @@ class GrpcTransport {
   // arrive before libraft listens, or after it closed, get UNAVAILABLE.
   grpc::Service* service();
 
-  static constexpr size_t kFrameBytes = 64 << 10;
+  // The most one RaftFrame carries (the peer server accepts 2 MiB and more).
+  static constexpr size_t kFrameBytes = 1 << 20;
   // A peer address in a handshake longer than this is refused.
   static constexpr size_t kMaxAddressBytes = 512;
   // Incoming streams at once (libraft needs one per member that sends to
-  // us): each holds a gRPC thread and two descriptors, so more are refused
+  // us): each holds two descriptors and its buffers, so more are refused
   // with RESOURCE_EXHAUSTED rather than run the member out of descriptors.
   static constexpr int kMaxIncomingStreams = 64;
 
  private:
   struct Shared;
+  class Incoming;
   class Service;
   std::shared_ptr<Shared> shared_;
   std::unique_ptr<Service> service_;
