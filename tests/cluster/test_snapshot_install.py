@@ -8,7 +8,9 @@ state, and the cluster must keep serving while a quorum is up.
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_snapshot_install.py
 
 etcdq-only: an etcd 3.4 follower gets the state inside the snapshot message,
-so these failure points do not exist there (the test skips against etcd).
+so these failure points do not exist there (the test skips against etcd);
+except the time a follower restarted as its install starts takes to serve a
+linearizable read, which etcd sets the bar for.
 """
 import os
 import sys
@@ -17,7 +19,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import ClusterTestCase, is_reference_etcd, main, rpc_pb2  # noqa: E402
+import grpc  # noqa: E402
+
+from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 SNAPSHOT_COUNT = 50
@@ -41,18 +45,23 @@ def log_count(member, text):
         return f.read().count(text)
 
 
-def lag_until_install(c, leader, follower, txns):
+# What a follower logs as it starts installing a snapshot: etcdq's, and etcd
+# 3.4's rafthttp as the snapshot message arrives.
+INSTALL_STARTS = "receiving database snapshot" if is_reference_etcd() else "installing the snapshot"
+
+
+def lag_until_install(c, leader, follower, txns, load_fn=None):
     """Kills `follower`, loads the leader, restarts the follower and returns as
     soon as it starts installing a snapshot. How far the leader's log reaches
     back depends on when it took its snapshots, so this tries a few times."""
     for _ in range(3):
-        before = log_count(c.members[follower], "installing the snapshot")
+        before = log_count(c.members[follower], INSTALL_STARTS)
         c.kill9(follower)
-        load(c.kv(leader), txns)
+        (load_fn or load)(c.kv(leader), txns)
         c.restart(follower, wait=False)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if log_count(c.members[follower], "installing the snapshot") > before:
+            if log_count(c.members[follower], INSTALL_STARTS) > before:
                 return
             time.sleep(0.005)
         c.wait_serving()
@@ -133,6 +142,80 @@ class SnapshotInstallTest(ClusterTestCase):
         for i in range(3):
             c.kv(i).Put(rpc_pb2.PutRequest(key=b"late/%d" % i, value=b"x"), timeout=15)
         self.assert_converged(c)
+
+
+def many_entries(kv, n):
+    """`n` small Puts, 64 in flight: etcd keeps 5000 entries behind a snapshot
+    for followers that lag, so it sends one only past that."""
+    pending = []
+    for k in range(n):
+        pending.append(kv.Put.future(rpc_pb2.PutRequest(key=b"e/%d" % k, value=b"x"), timeout=30))
+        if len(pending) >= 64:
+            pending.pop(0).result()
+    for f in pending:
+        f.result()
+    time.sleep(1)  # etcd compacts its log behind a snapshot asynchronously
+
+
+def first_linearizable_read_s(member, since, timeout=60):
+    """Seconds from `since` until `member` answers a linearizable Range (what
+    `etcdctl get` sends), asked on a fresh channel every 20 ms."""
+    deadline = since + timeout
+    while time.monotonic() < deadline:
+        try:
+            with grpc.insecure_channel(member.endpoint, options=CHANNEL_OPTIONS) as ch:
+                rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=1)
+            return time.monotonic() - since
+        except grpc.RpcError:
+            time.sleep(0.02)
+    raise AssertionError("%r answered no linearizable read within %d s of its restart" % (member, timeout))
+
+
+class RestartAsTheInstallStartsTest(ClusterTestCase):
+    """A follower killed as a snapshot install starts, and restarted at once,
+    serves linearizable reads again soon: etcd 3.4 here in 0.08-0.10 s.
+
+    etcdq takes about --snapshot-count heartbeats (3.1-3.4 s here; up to
+    2048 heartbeats with a large --snapshot-count), in libraft 0.15: the
+    leader's heartbeat to the killed follower fails, and sendAppendEntriesCb
+    moves it from the snapshot state to probing with next index = the
+    snapshot's index (progressToProbe assumes the snapshot arrived). The
+    restarted follower's log is that snapshot alone (libraft stored it before
+    the restore the kill interrupted), so it has no entry at the probe's
+    previous index and rejects; its last index is above the rejected one, so
+    the leader steps back one index a heartbeat until it runs off its own log
+    (the snapshot's trailing entries) and sends the snapshot again. Not fixed
+    in etcdq: see the report of branch peer-input for the libraft change."""
+    TRIALS = 3
+
+    # Fails on etcdq until libraft probes from past the snapshot (class doc).
+    @(lambda f: f if is_reference_etcd() else unittest.expectedFailure(f))
+    def test_follower_restarted_as_its_install_starts_reads_linearizably_soon(self):
+        times = []
+        c = None
+        for _ in range(self.TRIALS):
+            # The same cluster throughout (the slow case needs a leader that
+            # has sent snapshots before); etcd gets a fresh one each time:
+            # once a follower caught up, it keeps enough log behind its
+            # snapshots that the next lag needs none.
+            if c is None or is_reference_etcd():
+                if c is not None:
+                    c.cleanup()
+                c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS,
+                                     snapshot_count=SNAPSHOT_COUNT)
+            leader = c.leader_index()
+            follower = next(i for i in range(3) if i != leader)
+            if is_reference_etcd():
+                lag_until_install(c, leader, follower, 8000, load_fn=many_entries)
+            else:
+                lag_until_install(c, leader, follower, 40)
+            c.kill9(follower)
+            restarted = time.monotonic()
+            c.restart(follower, wait=False)
+            times.append(first_linearizable_read_s(c.members[follower], restarted))
+            c.wait_serving()
+        print("\nfirst linearizable read after the restart: %s s" % ", ".join("%.2f" % t for t in times))
+        self.assertLess(max(times), 3.0, times)
 
 
 if __name__ == "__main__":
