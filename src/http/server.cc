@@ -99,6 +99,9 @@ class HttpServer::Listener final : public httplib::Server {
   // (1 s, then 3 s...). Linux takes a second listen() as a new backlog.
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
 
+  // A connection accepted elsewhere (the client port's mux).
+  void adopt(int fd) { conns_->adopt(fd, &serve_); }
+
  private:
   bool process_and_close_socket(socket_t sock) override {
     conns_->adopt(sock, &serve_);
@@ -113,25 +116,29 @@ HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
+void HttpServer::route(Listener* s) {
+  s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
+  });
+  s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    bool ok = opts_.has_leader();
+    res.status = ok ? 200 : 503;
+    res.set_content(ok ? "{\"health\":\"true\",\"reason\":\"\"}" : "{\"health\":\"false\",\"reason\":\"no leader\"}",
+                    "application/json");
+  });
+  s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
+                        "\"}",
+                    "application/json");
+  });
+  s->set_payload_max_length(Connections::kMaxBodyBytes);
+}
+
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
   if (!conns_) conns_ = std::make_unique<Connections>();
   for (const auto& [host, port] : listen) {
     auto s = std::make_unique<Listener>(conns_.get());
-    s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
-    });
-    s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      bool ok = opts_.has_leader();
-      res.status = ok ? 200 : 503;
-      res.set_content(ok ? "{\"health\":\"true\",\"reason\":\"\"}" : "{\"health\":\"false\",\"reason\":\"no leader\"}",
-                      "application/json");
-    });
-    s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
-                          "\"}",
-                      "application/json");
-    });
-    s->set_payload_max_length(Connections::kMaxBodyBytes);
+    route(s.get());
     if (!s->bind_to_port(host, port)) {
       stop();
       return {Code::kUnavailable, "cannot listen for HTTP on " + host + ":" + std::to_string(port)};
@@ -144,6 +151,15 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
   return {};
 }
 
+void HttpServer::adopt(int fd) {
+  std::call_once(adopted_once_, [this] {
+    if (!conns_) conns_ = std::make_unique<Connections>();
+    adopted_ = std::make_unique<Listener>(conns_.get());
+    route(adopted_.get());
+  });
+  adopted_->adopt(fd);
+}
+
 void HttpServer::stop() {
   for (auto& s : servers_) s->stop();
   for (auto& t : threads_) {
@@ -152,6 +168,7 @@ void HttpServer::stop() {
   threads_.clear();
   if (conns_) conns_->stop();  // before the listeners its connections' handlers belong to
   servers_.clear();
+  adopted_.reset();
   conns_.reset();
 }
 
