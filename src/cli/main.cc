@@ -140,7 +140,10 @@ int main(int argc, char** argv) {
   http::HttpOptions ho;
   member::Member* mp = m.get();
   ho.metrics = [mp] { return mp->metrics_text(); };
-  ho.has_leader = [mp] { return mp->has_leader(); };
+  ho.health.has_leader = [mp] { return mp->has_leader(); };
+  ho.health.is_learner = [mp] { return mp->is_learner(); };
+  ho.health.alarms = [mp] { return mp->active_alarms(); };
+  ho.health.read = [mp](bool serializable) { return mp->health_read(serializable).message(); };
   ho.server_version = ETCDQ_VERSION;
   ho.cluster_version = "3.5.0";
   http::HttpServer http_server(ho);

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "http/connections.h"
+#include "http/health.h"
 
 namespace etcdq::http {
 namespace {
@@ -120,12 +121,25 @@ void HttpServer::route(Listener* s) {
   s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
   });
-  s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    bool ok = opts_.has_leader();
-    res.status = ok ? 200 : 503;
-    res.set_content(ok ? "{\"health\":\"true\",\"reason\":\"\"}" : "{\"health\":\"false\",\"reason\":\"no leader\"}",
-                    "application/json");
-  });
+  auto health = [this](const httplib::Request& req, httplib::Response& res) {
+    std::multimap<std::string, std::string> query(req.params.begin(), req.params.end());
+    HealthAnswer a;
+    if (!answer_health(opts_.health, req.method, req.path, query, &a)) {
+      res.status = 404;
+      res.set_content("404 page not found\n", "text/plain; charset=utf-8");
+      return;
+    }
+    res.status = a.status;
+    if (a.allow_get_header) res.set_header("Allow", "GET");
+    if (a.status != 200 || req.path != "/health") res.set_header("X-Content-Type-Options", "nosniff");  // as etcd
+    res.set_content(a.body, a.content_type);
+  };
+  for (const char* path : {"/health", "/livez", "/readyz", R"(/livez/[a-z_]+)", R"(/readyz/[a-z_]+)"}) {
+    s->Get(path, health);
+    s->Post(path, health);
+    s->Put(path, health);
+    s->Delete(path, health);
+  }
   s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
                         "\"}",

@@ -2,8 +2,7 @@
 // (next to gRPC, as etcd: net/mux.h routes each connection), and on
 // --listen-client-http-urls and --listen-metrics-urls:
 //   GET /metrics   Prometheus text: server and per-queue metrics
-//   GET /health    {"health":"true"} while a leader is known, else 503
-//                  with "false" (etcd's /health)
+//   GET /health, /livez, /readyz   etcd's health checks (health.h)
 //   GET /version   {"etcdserver":..., "etcdcluster":...}
 // The JSON gateway (/v3/...) is not served yet.
 //
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "http/health.h"
 
 namespace httplib {
 class Server;
@@ -37,7 +37,7 @@ class Connections;
 
 struct HttpOptions {
   std::function<std::string()> metrics;  // the /metrics body
-  std::function<bool()> has_leader;
+  HealthSource health;                   // /health, /livez, /readyz (health.h)
   std::string server_version;
   std::string cluster_version;
 };
