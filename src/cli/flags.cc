@@ -96,7 +96,8 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   app.add_option("--initial-advertise-peer-urls", advertise_peer, "Peer URLs to advertise to the cluster")
       ->envname("ETCD_INITIAL_ADVERTISE_PEER_URLS");
   std::string listen_http, listen_metrics;
-  app.add_option("--listen-client-http-urls", listen_http, "URLs to serve /metrics, /health and /version on")
+  app.add_option("--listen-client-http-urls", listen_http,
+                 "URLs to serve HTTP on (/metrics, /health, /version) instead of the client URLs")
       ->envname("ETCD_LISTEN_CLIENT_HTTP_URLS");
   app.add_option("--listen-metrics-urls", listen_metrics, "More URLs to serve /metrics, /health and /version on")
       ->envname("ETCD_LISTEN_METRICS_URLS");
@@ -171,6 +172,26 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   if (!listen_metrics.empty()) {
     if (Error e = parse_urls("listen-metrics-urls", listen_metrics, &c->listen_metrics_urls)) return e;
   }
+  // One listener an address: a second would fail to bind, or (with
+  // SO_REUSEPORT) silently take half of the connections.
+  std::vector<std::pair<std::string, const Url*>> bound;
+  auto add = [&bound](const char* flag, const std::vector<Url>& urls) -> Error {
+    for (const auto& u : urls) {
+      for (const auto& [other, v] : bound) {
+        if (v->host_port() == u.host_port()) {
+          return {Code::kInvalidArgument, std::string("--") + flag + " " + u.text + " is also in --" + other +
+                                              ": each address takes one listener (the client URLs serve gRPC and "
+                                              "HTTP together already)"};
+        }
+      }
+      bound.emplace_back(flag, &u);
+    }
+    return {};
+  };
+  if (Error e = add("listen-client-urls", c->listen_client_urls)) return e;
+  if (Error e = add("listen-peer-urls", c->listen_peer_urls)) return e;
+  if (Error e = add("listen-client-http-urls", c->listen_client_http_urls)) return e;
+  if (Error e = add("listen-metrics-urls", c->listen_metrics_urls)) return e;
   if (!c->clickhouse_url.empty()) {
     Url u;
     if (Error e = parse_url(c->clickhouse_url, &u)) return {Code::kInvalidArgument, "--clickhouse-url: " + e.message()};

@@ -18,6 +18,7 @@
 #include "cli/flags.h"
 #include "http/server.h"
 #include "member/member.h"
+#include "net/mux.h"
 #include "server/peer_server.h"
 #include "server/server.h"
 
@@ -139,7 +140,10 @@ int main(int argc, char** argv) {
   http::HttpOptions ho;
   member::Member* mp = m.get();
   ho.metrics = [mp] { return mp->metrics_text(); };
-  ho.has_leader = [mp] { return mp->has_leader(); };
+  ho.health.has_leader = [mp] { return mp->has_leader(); };
+  ho.health.is_learner = [mp] { return mp->is_learner(); };
+  ho.health.alarms = [mp] { return mp->active_alarms(); };
+  ho.health.read = [mp](bool serializable) { return mp->health_read(serializable).message(); };
   ho.server_version = ETCDQ_VERSION;
   ho.cluster_version = "3.5.0";
   http::HttpServer http_server(ho);
@@ -154,13 +158,29 @@ int main(int argc, char** argv) {
     for (const auto& [host, port] : listen_http) spdlog::info("serving /metrics, /health and /version on http://{}:{}", host, port);
   }
 
+  // The client URLs serve gRPC and HTTP/1.1 on one port, as etcd's do
+  // (net/mux.h tells the two apart); with --listen-client-http-urls, HTTP
+  // moves there and the client URLs serve gRPC only (etcd 3.5).
   auto client_server =
       std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
-  std::vector<std::string> listen;
-  for (const auto& u : cfg.listen_client_urls) listen.push_back(u.host_port());
-  if (Error e = client_server->start(listen)) {
+  if (Error e = client_server->start({})) {
     m->stop();
     return fail(e.message());
+  }
+  server::ClientServer* cs = client_server.get();
+  net::Mux::Routes routes;
+  routes.http2 = [cs](int fd) { cs->adopt(fd); };
+  if (cfg.listen_client_http_urls.empty()) routes.http1 = [&http_server](int fd) { http_server.adopt(fd); };
+  net::Mux client_mux(std::move(routes));
+  {
+    std::vector<std::pair<std::string, int>> listen;
+    for (const auto& u : cfg.listen_client_urls) listen.emplace_back(u.host, u.port);
+    Error e = client_mux.listen(listen);
+    if (!e) e = client_mux.start();
+    if (e) {
+      m->stop();
+      return fail(e.message());
+    }
   }
   spdlog::info("ready to serve client requests on {}", cfg.listen_client_urls.front().text);
 
@@ -175,6 +195,7 @@ int main(int argc, char** argv) {
   // In-flight proposals finish and are answered; new ones get "server
   // stopped"; then the servers close, and every watch stream ends with
   // Unavailable (clients resume from their last revision).
+  client_mux.stop();  // no new connections for the servers below
   http_server.stop();
   m->stop();
   peer_server.reset();

@@ -52,7 +52,7 @@ class Connections {
   using Handler = std::function<size_t(int fd, const std::string& in, bool last, std::string* out, bool* keep_open)>;
 
   static constexpr size_t kMaxConnections = 512;
-  static constexpr size_t kWorkers = 2;
+  static constexpr size_t kWorkers = 4;  // a /readyz linearizable read may wait out a request timeout
   static constexpr size_t kMaxRequestsPerConnection = 1000;
   static constexpr size_t kMaxHeaderBytes = 64 << 10;
   // Nothing served yet takes a body; the JSON gateway (/v3/...) will need

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "http/connections.h"
+#include "http/health.h"
 
 namespace etcdq::http {
 namespace {
@@ -99,6 +100,9 @@ class HttpServer::Listener final : public httplib::Server {
   // (1 s, then 3 s...). Linux takes a second listen() as a new backlog.
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
 
+  // A connection accepted elsewhere (the client port's mux).
+  void adopt(int fd) { conns_->adopt(fd, &serve_); }
+
  private:
   bool process_and_close_socket(socket_t sock) override {
     conns_->adopt(sock, &serve_);
@@ -113,25 +117,42 @@ HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
+void HttpServer::route(Listener* s) {
+  s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
+  });
+  auto health = [this](const httplib::Request& req, httplib::Response& res) {
+    std::multimap<std::string, std::string> query(req.params.begin(), req.params.end());
+    HealthAnswer a;
+    if (!answer_health(opts_.health, req.method, req.path, query, &a)) {
+      res.status = 404;
+      res.set_content("404 page not found\n", "text/plain; charset=utf-8");
+      return;
+    }
+    res.status = a.status;
+    if (a.allow_get_header) res.set_header("Allow", "GET");
+    if (a.status != 200 || req.path != "/health") res.set_header("X-Content-Type-Options", "nosniff");  // as etcd
+    res.set_content(a.body, a.content_type);
+  };
+  for (const char* path : {"/health", "/livez", "/readyz", R"(/livez/[a-z_]+)", R"(/readyz/[a-z_]+)"}) {
+    s->Get(path, health);
+    s->Post(path, health);
+    s->Put(path, health);
+    s->Delete(path, health);
+  }
+  s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
+                        "\"}",
+                    "application/json");
+  });
+  s->set_payload_max_length(Connections::kMaxBodyBytes);
+}
+
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
   if (!conns_) conns_ = std::make_unique<Connections>();
   for (const auto& [host, port] : listen) {
     auto s = std::make_unique<Listener>(conns_.get());
-    s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
-    });
-    s->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      bool ok = opts_.has_leader();
-      res.status = ok ? 200 : 503;
-      res.set_content(ok ? "{\"health\":\"true\",\"reason\":\"\"}" : "{\"health\":\"false\",\"reason\":\"no leader\"}",
-                      "application/json");
-    });
-    s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
-                          "\"}",
-                      "application/json");
-    });
-    s->set_payload_max_length(Connections::kMaxBodyBytes);
+    route(s.get());
     if (!s->bind_to_port(host, port)) {
       stop();
       return {Code::kUnavailable, "cannot listen for HTTP on " + host + ":" + std::to_string(port)};
@@ -144,6 +165,15 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
   return {};
 }
 
+void HttpServer::adopt(int fd) {
+  std::call_once(adopted_once_, [this] {
+    if (!conns_) conns_ = std::make_unique<Connections>();
+    adopted_ = std::make_unique<Listener>(conns_.get());
+    route(adopted_.get());
+  });
+  adopted_->adopt(fd);
+}
+
 void HttpServer::stop() {
   for (auto& s : servers_) s->stop();
   for (auto& t : threads_) {
@@ -152,6 +182,7 @@ void HttpServer::stop() {
   threads_.clear();
   if (conns_) conns_->stop();  // before the listeners its connections' handlers belong to
   servers_.clear();
+  adopted_.reset();
   conns_.reset();
 }
 

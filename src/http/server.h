@@ -1,8 +1,8 @@
-// The HTTP/1.1 side of a member (DESIGN.md, http/), on
+// The HTTP/1.1 side of a member (DESIGN.md, http/), on the client URLs
+// (next to gRPC, as etcd: net/mux.h routes each connection), and on
 // --listen-client-http-urls and --listen-metrics-urls:
 //   GET /metrics   Prometheus text: server and per-queue metrics
-//   GET /health    {"health":"true"} while a leader is known, else 503
-//                  with "false" (etcd's /health)
+//   GET /health, /livez, /readyz   etcd's health checks (health.h)
 //   GET /version   {"etcdserver":..., "etcdcluster":...}
 // The JSON gateway (/v3/...) is not served yet.
 //
@@ -19,11 +19,13 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "http/health.h"
 
 namespace httplib {
 class Server;
@@ -35,7 +37,7 @@ class Connections;
 
 struct HttpOptions {
   std::function<std::string()> metrics;  // the /metrics body
-  std::function<bool()> has_leader;
+  HealthSource health;                   // /health, /livez, /readyz (health.h)
   std::string server_version;
   std::string cluster_version;
 };
@@ -47,15 +49,21 @@ class HttpServer {
 
   // Listens on each (host, port). Errors name the address.
   Error start(const std::vector<std::pair<std::string, int>>& listen);
+  // Serves a connection accepted elsewhere (the client port, net/mux.h),
+  // taking ownership of `fd`; any thread, until stop().
+  void adopt(int fd);
   void stop();
 
  private:
   class Listener;
+  void route(Listener* s);  // the endpoints above
 
   HttpOptions opts_;
   std::unique_ptr<Connections> conns_;
   std::vector<std::unique_ptr<Listener>> servers_;
   std::vector<std::thread> threads_;
+  std::once_flag adopted_once_;
+  std::unique_ptr<Listener> adopted_;  // routes adopted connections; never listens
 };
 
 }  // namespace etcdq::http

@@ -12,6 +12,7 @@
 #include "lease/expiry.h"
 #include "member/leader_duties.h"
 #include "member/pipeline.h"
+#include "mvcc/range.h"
 #include "queue/book.h"
 #include "queue/clickhouse.h"
 #include "queue/host.h"
@@ -305,6 +306,37 @@ std::string Member::metrics_text() {
 }
 
 bool Member::has_leader() { return parts_->node->progress().leader_id != 0; }
+
+bool Member::is_learner() { return parts_->node->progress().is_learner; }
+
+std::vector<std::string> Member::active_alarms() {
+  std::vector<std::string> out;
+  for (const auto& a : ctx_.alarms->list(0, etcdserverpb::NONE)) {
+    out.push_back(etcdserverpb::AlarmType_Name(a.alarm()));
+  }
+  return out;
+}
+
+Error Member::health_read(bool serializable) {
+  // etcd's health check: a keys-only Range of one key (etcdhttp/health.go),
+  // through the read path a client's takes.
+  auto local_read = [this]() -> Error {
+    auto view = ctx_.store->view();
+    mvcc::RangeOptions o;
+    o.limit = 1;
+    mvcc::RangeResult r;
+    return mvcc::range(*view, "", "", o, view->revision(), view->compact_revision(), &r);
+  };
+  if (serializable) return local_read();
+  if (is_learner()) return errors::not_supported_for_learner();
+  auto done = std::make_shared<std::promise<Error>>();
+  std::future<Error> barrier = done->get_future();
+  parts_->node->read_barrier([done](Error e) { done->set_value(std::move(e)); });
+  auto timeout = std::chrono::milliseconds(parts_->node->options().request_timeout_ms());
+  if (barrier.wait_for(timeout) != std::future_status::ready) return errors::timeout();
+  if (Error e = barrier.get()) return e;
+  return local_read();
+}
 
 void Member::stop() {
   Parts& p = *parts_;

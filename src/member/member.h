@@ -83,6 +83,13 @@ class Member {
   // in Prometheus' text format.
   std::string metrics_text();
   bool has_leader();
+  bool is_learner();
+  // Active alarms by etcd's names ("NOSPACE", "CORRUPT"), for /health.
+  std::vector<std::string> active_alarms();
+  // etcd's health read: a one-key Range, local (serializable) or after a
+  // read barrier; blocks up to the request timeout. Errors: the read's
+  // (errors::timeout() when the barrier did not pass in time).
+  Error health_read(bool serializable);
 
   // Idempotent.
   void stop();

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <grpcpp/server_posix.h>
+
 #include <chrono>
 
 #include "server/cluster_service.h"
@@ -64,6 +66,11 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
     if (ports[i] == 0) return errors::internal("cannot listen for clients on " + listen[i]);
   }
   return {};
+}
+
+void ClientServer::adopt(int fd) {
+  // gRPC owns the socket from here, as one it accepted itself.
+  grpc::AddInsecureChannelFromFd(server_.get(), fd);
 }
 
 void ClientServer::shutdown(int grace_ms) {

@@ -21,8 +21,13 @@ class ClientServer {
   ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval);
   ~ClientServer();
 
-  // Listens on each "host:port" and starts serving. Errors name the address.
+  // Listens on each "host:port" (none: only adopted connections) and
+  // starts serving. Errors name the address.
   Error start(const std::vector<std::string>& listen);
+  // Serves a connection accepted elsewhere (the client port's mux,
+  // net/mux.h), taking ownership of `fd`. Any thread, between start() and
+  // shutdown().
+  void adopt(int fd);
   // Ends every watch with a cancel and the reason, stops accepting calls;
   // in-flight calls get until `grace_ms` to finish.
   void shutdown(int grace_ms);

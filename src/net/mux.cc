@@ -1,0 +1,231 @@
+#include "net/mux.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <string_view>
+#include <unordered_map>
+
+namespace etcdq::net {
+namespace {
+
+constexpr std::string_view kPreface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+
+using Clock = std::chrono::steady_clock;
+
+std::string system_error(int err) { return std::strerror(err); }
+
+}  // namespace
+
+Sniffed sniff(const char* data, size_t n) {
+  size_t m = std::min(n, kPreface.size());
+  if (std::string_view(data, m) != kPreface.substr(0, m)) return Sniffed::kOther;
+  return m == kPreface.size() ? Sniffed::kHttp2 : Sniffed::kNeedMore;
+}
+
+struct Mux::Impl {
+  struct Pending {
+    int fd;
+    Clock::time_point since;
+  };
+
+  Routes routes;
+  int epoll = -1;
+  int wake = -1;
+  std::vector<int> listeners;
+  std::vector<std::string> names;  // "host:port" of each listener, for logs
+  // Waiting connections in arrival order, and where each is in that list.
+  std::list<Pending> pending;
+  std::unordered_map<int, std::list<Pending>::iterator> by_fd;
+  std::thread thread;
+  std::atomic<bool> stop_requested{false};
+
+  ~Impl() {
+    for (int fd : listeners) ::close(fd);
+    for (auto& p : pending) ::close(p.fd);
+    if (wake >= 0) ::close(wake);
+    if (epoll >= 0) ::close(epoll);
+  }
+
+  // Tags in epoll's data: listeners are marked so one lookup tells them
+  // from connections.
+  static constexpr uint64_t kListenerTag = uint64_t{1} << 32;
+  static constexpr uint64_t kWakeTag = uint64_t{1} << 33;
+
+  void drop(int fd) {
+    auto it = by_fd.find(fd);
+    if (it == by_fd.end()) return;
+    pending.erase(it->second);
+    by_fd.erase(it);
+    epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+  }
+
+  void close_pending(int fd) {
+    drop(fd);
+    ::close(fd);
+  }
+
+  void accept_all(int lfd) {
+    for (;;) {
+      int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          // Out of descriptors, most likely: the backlog keeps the rest.
+          spdlog::warn("cannot accept a client connection: {}", system_error(errno));
+        }
+        return;
+      }
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      if (pending.size() >= kMaxPending) close_pending(pending.front().fd);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+      ev.data.u64 = static_cast<uint64_t>(fd);
+      if (epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        ::close(fd);
+        continue;
+      }
+      pending.push_back({fd, Clock::now()});
+      by_fd[fd] = std::prev(pending.end());
+      // Data that arrived with the handshake raises no new edge for a
+      // socket registered after it: look now.
+      route_if_ready(fd);
+    }
+  }
+
+  void route_if_ready(int fd) {
+    char buf[kPreface.size()];
+    ssize_t n;
+    do {
+      n = recv(fd, buf, sizeof(buf), MSG_PEEK);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {  // closed before saying anything, or an error
+      close_pending(fd);
+      return;
+    }
+    Sniffed s = sniff(buf, static_cast<size_t>(n));
+    if (s == Sniffed::kNeedMore) return;  // the next bytes raise a new edge
+    drop(fd);
+    const Route& route = s == Sniffed::kHttp2 ? routes.http2 : routes.http1;
+    if (!route) {
+      ::close(fd);
+      return;
+    }
+    route(fd);
+  }
+
+  void expire() {
+    auto deadline = Clock::now() - kSniffTimeout;
+    while (!pending.empty() && pending.front().since < deadline) close_pending(pending.front().fd);
+  }
+
+  void loop() {
+    epoll_event events[64];
+    while (!stop_requested.load()) {
+      int n = epoll_wait(epoll, events, 64, 1000);
+      if (n < 0 && errno != EINTR) {
+        spdlog::error("client connection mux: epoll_wait failed: {}", system_error(errno));
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        uint64_t tag = events[i].data.u64;
+        if (tag == kWakeTag) continue;
+        if (tag & kListenerTag) {
+          accept_all(static_cast<int>(tag & 0xffffffffu));
+        } else {
+          int fd = static_cast<int>(tag);
+          if (by_fd.count(fd)) route_if_ready(fd);
+        }
+      }
+      expire();
+    }
+  }
+};
+
+Mux::Mux(Routes routes) : impl_(std::make_unique<Impl>()) { impl_->routes = std::move(routes); }
+
+Mux::~Mux() { stop(); }
+
+Error Mux::listen(const std::vector<std::pair<std::string, int>>& addresses) {
+  for (const auto& a : addresses) {
+    std::string name = a.first + ":" + std::to_string(a.second);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    std::string host = a.first;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), std::to_string(a.second).c_str(), &hints, &res);
+    if (rc != 0 || !res) {
+      return {Code::kInvalidArgument, "cannot listen for clients on " + name + ": " + gai_strerror(rc)};
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      int err = errno;
+      if (fd >= 0) ::close(fd);
+      freeaddrinfo(res);
+      return {Code::kUnavailable, "cannot listen for clients on " + name + ": " + system_error(err)};
+    }
+    freeaddrinfo(res);
+    impl_->listeners.push_back(fd);
+    impl_->names.push_back(name);
+  }
+  return {};
+}
+
+Error Mux::start() {
+  Impl& m = *impl_;
+  m.epoll = epoll_create1(EPOLL_CLOEXEC);
+  m.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (m.epoll < 0 || m.wake < 0) return {Code::kInternal, "client connection mux: " + system_error(errno)};
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = Impl::kWakeTag;
+  epoll_ctl(m.epoll, EPOLL_CTL_ADD, m.wake, &ev);
+  for (int fd : m.listeners) {
+    ev.events = EPOLLIN;
+    ev.data.u64 = Impl::kListenerTag | static_cast<uint64_t>(fd);
+    if (epoll_ctl(m.epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return {Code::kInternal, "client connection mux: " + system_error(errno)};
+    }
+  }
+  m.thread = std::thread([&m] { m.loop(); });
+  return {};
+}
+
+void Mux::stop() {
+  if (!impl_) return;
+  Impl& m = *impl_;
+  m.stop_requested = true;
+  if (m.wake >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = write(m.wake, &one, sizeof(one));
+    (void)ignored;
+  }
+  if (m.thread.joinable()) m.thread.join();
+  for (int fd : m.listeners) ::close(fd);
+  m.listeners.clear();
+  for (auto& p : m.pending) ::close(p.fd);
+  m.pending.clear();
+  m.by_fd.clear();
+}
+
+}  // namespace etcdq::net

@@ -1,0 +1,74 @@
+// One listening port, two protocols, as etcd serves its client URLs (etcd's
+// embed/serve.go puts gRPC and HTTP/1.1 on one listener with cmux): each
+// accepted connection is routed by its first bytes. One that opens with
+// HTTP/2's client connection preface ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+// RFC 9113 section 3.4, which every gRPC client sends before anything else)
+// goes to the HTTP/2 route (gRPC); anything else to the HTTP/1.1 route
+// (health, version, metrics, the JSON gateway).
+//
+// Routing reads nothing: the first bytes are peeked (MSG_PEEK), so the
+// server a connection is handed to reads it from its first byte. Waiting
+// for them costs no thread: one epoll thread accepts and waits for every
+// connection's first bytes, edge-triggered, so a client that sends part of
+// the preface and stops is woken for again only when more arrives.
+//
+// Bounds: at most kMaxPending connections wait for their first bytes (a new
+// one closes the one that has waited longest, so a fresh client always gets
+// in); one that has not said which protocol it speaks within kSniffTimeout
+// is closed. Once routed, a connection is its server's to bound.
+//
+// Thread-safety: listen() and start() from one thread, before stop(); the
+// routes run on the mux thread and must not block (they hand the socket
+// over). stop() from the owner, once or more.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+
+namespace etcdq::net {
+
+class Mux {
+ public:
+  // Takes ownership of a connected socket (non-blocking).
+  using Route = std::function<void(int fd)>;
+  struct Routes {
+    Route http2;  // gRPC
+    Route http1;  // empty: such connections are closed (--listen-client-http-urls moved HTTP elsewhere)
+  };
+
+  static constexpr size_t kMaxPending = 1024;
+  static constexpr std::chrono::seconds kSniffTimeout{10};
+
+  explicit Mux(Routes routes);
+  ~Mux();  // stop()
+  Mux(const Mux&) = delete;
+  Mux& operator=(const Mux&) = delete;
+
+  // Binds and listens on each (host, port). Errors name the address and
+  // the system's reason (address in use, ...). Nothing is accepted before
+  // start().
+  Error listen(const std::vector<std::pair<std::string, int>>& addresses);
+  // Starts the mux thread.
+  Error start();
+  // Closes the listeners and every connection not yet routed; joins the
+  // thread. Routed connections are left to their servers.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What the first bytes of a connection say: more bytes are needed, HTTP/2
+// (gRPC), or something else (HTTP/1.1). Exposed for tests.
+enum class Sniffed { kNeedMore, kHttp2, kOther };
+Sniffed sniff(const char* data, size_t n);
+
+}  // namespace etcdq::net
