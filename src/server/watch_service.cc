@@ -232,7 +232,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     mvcc::WatchSpec spec;
     spec.key = c.key();
     spec.end = end;
-    queue::canonicalize_read(&spec.key, &spec.end);
+    ctx_->keys->read_range(&spec.key, &spec.end);
     spec.start_revision = c.start_revision() > 0 ? c.start_revision() : rev + 1;
     spec.prev_kv = c.prev_kv();
     for (int f : c.filters()) {
