@@ -1,7 +1,5 @@
 #include "server/watch_service.h"
 
-#include "queue/keys.h"
-
 #include <malloc.h>
 
 #include <algorithm>
@@ -278,10 +276,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     if (!added) return;
     // A queue consumer (QUEUES.md) gets the messages the leader assigns it,
     // not the changes of its key.
-    queue::Key qk;
-    if (ctx_->queue_host && queue::consumer_watch(c.key(), c.range_end(), &qk)) {
-      ctx_->queue_host->add(this, id, qk.queue, qk.consumer);
-    } else {
+    if (!ctx_->queue_host || !ctx_->queue_host->watch_created(this, id, c.key(), c.range_end())) {
       hub.add(this, id, spec);
     }
   }
