@@ -24,14 +24,11 @@
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
-#include "apply/alarms.h"
 #include "apply/applier.h"
 #include "apply/entry.h"
-#include "apply/members.h"
-#include "lease/lessor.h"
+#include "apply/state_machine.h"
 #include "mvcc/range.h"
 #include "mvcc/store.h"
-#include "queue/book.h"
 #include "storage/batch.h"
 #include "storage/engine.h"
 #include "storage/iterator.h"
@@ -82,24 +79,6 @@ void empty(storage::Engine* engine) {
   check(!engine->write(batch));
 }
 
-struct State {
-  std::unique_ptr<mvcc::Store> store;
-  std::unique_ptr<lease::Lessor> lessor;
-  std::unique_ptr<apply::Alarms> alarms;
-  std::unique_ptr<apply::Members> members;
-  std::unique_ptr<queue::Book> queues;
-  std::unique_ptr<apply::Applier> applier;
-
-  ~State() {
-    applier.reset();
-    queues.reset();
-    members.reset();
-    alarms.reset();
-    lessor.reset();
-    store.reset();
-  }
-};
-
 void check_state(const apply::Applier& applier, const mvcc::Store& store, uint64_t index, int64_t rev_before,
                  size_t commands) {
   check(applier.applied_index() == index);
@@ -131,14 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   storage::Engine* db = engine();
   empty(db);
   {
-    State s;
-    s.store = std::make_unique<mvcc::Store>(db);
-    s.lessor = std::make_unique<lease::Lessor>(db, 2);
-    s.alarms = std::make_unique<apply::Alarms>(db);
-    s.members = std::make_unique<apply::Members>(db);
-    s.queues = std::make_unique<queue::Book>(db);
-    s.applier = std::make_unique<apply::Applier>(s.store.get(), s.lessor.get(), s.alarms.get(), s.members.get(),
-                                                 s.queues.get());
+    apply::StateMachine s(db, apply::StateMachineOptions{});
     // How many commands the entry frames, and whether it is truncated.
     size_t commands = 0;
     bool corrupt = false;  // the rest of the entry is skipped
@@ -148,15 +120,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       while (apply::next_framed(&rest, &bytes, &corrupt)) ++commands;
     }
     for (uint64_t index = 1; index <= 2; ++index) {
-      int64_t rev_before = s.store->view()->revision();
+      int64_t rev_before = s.store()->view()->revision();
       std::vector<apply::Result> results;
-      Error e = s.applier->apply(index, entry, &results);
+      Error e = s.applier()->apply(index, entry, &results);
       check(results.size() == commands);
       // Nothing in an entry stops the member: a truncated frame ends the
       // entry (every member skips the rest alike), the commands before it
       // apply (apply/applier.h).
       check(!e);
-      check_state(*s.applier, *s.store, index, rev_before, commands);
+      check_state(*s.applier(), *s.store(), index, rev_before, commands);
     }
   }
   return 0;

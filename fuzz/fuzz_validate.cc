@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include <google/protobuf/stubs/logging.h>
+#include "apply/queue_layer.h"
 #include "apply/validate.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
 

@@ -7,43 +7,45 @@
 // RocksDB batch as the state an entry produced, and entries at or below it
 // are skipped.
 //
+// Each command runs down the apply chain (chain.h), built once here:
+// corrupt → capped → auth → queue → backend.
+//
 // Thread-safety: one thread (the consensus thread) calls apply().
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "apply/alarms.h"
-#include "apply/members.h"
+#include "apply/chain.h"
 #include "apply/kv.h"
+#include "apply/members.h"
+#include "apply/result.h"
 #include "common/error.h"
-#include "etcd/api/etcdserverpb/rpc.pb.h"
-#include "etcdq/command.pb.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
-#include "queue/book.h"
+
+namespace etcdq::queue {
+class Book;
+}
 
 namespace etcdq::apply {
 
-// The outcome of one command, for whoever proposed it.
-struct Result {
-  uint64_t origin = 0;
-  uint64_t proposal_id = 0;
-  Error error;  // the client's error (etcd's code and message); state unchanged
-  std::variant<std::monostate, etcdserverpb::PutResponse, etcdserverpb::DeleteRangeResponse,
-               etcdserverpb::TxnResponse, etcdserverpb::CompactionResponse, etcdserverpb::LeaseGrantResponse,
-               etcdserverpb::LeaseRevokeResponse, etcdserverpb::AlarmResponse>
-      response;
-  // Compact(physical=true): answer once physical compaction reached this.
-  int64_t wait_compaction = 0;
-};
-
 class Applier {
  public:
+  // `queues`: null leaves /q/ and /queue/ keys plain (no queue layer).
   Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members, queue::Book* queues);
+  ~Applier();
+
+  // The chain's layers, top first, by name (Layer::name).
+  std::vector<std::string_view> chain() const;
+  // The key space the chain gives keys (the queue layer's; plain without
+  // one), for the member's readers: a Range on a view must read what the
+  // same Range inside a Txn reads. Its read side is safe on any thread.
+  KeySpace& keys() const { return *keys_; }
 
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return store_->view()->revision(); }
@@ -72,15 +74,17 @@ class Applier {
 
  private:
   void apply_command(mvcc::Writer& w, std::string_view bytes, Result* out);
-  Error capped(const Command& cmd) const;
 
   mvcc::Store* store_;
   lease::Lessor* lessor_;
   Alarms* alarms_;
   Members* members_;
-  queue::Book* queues_;
   uint64_t applied_index_;
-  LeaseExists leases_;
+  // The chain, bottom first (each layer holds the one below); head_ is
+  // the top.
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Layer* head_ = nullptr;
+  KeySpace* keys_ = &plain_keys();
 };
 
 }  // namespace etcdq::apply

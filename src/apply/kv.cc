@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "apply/validate.h"
-#include "queue/keys.h"
 
 namespace etcdq::apply {
 namespace {
@@ -59,7 +58,7 @@ bool compare_kv(const Compare& c, const KeyValue& kv) {
 // "" cannot be told apart from absent on the wire (etcd's applyCompare).
 bool apply_compare(const KvState& s, const Compare& c) {
   std::string key = c.key(), end = c.range_end();
-  queue::canonicalize_read(&key, &end);  // what Range of the same key sees
+  s.keys().read_range(&key, &end);  // what Range of the same key sees
   mvcc::RangeResult rr;
   if (s.range(key, end, {}, &rr)) return false;
   if (rr.kvs.empty()) {
@@ -134,10 +133,10 @@ void run_path(KvState& s, const TxnRequest& t, const std::vector<bool>& path, si
         range(s, op.request_range(), out->mutable_response_range());
         break;
       case RequestOp::kRequestPut:
-        put(*s.writer(), op.request_put(), env, out->mutable_response_put());
+        put(s, op.request_put(), env, out->mutable_response_put());
         break;
       case RequestOp::kRequestDeleteRange:
-        delete_range(*s.writer(), op.request_delete_range(), out->mutable_response_delete_range());
+        delete_range(s, op.request_delete_range(), out->mutable_response_delete_range());
         break;
       case RequestOp::kRequestTxn:
         run_path(s, op.request_txn(), path, pos, env, out->mutable_response_txn());
@@ -170,7 +169,7 @@ Error range(const KvState& s, const RangeRequest& r, etcdserverpb::RangeResponse
   // One extra key tells whether there are `more`.
   if (!fetch_all && r.limit() > 0) o.limit = r.limit() + 1;
   std::string key = r.key(), end = r.range_end();
-  queue::canonicalize_read(&key, &end);
+  s.keys().read_range(&key, &end);
   mvcc::RangeResult rr;
   if (Error e = s.range(key, end, o, &rr)) return e;
 
@@ -223,25 +222,24 @@ Error range(const KvState& s, const RangeRequest& r, etcdserverpb::RangeResponse
   return {};
 }
 
-Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const Env& env, etcdserverpb::PutResponse* resp) {
-  if (env.queues && queue::in_queue_space(r.key())) {
-    queue::Key k = queue::parse(r.key());
-    if (k.kind == queue::KeyKind::kProduce) {
-      // A new message never exists yet: nothing to keep or return.
-      if (r.ignore_value() || r.ignore_lease()) return errors::key_not_found();
-      env.queues->produce(w, k.queue, k.tail, r.value(), r.lease(), env.time_ms);
-      resp->mutable_header()->set_revision(w.revision() + 1);
-      return {};
-    }
-    if (k.kind == queue::KeyKind::kConfig) {
-      env.queues->config_put(w, k.queue, r.value());
-      if (r.key() != queue::config_key(k.queue)) {  // /queue/{queue}/config: stored at /q/
-        etcdserverpb::PutRequest at_q = r;
-        at_q.set_key(queue::config_key(k.queue));
-        return put(w, at_q, Env{env.leases, nullptr, env.time_ms}, resp);
-      }
-    }
-  }
+void KeySpace::read_range(std::string*, std::string*) const {}
+
+void KeySpace::delete_range(std::string*, std::string*) const {}
+
+Error KeySpace::put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, int64_t, etcdserverpb::PutResponse* resp) {
+  return put_plain(w, r, resp);
+}
+
+KeySpace& plain_keys() {
+  static KeySpace plain;
+  return plain;
+}
+
+Error put(KvState& s, const etcdserverpb::PutRequest& r, const Env& env, etcdserverpb::PutResponse* resp) {
+  return s.keys().put(*s.writer(), r, env.time_ms, resp);
+}
+
+Error put_plain(mvcc::Writer& w, const etcdserverpb::PutRequest& r, etcdserverpb::PutResponse* resp) {
   std::string value = r.value();
   int64_t lease = r.lease();
   if (r.ignore_value() || r.ignore_lease() || r.prev_kv()) {
@@ -257,10 +255,10 @@ Error put(mvcc::Writer& w, const etcdserverpb::PutRequest& r, const Env& env, et
   return {};
 }
 
-Error delete_range(mvcc::Writer& w, const etcdserverpb::DeleteRangeRequest& r,
-                   etcdserverpb::DeleteRangeResponse* resp) {
+Error delete_range(KvState& s, const etcdserverpb::DeleteRangeRequest& r, etcdserverpb::DeleteRangeResponse* resp) {
+  mvcc::Writer& w = *s.writer();
   std::string key = r.key(), end = r.range_end();
-  queue::canonicalize_delete(&key, &end);
+  s.keys().delete_range(&key, &end);
   std::vector<KeyValue> prev;
   int64_t n = w.delete_range(key, end, r.prev_kv() ? &prev : nullptr);
   resp->set_deleted(n);

@@ -1,13 +1,12 @@
 #include "apply/validate.h"
 
-#include "queue/config.h"
-#include "queue/keys.h"
-
 #include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "apply/queue_layer.h"
 
 namespace etcdq::apply {
 namespace {
@@ -117,23 +116,6 @@ bool ops_read_only(const google::protobuf::RepeatedPtrField<RequestOp>& ops) {
 }
 
 }  // namespace
-
-Error validate_queue_put(const etcdserverpb::PutRequest& r) {
-  if (!queue::in_queue_space(r.key())) return {};
-  queue::Key k = queue::parse(r.key());
-  switch (k.kind) {
-    case queue::KeyKind::kProduce: return {};
-    case queue::KeyKind::kConfig: {
-      if (r.ignore_value()) return {};  // keeps the config it has
-      queue::Config c;
-      return queue::parse_config(r.value(), &c);
-    }
-    default:
-      return {Code::kInvalidArgument,
-              "etcdq: malformed queue key \"" + r.key() +
-                  "\": produce with /q/{queue}/p/{tail} or set /q/{queue}/config (QUEUES.md)"};
-  }
-}
 
 Error validate_range(const etcdserverpb::RangeRequest& r) {
   if (r.key().empty()) return errors::empty_key();

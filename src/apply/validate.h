@@ -12,11 +12,9 @@
 namespace etcdq::apply {
 
 Error validate_range(const etcdserverpb::RangeRequest& r);
+// Includes the queue layer's rules for /q/ and /queue/ keys
+// (queue_layer.h, validate_queue_put).
 Error validate_put(const etcdserverpb::PutRequest& r);
-// Puts under /q/ or /queue/ (queue/keys.h): a produce with an empty queue
-// or tail, any other key but a queue's config, or a config that is not
-// valid (queue/config.h) fail with InvalidArgument.
-Error validate_queue_put(const etcdserverpb::PutRequest& r);
 Error validate_delete_range(const etcdserverpb::DeleteRangeRequest& r);
 // `max_txn_ops`: --max-txn-ops (etcd default 128). Errors: too_many_ops(),
 // empty_key(), value_provided(), lease_provided(), duplicate_key().

@@ -43,6 +43,10 @@ struct Context {
   queue::Host* queue_host = nullptr;  // consumer watches (queue/host.h)
   queue::Book* queues = nullptr;                  // replicated queue state (queue/book.h)
   queue::Scheduler* queue_scheduler = nullptr;   // takes consumer reports (queue/scheduler.h)
+  // The key space of the apply chain (Applier::keys): reads on views and
+  // watches go through its read side, so they see what the same read
+  // inside a write txn sees (a /queue/ Range reads /q/, QUEUES.md).
+  apply::KeySpace* keys = &apply::plain_keys();
   storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)
   MemberInfo self;
   // What this member publishes (set before any server starts, then

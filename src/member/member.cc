@@ -8,7 +8,7 @@
 #include <future>
 #include <thread>
 
-#include "apply/applier.h"
+#include "apply/state_machine.h"
 #include "lease/expiry.h"
 #include "member/leader_duties.h"
 #include "member/pipeline.h"
@@ -30,13 +30,7 @@ namespace fs = std::filesystem;
 
 // Everything the member owns, in construction order (destroyed in reverse).
 struct Member::Parts {
-  std::unique_ptr<storage::Engine> engine;
-  std::unique_ptr<mvcc::Store> store;
-  std::unique_ptr<lease::Lessor> lessor;
-  std::unique_ptr<apply::Alarms> alarms;
-  std::unique_ptr<apply::Members> members;
-  std::unique_ptr<queue::Book> queues;
-  std::unique_ptr<apply::Applier> applier;
+  std::unique_ptr<apply::StateMachine> state;
   std::unique_ptr<storage::Checkpoints> checkpoints;
   std::unique_ptr<lease::IdGenerator> lease_ids;
   queue::Host queue_host;
@@ -96,10 +90,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
                  ctx.cluster_id, o.data_dir);
   }
 
-  if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &p.engine)) return e;
+  std::unique_ptr<storage::Engine> engine;
+  if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &engine)) return e;
   {
     uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
-    if (keep_identity(p.engine.get(), &member, &cluster)) {
+    if (keep_identity(engine.get(), &member, &cluster)) {
       spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
                    o.data_dir, member, cluster, ctx.self.id);
       for (auto& peer : peers) {
@@ -109,14 +104,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
       ctx.cluster_id = cluster;
     }
   }
-  p.store = std::make_unique<mvcc::Store>(p.engine.get());
-  p.lessor = std::make_unique<lease::Lessor>(p.engine.get(), lease::min_ttl_seconds(o.election_ms));
-  p.alarms = std::make_unique<apply::Alarms>(p.engine.get());
-  p.members = std::make_unique<apply::Members>(p.engine.get());
-  p.queues = std::make_unique<queue::Book>(p.engine.get());
-  p.queues->set_self(ctx.self.id);
-  p.applier = std::make_unique<apply::Applier>(p.store.get(), p.lessor.get(), p.alarms.get(), p.members.get(),
-                                               p.queues.get());
+  apply::StateMachineOptions so;
+  so.min_lease_ttl_seconds = lease::min_ttl_seconds(o.election_ms);
+  so.member_id = ctx.self.id;
+  p.state = std::make_unique<apply::StateMachine>(std::move(engine), so);
+  apply::StateMachine& state = *p.state;
   p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
 
   raft::NodeOptions ro;
@@ -133,7 +125,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.pre_vote = o.pre_vote;
   ro.checkpoints = p.checkpoints.get();
   ro.on_removed = o.on_removed;
-  apply::Members* members = p.members.get();
+  apply::Members* members = state.members();
   ro.client_target_of = [members](uint64_t id) -> std::string {
     auto a = members->get(id);
     if (!a) return "";
@@ -156,7 +148,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     raft::Forwarder forwarder;
     for (int attempt = 1;; ++attempt) {
       bool damaged = false;
-      Error e = raft::fetch_state(p.applier.get(), forwarder, plan, &damaged);
+      Error e = raft::fetch_state(state.applier(), forwarder, plan, &damaged);
       if (!e) break;
       if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
       if (o.stop_requested && o.stop_requested()) {
@@ -174,23 +166,24 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   // scheduler (set before apply starts).
   queue::Host* host = &p.queue_host;
   std::atomic<queue::Scheduler*>* scheduler_ptr = &p.scheduler_ptr;
-  p.queues->set_deliver([host](std::vector<queue::Delivery>&& d) { host->deliver(std::move(d)); });
-  p.queues->set_revoke([host](std::vector<uint64_t>&& gone) { host->revoke(gone); });
-  p.queues->set_changed([scheduler_ptr](std::vector<std::string>&& changed) {
+  state.queues()->set_deliver([host](std::vector<queue::Delivery>&& d) { host->deliver(std::move(d)); });
+  state.queues()->set_revoke([host](std::vector<uint64_t>&& gone) { host->revoke(gone); });
+  state.queues()->set_changed([scheduler_ptr](std::vector<std::string>&& changed) {
     if (auto* s = scheduler_ptr->load()) s->changed(std::move(changed));
   });
 
-  p.node = std::make_unique<raft::Node>(ro, p.applier.get());
+  p.node = std::make_unique<raft::Node>(ro, state.applier());
   if (Error e = p.node->start()) return e;
   ctx.node = p.node.get();
-  ctx.store = p.store.get();
-  ctx.lessor = p.lessor.get();
+  ctx.store = state.store();
+  ctx.lessor = state.lessor();
   p.lease_ids = std::make_unique<lease::IdGenerator>(ctx.self.id);
   ctx.lease_ids = p.lease_ids.get();
-  ctx.alarms = p.alarms.get();
-  ctx.members = p.members.get();
+  ctx.alarms = state.alarms();
+  ctx.members = state.members();
   ctx.checkpoints = p.checkpoints.get();
-  ctx.queues = p.queues.get();
+  ctx.queues = state.queues();
+  ctx.keys = &state.applier()->keys();
   ctx.queue_host = &p.queue_host;
 
   ctx.self_attributes.set_id(ctx.self.id);
@@ -226,7 +219,7 @@ bool Member::join() {
   {
     const apply::MemberAttributes& a = ctx.self_attributes;
     // A restart with the same name and URLs has nothing new to say.
-    auto stored = p.members->get(ctx.self.id);
+    auto stored = p.state->members()->get(ctx.self.id);
     bool same = stored && stored->name() == a.name() && stored->client_urls_size() == a.client_urls_size() &&
                 std::equal(a.client_urls().begin(), a.client_urls().end(), stored->client_urls().begin());
     for (int attempt = 1; !same; ++attempt) {
@@ -266,7 +259,7 @@ bool Member::join() {
     std::string_view table;
     return queue::clickhouse_table(q, &table);
   };
-  p.scheduler = std::make_unique<queue::Scheduler>(p.queues.get(), &p.queue_host, so);
+  p.scheduler = std::make_unique<queue::Scheduler>(p.state->queues(), &p.queue_host, so);
   p.scheduler_ptr = p.scheduler.get();
   ctx.queue_scheduler = p.scheduler.get();
   p.scheduler->start();
@@ -274,9 +267,9 @@ bool Member::join() {
   cho.url = opts_.clickhouse_url;
   cho.database = opts_.clickhouse_db;
   cho.propose = so.propose;
-  p.clickhouse = std::make_unique<queue::ClickHouseSink>(p.queues.get(), p.store.get(), cho);
+  p.clickhouse = std::make_unique<queue::ClickHouseSink>(p.state->queues(), p.state->store(), cho);
   p.clickhouse->start();
-  p.expiry = std::make_unique<lease::Expiry>(p.lessor.get(), [c](int64_t id, std::function<void()> done) {
+  p.expiry = std::make_unique<lease::Expiry>(p.state->lessor(), [c](int64_t id, std::function<void()> done) {
     apply::Command cmd;
     cmd.mutable_lease_revoke()->set_id(id);
     propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
@@ -302,7 +295,7 @@ std::string Member::metrics_text() {
                     "etcd_server_is_leader " + std::to_string(pr.is_leader ? 1 : 0) + "\n";
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
-  return out + queue::metrics_text(*parts_->queues, now_ms);
+  return out + queue::metrics_text(*parts_->state->queues(), now_ms);
 }
 
 bool Member::has_leader() { return parts_->node->progress().leader_id != 0; }
@@ -361,13 +354,7 @@ Member::~Member() {
   p.scheduler.reset();
   p.node.reset();
   p.expiry.reset();  // after the node answered every revoke it proposed
-  p.applier.reset();
-  p.queues.reset();
-  p.members.reset();
-  p.alarms.reset();
-  p.lessor.reset();
-  p.store.reset();
-  p.engine.reset();
+  p.state.reset();
 }
 
 }  // namespace etcdq::member

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "queue/keys.h"
+
 namespace etcdq::queue {
 
 // Instance ids start at a random point: a restarted member never names a
@@ -11,6 +13,13 @@ namespace etcdq::queue {
 // an old consumer's messages for a live one's.
 Host::Host() : next_instance_((std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) & ~0xffffULL) {
   if (next_instance_ == 0) next_instance_ = 1ULL << 16;
+}
+
+bool Host::watch_created(mvcc::WatchSink* sink, int64_t watch_id, std::string_view key, std::string_view range_end) {
+  Key k;
+  if (!consumer_watch(key, range_end, &k)) return false;
+  add(sink, watch_id, k.queue, k.consumer);
+  return true;
 }
 
 uint64_t Host::add(mvcc::WatchSink* sink, int64_t watch_id, std::string_view queue, std::string_view name) {

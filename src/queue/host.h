@@ -37,6 +37,11 @@ class Host {
  public:
   Host();
 
+  // The watch-create hook of the member's Watch service: a watch on a
+  // consumer key (queue/keys.h, consumer_watch) becomes the consumer
+  // `watch_id` of `sink` here, and true; any other watch is left to the
+  // watch hub (false).
+  bool watch_created(mvcc::WatchSink* sink, int64_t watch_id, std::string_view key, std::string_view range_end);
   // Registers the consumer watch `watch_id` of `sink`; returns its instance
   // id (unique to this process, never reused).
   uint64_t add(mvcc::WatchSink* sink, int64_t watch_id, std::string_view queue, std::string_view name);

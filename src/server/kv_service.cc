@@ -43,7 +43,7 @@ void serve_read(Context* ctx, bool serializable, grpc::ServerUnaryReactor* react
   auto run = [ctx, reactor, read](Error e) {
     if (e) return finish(reactor, e);
     auto view = ctx->store->view();
-    apply::ViewState s(*view);
+    apply::ViewState s(*view, *ctx->keys);
     finish(reactor, read(s));
   };
   if (serializable) {

@@ -85,7 +85,7 @@ void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnRespon
       etcdserverpb::TxnResponse resp;
       if (!e) {
         auto view = ctx_->store->view();
-        apply::ViewState s(*view);
+        apply::ViewState s(*view, *ctx_->keys);
         e = apply::txn(s, *shared, apply::Env{[](int64_t) { return false; }}, &resp);
         if (!e) ctx_->fill_header(resp.mutable_header());
       }
@@ -104,7 +104,7 @@ void LocalClient::range(etcdserverpb::RangeRequest req, Done<etcdserverpb::Range
     etcdserverpb::RangeResponse resp;
     if (!e) {
       auto view = ctx_->store->view();
-      apply::ViewState s(*view);
+      apply::ViewState s(*view, *ctx_->keys);
       e = apply::range(s, *shared, &resp);
       if (!e) ctx_->fill_header(resp.mutable_header());
     }

@@ -1,7 +1,5 @@
 #include "server/watch_service.h"
 
-#include "queue/keys.h"
-
 #include <malloc.h>
 
 #include <algorithm>
@@ -232,7 +230,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     mvcc::WatchSpec spec;
     spec.key = c.key();
     spec.end = end;
-    queue::canonicalize_read(&spec.key, &spec.end);
+    ctx_->keys->read_range(&spec.key, &spec.end);
     spec.start_revision = c.start_revision() > 0 ? c.start_revision() : rev + 1;
     spec.prev_kv = c.prev_kv();
     for (int f : c.filters()) {
@@ -278,10 +276,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     if (!added) return;
     // A queue consumer (QUEUES.md) gets the messages the leader assigns it,
     // not the changes of its key.
-    queue::Key qk;
-    if (ctx_->queue_host && queue::consumer_watch(c.key(), c.range_end(), &qk)) {
-      ctx_->queue_host->add(this, id, qk.queue, qk.consumer);
-    } else {
+    if (!ctx_->queue_host || !ctx_->queue_host->watch_created(this, id, c.key(), c.range_end())) {
       hub.add(this, id, spec);
     }
   }

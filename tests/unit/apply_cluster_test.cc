@@ -19,9 +19,9 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "apply/applier.h"
 #include "apply/entry.h"
 #include "apply/kv.h"
+#include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "mvcc/store.h"
 #include "storage/engine.h"
@@ -38,13 +38,9 @@ using ApplyReq = struct raft_apply;  // raft_apply is also a function's name
 struct Member {
   explicit Member(const fs::path& dir) {
     fs::create_directories(dir);
-    EXPECT_FALSE(storage::Engine::open((dir / "db").string(), &engine));
-    store = std::make_unique<mvcc::Store>(engine.get());
-    lessor = std::make_unique<lease::Lessor>(engine.get(), 2);
-    alarms = std::make_unique<apply::Alarms>(engine.get());
-    members = std::make_unique<apply::Members>(engine.get());
-    queues = std::make_unique<queue::Book>(engine.get());
-    applier = std::make_unique<apply::Applier>(store.get(), lessor.get(), alarms.get(), members.get(), queues.get());
+    EXPECT_FALSE(apply::StateMachine::open((dir / "db").string(), {}, &sm));
+    store = sm->store();
+    applier = sm->applier();
     fsm.version = 1;
     fsm.data = this;
     fsm.apply = [](struct raft_fsm* f, const struct raft_buffer* buf, void** result) -> int {
@@ -64,15 +60,6 @@ struct Member {
     fsm.snapshot = nullptr;
     fsm.restore = nullptr;
   }
-  ~Member() {
-    applier.reset();
-    queues.reset();
-    members.reset();
-    alarms.reset();
-    lessor.reset();
-    store.reset();
-    engine.reset();
-  }
 
   // Every key with its revisions and value, and the store's revision.
   std::string state() {
@@ -91,13 +78,9 @@ struct Member {
     return out;
   }
 
-  std::unique_ptr<storage::Engine> engine;
-  std::unique_ptr<mvcc::Store> store;
-  std::unique_ptr<lease::Lessor> lessor;
-  std::unique_ptr<apply::Alarms> alarms;
-  std::unique_ptr<apply::Members> members;
-  std::unique_ptr<queue::Book> queues;
-  std::unique_ptr<apply::Applier> applier;
+  std::unique_ptr<apply::StateMachine> sm;
+  mvcc::Store* store = nullptr;
+  apply::Applier* applier = nullptr;
   struct raft_fsm fsm {};
   int apply_failures = 0;
   int errors = 0;  // commands that applied as an error result (state unchanged)

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <random>
 
-#include "apply/applier.h"
 #include "apply/entry.h"
 #include "apply/kv.h"
+#include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "mvcc/codec.h"
 #include "mvcc/compactor.h"
@@ -32,23 +32,14 @@ class MvccRules : public ::testing::Test {
     fs::remove_all(dir_);
   }
   void open() {
-    ASSERT_FALSE(storage::Engine::open(dir_.string(), &engine_));
-    store_ = std::make_unique<mvcc::Store>(engine_.get());
-    lessor_ = std::make_unique<lease::Lessor>(engine_.get(), 2);
-    alarms_ = std::make_unique<apply::Alarms>(engine_.get());
-    members_ = std::make_unique<apply::Members>(engine_.get());
-    queues_ = std::make_unique<queue::Book>(engine_.get());
-    applier_ = std::make_unique<apply::Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get(),
-                                                     queues_.get());
+    ASSERT_FALSE(apply::StateMachine::open(dir_.string(), {}, &state_));
+    engine_ = state_->engine();
+    store_ = state_->store();
+    lessor_ = state_->lessor();
+    applier_ = state_->applier();
     index_ = applier_->applied_index();
   }
-  void close() {
-    applier_.reset();
-    lessor_.reset();
-    alarms_.reset();
-    store_.reset();
-    engine_.reset();
-  }
+  void close() { state_.reset(); }
 
   // Applies one entry holding `cmds`; returns their results.
   std::vector<apply::Result> apply(std::vector<apply::Command> cmds) {
@@ -93,13 +84,11 @@ class MvccRules : public ::testing::Test {
   int64_t revision() { return store_->view()->revision(); }
 
   fs::path dir_;
-  std::unique_ptr<storage::Engine> engine_;
-  std::unique_ptr<mvcc::Store> store_;
-  std::unique_ptr<lease::Lessor> lessor_;
-  std::unique_ptr<apply::Alarms> alarms_;
-  std::unique_ptr<apply::Members> members_;
-  std::unique_ptr<queue::Book> queues_;
-  std::unique_ptr<apply::Applier> applier_;
+  std::unique_ptr<apply::StateMachine> state_;
+  storage::Engine* engine_ = nullptr;
+  mvcc::Store* store_ = nullptr;
+  lease::Lessor* lessor_ = nullptr;
+  apply::Applier* applier_ = nullptr;
   uint64_t index_ = 0;
   Error last_error_;
 };

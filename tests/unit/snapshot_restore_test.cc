@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <random>
 
-#include "apply/applier.h"
 #include "apply/entry.h"
 #include "apply/kv.h"
+#include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "mvcc/store.h"
 #include "storage/batch.h"
@@ -24,23 +24,11 @@ namespace fs = std::filesystem;
 // One member's state machine on its own temporary database.
 struct Member {
   explicit Member(const fs::path& dir) : dir(dir) {
-    EXPECT_FALSE(storage::Engine::open((dir / "db").string(), &engine));
-    store = std::make_unique<mvcc::Store>(engine.get());
-    lessor = std::make_unique<lease::Lessor>(engine.get(), 2);
-    alarms = std::make_unique<apply::Alarms>(engine.get());
-    members = std::make_unique<apply::Members>(engine.get());
-    queues = std::make_unique<queue::Book>(engine.get());
-    applier = std::make_unique<apply::Applier>(store.get(), lessor.get(), alarms.get(), members.get(),
-                                                     queues.get());
+    EXPECT_FALSE(apply::StateMachine::open((dir / "db").string(), {}, &state));
+    engine = state->engine();
+    store = state->store();
+    applier = state->applier();
     index = applier->applied_index();
-  }
-  ~Member() {
-    applier.reset();
-    members.reset();
-    alarms.reset();
-    lessor.reset();
-    store.reset();
-    engine.reset();
   }
 
   void apply(apply::Command c) {
@@ -76,13 +64,10 @@ struct Member {
   }
 
   fs::path dir;
-  std::unique_ptr<storage::Engine> engine;
-  std::unique_ptr<mvcc::Store> store;
-  std::unique_ptr<lease::Lessor> lessor;
-  std::unique_ptr<apply::Alarms> alarms;
-  std::unique_ptr<apply::Members> members;
-  std::unique_ptr<queue::Book> queues;
-  std::unique_ptr<apply::Applier> applier;
+  std::unique_ptr<apply::StateMachine> state;
+  storage::Engine* engine = nullptr;
+  mvcc::Store* store = nullptr;
+  apply::Applier* applier = nullptr;
   uint64_t index = 0;
   Error last_error;
 };
@@ -119,14 +104,14 @@ TEST_F(SnapshotRestore, ReplacesTheStateWithTheCheckpointsAndKeepsIdentity) {
   a.apply(compact);
 
   storage::Checkpoints cps((root_ / "a" / "snap").string());
-  ASSERT_FALSE(cps.take(a.engine.get(), a.applier->applied_index()));
+  ASSERT_FALSE(cps.take(a.engine, a.applier->applied_index()));
   uint64_t snap_index = a.applier->applied_index();
   int64_t snap_rev = a.applier->revision();
   a.put("/after", "not in the snapshot");
 
   Member b(root_ / "b");
   b.put("/old/only/on/b", "gone after restore");
-  storage::Batch id(b.engine.get());
+  storage::Batch id(b.engine);
   id.put(storage::Cf::kMeta, "member_id", "BBBBBBBB");
   ASSERT_FALSE(b.engine->write(id));
   auto old_view = b.store->view();  // a reader in the middle of the restore
@@ -150,10 +135,10 @@ TEST_F(SnapshotRestore, ReplacesTheStateWithTheCheckpointsAndKeepsIdentity) {
   EXPECT_EQ(b.store->view()->compact_revision(), 3);
   b.all(2);
   EXPECT_EQ(b.last_error, errors::compacted());
-  EXPECT_TRUE(b.lessor->exists(0x1234));
-  ASSERT_TRUE(b.members->get(7).has_value());
-  EXPECT_EQ(b.members->get(7)->name(), "m7");
-  EXPECT_EQ(b.members->cluster_id(), 99u);
+  EXPECT_TRUE(b.state->lessor()->exists(0x1234));
+  ASSERT_TRUE(b.state->members()->get(7).has_value());
+  EXPECT_EQ(b.state->members()->get(7)->name(), "m7");
+  EXPECT_EQ(b.state->members()->cluster_id(), 99u);
   EXPECT_EQ(b.meta("member_id"), "BBBBBBBB");  // B's own identity stays
 
   // The reader that held the old view still sees the old state.
@@ -194,7 +179,7 @@ TEST_F(SnapshotRestore, OnlyTheNewestCheckpointsAreKept) {
   storage::Checkpoints cps((root_ / "a" / "snap").string());
   for (int i = 0; i < 4; ++i) {
     a.put("/k", std::to_string(i));
-    ASSERT_FALSE(cps.take(a.engine.get(), a.applier->applied_index()));
+    ASSERT_FALSE(cps.take(a.engine, a.applier->applied_index()));
   }
   EXPECT_EQ(cps.newest(), a.applier->applied_index());
   int dirs = 0;
