@@ -18,6 +18,7 @@
 #include "queue/keys.h"
 #include "queue/metrics.h"
 #include "queue/scheduler.h"
+#include "raft/applier_fsm.h"
 #include "raft/node.h"
 #include "raft/snapshot_install.h"
 #include "storage/checkpoints.h"
@@ -37,6 +38,7 @@ struct Member::Parts {
   std::unique_ptr<queue::Book> queues;
   std::unique_ptr<apply::Applier> applier;
   std::unique_ptr<storage::Checkpoints> checkpoints;
+  std::unique_ptr<raft::ApplierFsm> fsm;  // the applier as consensus sees it
   std::unique_ptr<lease::IdGenerator> lease_ids;
   queue::Host queue_host;
   std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
@@ -117,6 +119,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   p.applier = std::make_unique<apply::Applier>(p.store.get(), p.lessor.get(), p.alarms.get(), p.members.get(),
                                                p.queues.get());
   p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
+  p.fsm = std::make_unique<raft::ApplierFsm>(p.applier.get(), p.checkpoints.get());
 
   raft::NodeOptions ro;
   ro.dir = (fs::path(o.data_dir) / "member" / "raft").string();
@@ -130,7 +133,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
   ro.strict_reconfig_check = o.strict_reconfig_check;
   ro.pre_vote = o.pre_vote;
-  ro.checkpoints = p.checkpoints.get();
+  ro.command_limits.max_txn_ops = ctx.limits.max_txn_ops;
   ro.on_removed = o.on_removed;
   apply::Members* members = p.members.get();
   ro.client_target_of = [members](uint64_t id) -> std::string {
@@ -155,7 +158,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     raft::Forwarder forwarder;
     for (int attempt = 1;; ++attempt) {
       bool damaged = false;
-      Error e = raft::fetch_state(p.applier.get(), forwarder, plan, &damaged);
+      Error e = raft::fetch_state(p.fsm.get(), forwarder, plan, &damaged);
       if (!e) break;
       if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
       if (o.stop_requested && o.stop_requested()) {
@@ -179,7 +182,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     if (auto* s = scheduler_ptr->load()) s->changed(std::move(changed));
   });
 
-  p.node = std::make_unique<raft::Node>(ro, p.applier.get());
+  p.node = std::make_unique<raft::Node>(ro, p.fsm.get());
   if (Error e = p.node->start()) return e;
   ctx.node = p.node.get();
   ctx.store = p.store.get();
@@ -329,6 +332,7 @@ Member::~Member() {
   p.scheduler.reset();
   p.node.reset();
   p.expiry.reset();  // after the node answered every revoke it proposed
+  p.fsm.reset();
   p.applier.reset();
   p.queues.reset();
   p.members.reset();

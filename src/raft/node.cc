@@ -21,7 +21,6 @@ extern "C" {
 
 #include "apply/entry.h"
 #include "raft/snapshot_install.h"
-#include "raft/transport.h"
 #include "common/executor.h"
 
 namespace etcdq::raft {
@@ -53,7 +52,7 @@ Error raft_error(int rv, const char* what) {
 struct Node::Impl {
   Node* node;
   NodeOptions* opts;
-  apply::Applier* applier;
+  Fsm* sm;  // the state machine (raft/fsm.h)
   std::unique_ptr<Executor> completions;  // answers proposals off this thread
   uint64_t origin = 0;
   std::atomic<uint64_t> next_id{1};
@@ -61,13 +60,12 @@ struct Node::Impl {
   uv_loop_t loop{};
   uv_async_t wake{};
   uv_timer_t tick{};
-  struct raft_io io {};
-  std::unique_ptr<GrpcTransport> transport;  // libraft's traffic over gRPC on the peer URL
+  std::unique_ptr<RaftIo> io;  // libraft's I/O (raft/io.h)
   struct raft raft {};
   struct raft_fsm fsm {};
   std::thread thread;
 
-  std::shared_ptr<Forwarder> forwarder = std::make_shared<Forwarder>();
+  std::shared_ptr<Forwarder> forwarder;
 
   // A proposal of ours (done set), or commands a follower forwarded, framed
   // already (forwarded_done set).
@@ -374,7 +372,7 @@ struct Node::Impl {
     *result = nullptr;
     uint64_t index = raft_last_applied(&raft) + 1;
     std::vector<apply::Result> results;
-    Error e = applier->apply(index, std::string_view(static_cast<const char*>(buf->base), buf->len), &results);
+    Error e = sm->apply(index, std::string_view(static_cast<const char*>(buf->base), buf->len), &results);
     if (e) {
       // The state database failed: continuing would serve a state that no
       // longer follows the log. Stop hard; a restart re-applies from the log.
@@ -830,7 +828,7 @@ struct Node::Impl {
     raft.data = this;
     ::raft_close(&raft, [](struct raft* r) {
       Impl* self = static_cast<Impl*>(r->data);
-      raft_uv_close(&self->io);
+      self->io->close();
       {
         std::lock_guard<std::mutex> lock(self->inbox->mu);
         self->inbox->wake = nullptr;
@@ -1086,7 +1084,7 @@ struct Node::Impl {
     auto backoff = kInstallRetryFirst;
     for (int attempt = 1;; ++attempt) {
       bool damaged = false;
-      Error e = fetch_state(applier, *forwarder, plan, &damaged);
+      Error e = fetch_state(sm, *forwarder, plan, &damaged);
       if (!e) {
         if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
         return {};
@@ -1133,21 +1131,12 @@ struct Node::Impl {
   static int fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs) {
     Impl* self = static_cast<Impl*>(fsm->data);
     // libraft may drop log entries up to here once the snapshot is stored:
-    // make the state database durable up to the applied index first.
-    if (Error e = self->applier->make_durable()) {
+    // the state machine makes itself durable and keeps the state first.
+    apply::SnapshotMeta meta;
+    if (Error e = self->sm->take_snapshot(&meta)) {
       spdlog::error("snapshot skipped: {}", e.message());
       return RAFT_IOERR;
     }
-    // The state at this index, for members that will install this snapshot.
-    if (self->opts->checkpoints != nullptr) {
-      if (Error e = self->opts->checkpoints->take(self->applier->engine(), self->applier->applied_index())) {
-        spdlog::error("snapshot skipped: {}", e.message());
-        return RAFT_IOERR;
-      }
-    }
-    apply::SnapshotMeta meta;
-    meta.set_applied_index(self->applier->applied_index());
-    meta.set_revision(self->applier->revision());
     meta.set_source_member(self->opts->id);
     std::string payload;
     apply::append_framed(&payload, meta.SerializeAsString());
@@ -1176,7 +1165,7 @@ struct Node::Impl {
       spdlog::error("cannot read a Raft snapshot's metadata");
       return RAFT_CORRUPT;
     }
-    if (meta.applied_index() > self->applier->applied_index()) {
+    if (meta.applied_index() > self->sm->applied_index()) {
       if (Error e = self->install(meta)) {
         spdlog::error("cannot install the snapshot at index {}: {}", meta.applied_index(), e.message());
         return RAFT_IOERR;
@@ -1187,13 +1176,13 @@ struct Node::Impl {
   }
 };
 
-Node::Node(NodeOptions opts, apply::Applier* applier) : opts_(std::move(opts)), impl_(new Impl{}) {
+Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{}) {
   impl_->node = this;
   impl_->opts = &opts_;
-  impl_->applier = applier;
+  impl_->sm = fsm;
   impl_->completions = std::make_unique<Executor>(kCompletionThreads);
-  impl_->transport = std::make_unique<GrpcTransport>(
-      &impl_->loop, [fw = impl_->forwarder](const std::string& target) { return fw->channel(target); });
+  impl_->forwarder = opts_.forwarder ? opts_.forwarder : std::make_shared<Forwarder>();
+  impl_->io = opts_.io ? opts_.io(&impl_->loop, impl_->forwarder) : grpc_uv_io(&impl_->loop, impl_->forwarder);
   std::random_device rd;
   do {
     impl_->origin = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -1217,31 +1206,29 @@ Error Node::start() {
       m->raft.data = m;
       ::raft_close(&m->raft, [](struct raft* r) {
         Impl* self = static_cast<Impl*>(r->data);
-        raft_uv_close(&self->io);
+        self->io->close();
       });
     } else if (opened == kIo) {
-      raft_uv_close(&m->io);
+      m->io->close();
     }
     uv_run(&m->loop, UV_RUN_DEFAULT);
     uv_loop_close(&m->loop);
     return e;
   };
-  if (int rv = raft_uv_init(&m->io, &m->loop, opts_.dir.c_str(), m->transport->raw()); rv != 0) {
-    return failed(errors::internal("cannot open the Raft log in " + opts_.dir + ": " + m->io.errmsg));
-  }
+  if (Error e = m->io->open(opts_.dir)) return failed(e);
   opened = kIo;
   m->fsm.version = 1;
   m->fsm.data = m;
   m->fsm.apply = Impl::fsm_apply;
   m->fsm.snapshot = Impl::fsm_snapshot;
   m->fsm.restore = Impl::fsm_restore;
-  if (int rv = raft_init(&m->raft, &m->io, &m->fsm, opts_.id, opts_.address.c_str()); rv != 0) {
+  if (int rv = raft_init(&m->raft, m->io->get(), &m->fsm, opts_.id, opts_.address.c_str()); rv != 0) {
     return failed(errors::internal(std::string("cannot initialize Raft: ") + raft_errmsg(&m->raft)));
   }
   opened = kRaft;
   m->raft.data = m;
-  m->uv_start = m->io.start;
-  m->io.start = Impl::start_hook;
+  m->uv_start = m->io->get()->start;
+  m->io->get()->start = Impl::start_hook;
   if (!opts_.join) {
     // A new cluster's members all bootstrap the same configuration; a log
     // that exists already keeps its own (RAFT_CANTBOOTSTRAP).
@@ -1273,11 +1260,11 @@ Error Node::start() {
   // The state database may never be ahead of the log that produced it: the
   // log was damaged, truncated or replaced. Serving would mean skipping new
   // entries as "already applied" (etcd refuses to start on a bad WAL too).
-  if (raft_last_index(&m->raft) < m->applier->applied_index() &&
-      !m->applier->restored_ahead_of(raft_last_index(&m->raft))) {
+  if (raft_last_index(&m->raft) < m->sm->applied_index() &&
+      !m->sm->restored_ahead_of(raft_last_index(&m->raft))) {
     return failed(errors::internal(
         "the Raft log in " + opts_.dir + " ends at index " + std::to_string(raft_last_index(&m->raft)) +
-        " but the state database has applied index " + std::to_string(m->applier->applied_index()) +
+        " but the state database has applied index " + std::to_string(m->sm->applied_index()) +
         ": the log is damaged or was replaced; restore the data dir from a backup"));
   }
   uv_async_init(&m->loop, &m->wake, Impl::on_wake);
@@ -1327,9 +1314,15 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
 
 void Node::propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done) {
   Impl* m = impl_.get();
+  // The leader is the last member that can keep a bad command out of the
+  // log: once committed, every member must apply it (as skipped). The Peer
+  // service checks these too; a caller that skipped it must not get past.
   for (const auto& c : commands) {
-    if (!apply::well_framed_command(c)) {
-      done(Error(Code::kInvalidArgument, "etcdq: a forwarded command is not one framed command"));
+    apply::Command cmd;
+    Error e = apply::decode_forwarded(c, &cmd);
+    if (!e) e = apply::check_command(cmd, opts_.command_limits, /*forwarded=*/true);
+    if (e) {
+      done(e);
       return;
     }
   }
@@ -1442,7 +1435,7 @@ void Node::removed_by_leader() {
 
 Forwarder& Node::forwarder() { return *impl_->forwarder; }
 
-grpc::Service* Node::transport_service() { return impl_->transport->service(); }
+grpc::Service* Node::transport_service() { return impl_->io->service(); }
 
 std::string Node::leader_target() const {
   Progress p = progress();
