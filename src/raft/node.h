@@ -22,11 +22,24 @@
 // then anyway).
 //
 // On a follower, proposals are forwarded to the leader (Peer.Propose, on its
-// peer URL, raft/transport.h carries libraft's own traffic there too) and answered when this member applies them; linearizable reads
+// peer URL, raft/transport.h carries libraft's own traffic there too) and
+// answered when this member applies them; linearizable reads
 // ask the leader for a read index (Peer.ReadIndex) that many reads share,
 // then wait until this member applied it. A forwarded proposal or read that
 // does not complete within the request timeout fails with
 // errors::timeout(), as etcd's do.
+//
+// The state machine is a raft::Fsm (raft/fsm.h; raft/applier_fsm.h in the
+// server). libraft's I/O and the Peer calls are parts given in NodeOptions
+// (raft/io.h, raft/forwarder.h), so a test runs several nodes in one
+// process without sockets (tests/unit/consensus_cluster_test.cc).
+//
+// Inside, one role a file, all on the consensus thread (raft/node_impl.h):
+// consensus_loop.cc (wake-ups, ticks, closing), leadership.cc (who leads,
+// progress), proposals.cc (batching, apply, answers), forwarding.cc
+// (follower proposals), read_index.cc (linearizable reads), membership.cc
+// (configuration changes, transfer), snapshots.cc (snapshot hooks and
+// installs); node.cc is this facade.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
