@@ -261,7 +261,8 @@ class MemoryNetwork : public std::enable_shared_from_this<MemoryNetwork> {
       return -1;
     }
     int receiver_end = b[0];
-    if (!target->post([target, from, from_address, receiver_end] { target->accept(from, from_address, receiver_end); })) {
+    auto accept = [target, from, from_address, receiver_end] { target->accept(from, from_address, receiver_end); };
+    if (!target->post(accept)) {
       for (int fd : {a[0], a[1], b[0], b[1]}) ::close(fd);
       return -1;
     }
@@ -364,8 +365,8 @@ inline int MemoryEndpoint::on_init(struct raft_uv_transport* t, raft_id id, cons
   MemoryEndpoint* self = of(t);
   self->id_ = id;
   self->address_ = address;
-  if (uv_async_init(self->loop_, &self->async_, [](uv_async_t* a) { static_cast<MemoryEndpoint*>(a->data)->drain(); }) !=
-      0) {
+  auto drain = [](uv_async_t* a) { static_cast<MemoryEndpoint*>(a->data)->drain(); };
+  if (uv_async_init(self->loop_, &self->async_, drain) != 0) {
     return RAFT_IOERR;
   }
   self->async_.data = self;
