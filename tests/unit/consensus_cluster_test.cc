@@ -7,12 +7,16 @@
 // and Peer calls by in-process calls to the target Node (InProcessForwarder
 // below), so partitions and kills are decided by the test.
 //
+// With snapshots every 16 entries, a member that was down installs the
+// leader's snapshot, streamed from its checkpoint as Peer.FetchSnapshot does.
+//
 // It also plays a peer with a bad build: malformed commands forwarded to the
 // leader are refused before they reach the log, and malformed entries that a
 // bad leader did get committed apply as skipped on every member alike,
 // stopping none (the process would exit if one did: apply failures are fatal).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +37,7 @@
 #include "mvcc/store.h"
 #include "raft/applier_fsm.h"
 #include "raft/node.h"
+#include "storage/checkpoints.h"
 #include "storage/engine.h"
 
 namespace etcdq {
@@ -57,10 +62,12 @@ struct StateMachine {
     members = std::make_unique<apply::Members>(engine.get());
     queues = std::make_unique<queue::Book>(engine.get());
     applier = std::make_unique<apply::Applier>(store.get(), lessor.get(), alarms.get(), members.get(), queues.get());
-    fsm = std::make_unique<raft::ApplierFsm>(applier.get(), nullptr);
+    checkpoints = std::make_unique<storage::Checkpoints>((dir / "snap").string());
+    fsm = std::make_unique<raft::ApplierFsm>(applier.get(), checkpoints.get());
   }
   ~StateMachine() {
     fsm.reset();
+    checkpoints.reset();
     applier.reset();
     queues.reset();
     members.reset();
@@ -94,6 +101,7 @@ struct StateMachine {
   std::unique_ptr<apply::Members> members;
   std::unique_ptr<queue::Book> queues;
   std::unique_ptr<apply::Applier> applier;
+  std::unique_ptr<storage::Checkpoints> checkpoints;
   std::unique_ptr<raft::ApplierFsm> fsm;
 };
 
@@ -122,6 +130,9 @@ class InProcessForwarder final : public raft::Forwarder {
                std::function<void(Error)> done) override;
   void read_index(const std::string& target, Timeout, std::function<void(Error, uint64_t)> done) override;
   void removed(const std::string& target, uint64_t id) override;
+  // Streams the target's checkpoint as Peer.FetchSnapshot does.
+  Error fetch_snapshot(const std::string& target, uint64_t index,
+                       const std::function<Error(const peer::SnapshotChunk&)>& fn) override;
 
  private:
   Cluster* cluster_;
@@ -130,7 +141,11 @@ class InProcessForwarder final : public raft::Forwarder {
 
 class Cluster {
  public:
-  explicit Cluster(const fs::path& dir) : dir_(dir), net_(std::make_shared<testing::MemoryNetwork>()) {
+  Cluster(const fs::path& dir, unsigned snapshot_threshold, unsigned snapshot_trailing)
+      : dir_(dir),
+        snapshot_threshold_(snapshot_threshold),
+        snapshot_trailing_(snapshot_trailing),
+        net_(std::make_shared<testing::MemoryNetwork>()) {
     // A cut stream makes libraft's next write fail with EPIPE, not a signal
     // (the server's main() ignores SIGPIPE the same way).
     std::signal(SIGPIPE, SIG_IGN);
@@ -161,6 +176,8 @@ class Cluster {
     for (unsigned j = 0; j < kMembers; ++j) o.initial_cluster.push_back({id(j), address(j)});
     o.heartbeat_ms = kHeartbeatMs;
     o.election_ms = kElectionMs;
+    o.snapshot_threshold = snapshot_threshold_;
+    o.snapshot_trailing = snapshot_trailing_;
     o.io = net_->io_factory(id(i));
     o.forwarder = std::make_shared<InProcessForwarder>(this, id(i));
     m->node = std::make_shared<raft::Node>(o, m->sm->fsm.get());
@@ -197,6 +214,21 @@ class Cluster {
     }
     return nullptr;
   }
+  // Reads member `address`'s newest checkpoint at `min_index` or later.
+  Error read_checkpoint(const std::string& address, uint64_t min_index, const storage::Checkpoints::Visitor& fn) {
+    std::shared_ptr<Running> m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (unsigned i = 0; i < kMembers; ++i) {
+        if (Cluster::address(i) == address) m = members_[i];
+      }
+    }
+    if (!m) return errors::leader_changed();
+    ++checkpoint_reads_;
+    return m->sm->checkpoints->read(min_index, fn);
+  }
+  int checkpoint_reads() const { return checkpoint_reads_.load(); }
+
   std::string state(unsigned i) {
     std::shared_ptr<Running> m;
     {
@@ -288,6 +320,9 @@ class Cluster {
   };
 
   fs::path dir_;
+  unsigned snapshot_threshold_;
+  unsigned snapshot_trailing_;
+  std::atomic<int> checkpoint_reads_{0};
   std::shared_ptr<testing::MemoryNetwork> net_;
   std::mutex mu_;  // guards members_
   std::vector<std::shared_ptr<Running>> members_;
@@ -317,6 +352,32 @@ void InProcessForwarder::removed(const std::string& target, uint64_t) {
   if (std::shared_ptr<raft::Node> to = cluster_->node_at(target)) to->removed_by_leader();
 }
 
+Error InProcessForwarder::fetch_snapshot(const std::string& target, uint64_t index,
+                                        const std::function<Error(const peer::SnapshotChunk&)>& fn) {
+  std::shared_ptr<raft::Node> to = cluster_->node_at(target);
+  if (!to || cluster_->net().blocked(self_, to->id()) || cluster_->net().blocked(to->id(), self_)) {
+    return errors::leader_changed();
+  }
+  peer::SnapshotChunk chunk;
+  size_t bytes = 0;
+  Error e = cluster_->read_checkpoint(target, index, [&](storage::Cf cf, std::string_view key,
+                                                          std::string_view value) -> Error {
+    auto* p = chunk.add_pairs();
+    p->set_cf(static_cast<uint32_t>(cf));
+    p->set_key(key.data(), key.size());
+    p->set_value(value.data(), value.size());
+    bytes += key.size() + value.size() + 8;
+    if (bytes < (64 << 10)) return {};
+    Error fe = fn(chunk);
+    chunk.Clear();
+    bytes = 0;
+    return fe;
+  });
+  if (e) return e;
+  chunk.set_last(true);
+  return fn(chunk);
+}
+
 bool contains(const std::string& state, const std::string& needle) { return state.find(needle) != std::string::npos; }
 
 class ConsensusClusterTest : public ::testing::Test {
@@ -325,7 +386,7 @@ class ConsensusClusterTest : public ::testing::Test {
     std::random_device rd;
     dir_ = fs::temp_directory_path() / ("etcdq-consensus-" + std::to_string(rd()));
     fs::create_directories(dir_);
-    cluster_ = std::make_unique<Cluster>(dir_);
+    cluster_ = std::make_unique<Cluster>(dir_, snapshot_threshold_, snapshot_trailing_);
     cluster_->start_all();
   }
   void TearDown() override {
@@ -342,7 +403,19 @@ class ConsensusClusterTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  unsigned snapshot_threshold_ = 8192;  // NodeOptions' defaults
+  unsigned snapshot_trailing_ = 2048;
   std::unique_ptr<Cluster> cluster_;
+};
+
+// Snapshots every 16 entries, keeping 4 behind: a member down for a while
+// can only catch up by installing one.
+class ConsensusSnapshotTest : public ConsensusClusterTest {
+ protected:
+  ConsensusSnapshotTest() {
+    snapshot_threshold_ = 16;
+    snapshot_trailing_ = 4;
+  }
 };
 
 TEST_F(ConsensusClusterTest, ElectsOneLeaderAndAppliesCommittedProposalsOnEveryMember) {
@@ -542,6 +615,64 @@ TEST_F(ConsensusClusterTest, BadBuildLeadersMalformedEntriesApplyAsSkippedOnEver
     EXPECT_TRUE(contains(s, "after=1 c3 m3 v1\n")) << s;
     EXPECT_TRUE(contains(s, "after-follower=1 c4 m4 v1\n")) << s;
   }
+}
+
+
+TEST_F(ConsensusClusterTest, FollowerProposalMadeWhileCutOffIsDeliveredOnceTheNetworkHeals) {
+  unsigned l = cluster_->wait_leader();
+  ASSERT_LT(l, kMembers);
+  unsigned f = other_than(l);
+  cluster_->net().isolate(Cluster::id(f), cluster_->ids());
+  // Held by the follower (its forward fails unsent) and sent again once it
+  // reaches a leader, well within the request timeout.
+  auto answer = std::make_shared<std::promise<apply::Result>>();
+  auto answered = answer->get_future();
+  cluster_->node(f)->propose(put_command("held", "1"),
+                             [answer](apply::Result&& r) { answer->set_value(std::move(r)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kElectionMs));
+  EXPECT_EQ(answered.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << "answered while cut off";
+  cluster_->net().heal();
+  ASSERT_EQ(answered.wait_for(kWait), std::future_status::ready);
+  apply::Result r = answered.get();
+  EXPECT_FALSE(r.error) << r.error.message();
+  ASSERT_TRUE(cluster_->converge());
+  EXPECT_TRUE(contains(cluster_->state(l), "held=1 "));
+}
+
+TEST_F(ConsensusClusterTest, LeadershipTransferMakesTheChosenVoterLead) {
+  unsigned l = cluster_->wait_leader();
+  ASSERT_LT(l, kMembers);
+  unsigned to = other_than(l);
+  auto done = std::make_shared<std::promise<Error>>();
+  auto transferred = done->get_future();
+  cluster_->node(l)->transfer_leadership(Cluster::id(to), [done](Error e) { done->set_value(e); });
+  ASSERT_EQ(transferred.wait_for(kWait), std::future_status::ready);
+  Error e = transferred.get();
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_EQ(cluster_->wait_leader(), to);
+  ASSERT_FALSE(cluster_->put(to, "after-transfer", "1").error);
+  ASSERT_TRUE(cluster_->converge());
+}
+
+TEST_F(ConsensusSnapshotTest, FollowerFarBehindInstallsTheLeadersSnapshotAndCatchesUp) {
+  unsigned l = cluster_->wait_leader();
+  ASSERT_LT(l, kMembers);
+  unsigned f = other_than(l);
+  ASSERT_FALSE(cluster_->put(l, "early", "1").error);
+  ASSERT_TRUE(cluster_->converge());
+  cluster_->kill(f);
+  // Far past the leader's snapshots: the entries the follower misses are
+  // gone from the leader's log.
+  for (int i = 0; i < 60; ++i) ASSERT_FALSE(cluster_->put(l, "k" + std::to_string(i), std::to_string(i)).error);
+  cluster_->start(f);
+  ASSERT_TRUE(cluster_->converge());
+  EXPECT_GT(cluster_->checkpoint_reads(), 0) << "the follower caught up without installing a snapshot";
+  std::string s = cluster_->state(f);
+  EXPECT_TRUE(contains(s, "k59=59 ")) << s;
+  EXPECT_TRUE(contains(s, "early=1 ")) << s;
+  // It goes on from the installed state.
+  ASSERT_FALSE(cluster_->put(f, "after-install", "1").error);
+  ASSERT_TRUE(cluster_->converge());
 }
 
 }  // namespace
