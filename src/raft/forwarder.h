@@ -14,8 +14,8 @@
 // raft::Node makes its calls through the virtual methods (propose,
 // read_index, removed, fetch_snapshot), so an in-process test can route them
 // to other nodes without a network (NodeOptions::forwarder). An override
-// keeps the contract stated here: the same errors, callbacks on a thread
-// other than the caller's or on it, never under a lock the caller holds.
+// keeps the contract stated here: the same errors; its callbacks may run on
+// any thread, the caller's included, so Node never calls it under a lock.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -6,9 +6,11 @@
 // and swaps only the transport (tests/unit/memory_transport.h), so that
 // every byte of the real code path except the socket runs.
 //
-// Thread-safety: every method runs on the consensus thread, except
-// service(), which any thread may call; the object outlives the node's use
-// of it (the node owns it).
+// Thread-safety: open(), get() and close() are called by whichever thread
+// drives the node's loop at the time (Node::start() before the consensus
+// thread runs, that thread after), never two at once; service() may be
+// called from any thread. The node owns the object and destroys it after
+// its loop closed.
 #pragma once
 
 extern "C" {
