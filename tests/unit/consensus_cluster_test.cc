@@ -180,6 +180,7 @@ class Cluster {
     o.snapshot_trailing = snapshot_trailing_;
     o.io = net_->io_factory(id(i));
     o.forwarder = std::make_shared<InProcessForwarder>(this, id(i));
+    o.on_removed = [this, i] { removed_[i] = true; };
     m->node = std::make_shared<raft::Node>(o, m->sm->fsm.get());
     ASSERT_FALSE(m->node->start()) << "member " << i;
     std::lock_guard<std::mutex> lock(mu_);
@@ -228,6 +229,8 @@ class Cluster {
     return m->sm->checkpoints->read(min_index, fn);
   }
   int checkpoint_reads() const { return checkpoint_reads_.load(); }
+  // Whether member i heard that it was removed from the cluster (NodeOptions::on_removed).
+  bool removed(unsigned i) const { return removed_[i].load(); }
 
   std::string state(unsigned i) {
     std::shared_ptr<Running> m;
@@ -323,6 +326,7 @@ class Cluster {
   unsigned snapshot_threshold_;
   unsigned snapshot_trailing_;
   std::atomic<int> checkpoint_reads_{0};
+  std::atomic<bool> removed_[kMembers] = {};
   std::shared_ptr<testing::MemoryNetwork> net_;
   std::mutex mu_;  // guards members_
   std::vector<std::shared_ptr<Running>> members_;
@@ -651,6 +655,27 @@ TEST_F(ConsensusClusterTest, LeadershipTransferMakesTheChosenVoterLead) {
   ASSERT_FALSE(e) << e.message();
   EXPECT_EQ(cluster_->wait_leader(), to);
   ASSERT_FALSE(cluster_->put(to, "after-transfer", "1").error);
+  ASSERT_TRUE(cluster_->converge());
+}
+
+TEST_F(ConsensusClusterTest, RemovedMemberIsToldAndTheOthersCommitWithoutIt) {
+  unsigned l = cluster_->wait_leader();
+  ASSERT_LT(l, kMembers);
+  unsigned f = other_than(l);
+  auto done = std::make_shared<std::promise<Error>>();
+  auto removed = done->get_future();
+  cluster_->node(l)->remove_member(Cluster::id(f), [done](Error e) { done->set_value(e); });
+  ASSERT_EQ(removed.wait_for(kWait), std::future_status::ready);
+  Error e = removed.get();
+  ASSERT_FALSE(e) << e.message();
+  for (auto until = Clock::now() + kWait; !cluster_->removed(f) && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(cluster_->removed(f)) << "the removed member was never told";
+  cluster_->kill(f);  // as etcd's removed member exits
+  EXPECT_EQ(cluster_->node(l)->members().size(), kMembers - 1);
+  ASSERT_FALSE(cluster_->put(l, "after-removal", "1").error);
+  ASSERT_FALSE(cluster_->put(other_than(l, f), "from-the-other", "1").error);
   ASSERT_TRUE(cluster_->converge());
 }
 
