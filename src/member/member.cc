@@ -19,6 +19,7 @@
 #include "queue/keys.h"
 #include "queue/metrics.h"
 #include "queue/scheduler.h"
+#include "raft/applier_fsm.h"
 #include "raft/node.h"
 #include "raft/snapshot_install.h"
 #include "storage/checkpoints.h"
@@ -32,6 +33,7 @@ namespace fs = std::filesystem;
 struct Member::Parts {
   std::unique_ptr<apply::StateMachine> state;
   std::unique_ptr<storage::Checkpoints> checkpoints;
+  std::unique_ptr<raft::ApplierFsm> fsm;  // the applier as consensus sees it
   std::unique_ptr<lease::IdGenerator> lease_ids;
   queue::Host queue_host;
   std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
@@ -110,6 +112,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   p.state = std::make_unique<apply::StateMachine>(std::move(engine), so);
   apply::StateMachine& state = *p.state;
   p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
+  p.fsm = std::make_unique<raft::ApplierFsm>(state.applier(), p.checkpoints.get());
 
   raft::NodeOptions ro;
   ro.dir = (fs::path(o.data_dir) / "member" / "raft").string();
@@ -123,7 +126,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
   ro.strict_reconfig_check = o.strict_reconfig_check;
   ro.pre_vote = o.pre_vote;
-  ro.checkpoints = p.checkpoints.get();
+  ro.command_limits.max_txn_ops = ctx.limits.max_txn_ops;
   ro.on_removed = o.on_removed;
   apply::Members* members = state.members();
   ro.client_target_of = [members](uint64_t id) -> std::string {
@@ -148,7 +151,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     raft::Forwarder forwarder;
     for (int attempt = 1;; ++attempt) {
       bool damaged = false;
-      Error e = raft::fetch_state(state.applier(), forwarder, plan, &damaged);
+      Error e = raft::fetch_state(p.fsm.get(), forwarder, plan, &damaged);
       if (!e) break;
       if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
       if (o.stop_requested && o.stop_requested()) {
@@ -172,7 +175,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     if (auto* s = scheduler_ptr->load()) s->changed(std::move(changed));
   });
 
-  p.node = std::make_unique<raft::Node>(ro, state.applier());
+  p.node = std::make_unique<raft::Node>(ro, p.fsm.get());
   if (Error e = p.node->start()) return e;
   ctx.node = p.node.get();
   ctx.store = state.store();
@@ -354,6 +357,7 @@ Member::~Member() {
   p.scheduler.reset();
   p.node.reset();
   p.expiry.reset();  // after the node answered every revoke it proposed
+  p.fsm.reset();
   p.state.reset();
 }
 

@@ -10,6 +10,12 @@
 //
 // Thread-safety: every method may be called from any thread; callbacks run
 // on gRPC's threads.
+//
+// raft::Node makes its calls through the virtual methods (propose,
+// read_index, removed, fetch_snapshot), so an in-process test can route them
+// to other nodes without a network (NodeOptions::forwarder). An override
+// keeps the contract stated here: the same errors; its callbacks may run on
+// any thread, the caller's included, so Node never calls it under a lock.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -35,15 +41,18 @@ class Forwarder {
  public:
   using Timeout = std::chrono::milliseconds;
 
+  virtual ~Forwarder() = default;
+
   // `done` gets errors::not_leader() when the commands were surely not
   // proposed (the target refused as a non-leader, or was never reached).
-  void propose(const std::string& target, std::vector<std::string> commands, Timeout timeout,
-               std::function<void(Error)> done);
-  void read_index(const std::string& target, Timeout timeout, std::function<void(Error, uint64_t index)> done);
+  virtual void propose(const std::string& target, std::vector<std::string> commands, Timeout timeout,
+                       std::function<void(Error)> done);
+  virtual void read_index(const std::string& target, Timeout timeout,
+                          std::function<void(Error, uint64_t index)> done);
   void lease_keep_alive(const std::string& target, int64_t id, Timeout timeout,
                         std::function<void(Error, int64_t ttl)> done);
   // Fire and forget: tells `target` that member `id` (itself) was removed.
-  void removed(const std::string& target, uint64_t id);
+  virtual void removed(const std::string& target, uint64_t id);
   // Asks the member at `target` for the attributes it publishes.
   void attributes(const std::string& target, Timeout timeout,
                   std::function<void(Error, const apply::MemberAttributes&)> done);
@@ -56,8 +65,8 @@ class Forwarder {
   // Blocks until the whole state at `index` or later arrived (`fn` called
   // for each chunk in order), `fn` fails, or the transfer fails (also when
   // no chunk came for kInactivityLimit).
-  Error fetch_snapshot(const std::string& target, uint64_t index,
-                       const std::function<Error(const peer::SnapshotChunk&)>& fn);
+  virtual Error fetch_snapshot(const std::string& target, uint64_t index,
+                               const std::function<Error(const peer::SnapshotChunk&)>& fn);
 
   // The channel to `target` (a peer host:port for the Peer and RaftTransport
   // services; a client host:port for proxying etcd's own services to the

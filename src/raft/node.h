@@ -22,11 +22,24 @@
 // then anyway).
 //
 // On a follower, proposals are forwarded to the leader (Peer.Propose, on its
-// peer URL, raft/transport.h carries libraft's own traffic there too) and answered when this member applies them; linearizable reads
+// peer URL, raft/transport.h carries libraft's own traffic there too) and
+// answered when this member applies them; linearizable reads
 // ask the leader for a read index (Peer.ReadIndex) that many reads share,
 // then wait until this member applied it. A forwarded proposal or read that
 // does not complete within the request timeout fails with
 // errors::timeout(), as etcd's do.
+//
+// The state machine is a raft::Fsm (raft/fsm.h; raft/applier_fsm.h in the
+// server). libraft's I/O and the Peer calls are parts given in NodeOptions
+// (raft/io.h, raft/forwarder.h), so a test runs several nodes in one
+// process without sockets (tests/unit/consensus_cluster_test.cc).
+//
+// Inside, one role a file, all on the consensus thread (raft/node_impl.h):
+// consensus_loop.cc (wake-ups, ticks, closing), leadership.cc (who leads,
+// progress), proposals.cc (batching, apply, answers), forwarding.cc
+// (follower proposals), read_index.cc (linearizable reads), membership.cc
+// (configuration changes, transfer), snapshots.cc (snapshot hooks and
+// installs); node.cc is this facade.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -39,10 +52,12 @@
 #include <vector>
 
 #include "apply/applier.h"
+#include "apply/command_check.h"
 #include "common/error.h"
 #include "etcdq/command.pb.h"
 #include "raft/forwarder.h"
-#include "storage/checkpoints.h"
+#include "raft/fsm.h"
+#include "raft/io.h"
 
 namespace etcdq::raft {
 
@@ -73,7 +88,15 @@ struct NodeOptions {
   // etcd's own services (Cluster) to the leader. Member-only calls use peer
   // addresses from libraft's configuration.
   std::function<std::string(uint64_t member_id)> client_target_of;
-  storage::Checkpoints* checkpoints = nullptr;
+  // The rules a forwarded command must pass before the leader puts it in
+  // the log (apply/command_check.h; --max-txn-ops).
+  apply::CommandLimits command_limits;
+  // libraft's I/O (raft/io.h). Unset: raft_uv on `dir` with the gRPC
+  // transport on the peer URL. Tests put an in-process transport here.
+  IoFactory io;
+  // Calls to other members (raft/forwarder.h). Unset: gRPC on peer URLs.
+  // Tests route them to nodes in the same process.
+  std::shared_ptr<Forwarder> forwarder;
   // Where an install plan is kept while a snapshot installs (snapshot_install.h).
   std::string install_plan_path;
   // Called on the consensus thread when this member starts (true) or stops
@@ -114,7 +137,8 @@ using ProposalDone = std::function<void(apply::Result&&)>;
 
 class Node {
  public:
-  Node(NodeOptions opts, apply::Applier* applier);
+  // `fsm` must outlive the node; the consensus thread alone calls it.
+  Node(NodeOptions opts, Fsm* fsm);
   ~Node();  // stop() if still running
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -132,9 +156,12 @@ class Node {
   void propose(apply::Command cmd, ProposalDone done);
   // Leader: proposes commands a follower forwarded (already framed and
   // carrying the follower's origin). `done` runs once their entry applied
-  // here (OK) or could not be (the error); any thread. Commands that are not
-  // each one well-formed frame (apply::well_framed_command) are refused
-  // with InvalidArgument, all of them, before anything is proposed.
+  // here (OK) or could not be (the error); any thread. Unless every command
+  // is one well-formed frame (apply::decode_forwarded) holding a command
+  // that passes apply::check_command as a forwarded one (no QueueAssign:
+  // those are the leader's own), all are refused with InvalidArgument
+  // before anything is proposed: a peer with a bad build cannot get them
+  // committed through this leader.
   void propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done);
   // Runs `fn` once a linearizable read may be served from the applied state
   // (leadership confirmed, everything committed before the call applied),
@@ -165,7 +192,8 @@ class Node {
   // The leader's published client host:port, for etcd's own services.
   std::string leader_client_target() const;
   // libraft's traffic (raft/transport.h): serve it on the peer URL, next to
-  // the Peer service, from before start() until after stop().
+  // the Peer service, from before start() until after stop(). nullptr when
+  // NodeOptions::io carries it some other way.
   grpc::Service* transport_service();
 
   // Stops taking proposals, lets in-flight ones finish, closes libraft and

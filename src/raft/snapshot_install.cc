@@ -57,13 +57,13 @@ void remove_plan(const std::string& path) {
   std::filesystem::remove(path, ec);
 }
 
-Error fetch_state(apply::Applier* applier, Forwarder& forwarder, const InstallPlan& plan, bool* damaged) {
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged) {
   Error last = errors::internal("no member to fetch the state from");
   *damaged = false;
   for (const auto& target : plan.targets) {
     spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
-    last = applier->restore(
-        [&](const apply::Applier::PairSink& sink) {
+    last = fsm->restore(
+        [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
             for (const auto& p : c.pairs()) {
               if (p.cf() >= static_cast<uint32_t>(storage::kCfCount)) {

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "apply/applier.h"
 #include "common/error.h"
 #include "raft/forwarder.h"
+#include "raft/fsm.h"
 
 namespace etcdq::raft {
 
@@ -36,8 +36,8 @@ bool read_plan(const std::string& path, InstallPlan* plan);
 void remove_plan(const std::string& path);
 
 // One pass over the plan's targets: fetches the newest checkpoint at or
-// above min_index from the first that has one, into `applier`. Errors: the
-// last target's; *damaged as Applier::restore says.
-Error fetch_state(apply::Applier* applier, Forwarder& forwarder, const InstallPlan& plan, bool* damaged);
+// above min_index from the first that has one, into `fsm`. Errors: the
+// last target's; *damaged as Fsm::restore says.
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged);
 
 }  // namespace etcdq::raft

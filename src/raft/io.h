@@ -1,0 +1,72 @@
+// libraft's I/O (struct raft_io: the log, snapshots, messages, timers) as a
+// part raft::Node is given, so that consensus can run over something other
+// than the network. Production: raft_uv (the log and snapshots in files in
+// the Raft directory) with raft/transport.h carrying messages over gRPC on
+// the peer URL. An in-process test keeps raft_uv and the consensus thread
+// and swaps only the transport (tests/unit/memory_transport.h), so that
+// every byte of the real code path except the socket runs.
+//
+// Thread-safety: open(), get() and close() are called by whichever thread
+// drives the node's loop at the time (Node::start() before the consensus
+// thread runs, that thread after), never two at once; service() may be
+// called from any thread. The node owns the object and destroys it after
+// its loop closed.
+#pragma once
+
+extern "C" {
+#include <raft.h>
+#include <raft/uv.h>
+}
+#include <grpcpp/grpcpp.h>
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "raft/forwarder.h"
+
+namespace etcdq::raft {
+
+class RaftIo {
+ public:
+  virtual ~RaftIo() = default;
+  // Opens the I/O for the Raft log in `dir` (which exists). Called once, by
+  // Node::start(). Errors: the log cannot be opened (the message names dir).
+  virtual Error open(const std::string& dir) = 0;
+  // What raft_init takes; valid from a successful open() until close().
+  virtual struct raft_io* get() = 0;
+  // Frees what open() made, once libraft closed the I/O (raft_close's
+  // callback) or when raft_init never ran on it. Safe if open() failed.
+  virtual void close() = 0;
+  // The gRPC service that carries libraft's messages to this member, or
+  // nullptr if messages travel some other way.
+  virtual grpc::Service* service() { return nullptr; }
+};
+
+// raft_uv on `loop` with messages through `transport`: the base of every
+// RaftIo that keeps its log in files. `transport` must outlive it.
+class UvIo : public RaftIo {
+ public:
+  UvIo(uv_loop_t* loop, struct raft_uv_transport* transport) : loop_(loop), transport_(transport) {}
+  Error open(const std::string& dir) override;
+  struct raft_io* get() override { return &io_; }
+  void close() override;
+
+ private:
+  uv_loop_t* loop_;
+  struct raft_uv_transport* transport_;
+  struct raft_io io_ {};
+  bool opened_ = false;
+};
+
+// Makes a node's I/O for its loop (which only runs after Node::start()).
+// Called once, by Node's constructor.
+using IoFactory = std::function<std::unique_ptr<RaftIo>(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder)>;
+
+// The production I/O: raft_uv plus GrpcTransport, whose channels are the
+// forwarder's (one connection and one set of credentials per peer).
+std::unique_ptr<RaftIo> grpc_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder);
+
+}  // namespace etcdq::raft

@@ -1,0 +1,123 @@
+// Who leads and this member's progress, as libraft reports them.
+// On the consensus thread (raft/node_impl.h).
+#include "raft/node_impl.h"
+
+namespace etcdq::raft {
+
+int Node::Impl::start_hook(struct raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv) {
+  Impl* self = of(io);
+  self->libraft_tick = tick;
+  self->libraft_recv = recv;
+  return self->uv_start(io, msecs, tick_hook, recv_hook);
+}
+
+void Node::Impl::tick_hook(struct raft_io* io) {
+  Impl* self = of(io);
+  self->libraft_tick(io);
+  self->refresh_leader();
+}
+
+void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
+  Impl* self = of(io);
+  self->libraft_recv(io, msg);
+  self->refresh_leader();
+}
+
+void Node::Impl::refresh_leader() {
+  raft_id lid = 0;
+  const char* addr = nullptr;
+  raft_leader(&raft, &lid, &addr);
+  bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
+  if (lid == raft.id && !leading) lid = 0;
+  note_role(leading);
+  std::lock_guard<std::mutex> lock(progress_mu);
+  if (progress.leader_id == lid && progress.term == raft.current_term && progress.is_leader == leading) return;
+  progress.leader_id = lid;
+  progress.term = raft.current_term;
+  progress.is_leader = leading;
+}
+
+// Tells opts->on_role_change when this member starts or stops leading
+// (consensus thread; the callback must not block).
+void Node::Impl::note_role(bool leading) {
+  if (leading == role_leading) return;
+  role_leading = leading;
+  if (opts->on_role_change) opts->on_role_change(leading);
+}
+
+void Node::Impl::update_progress() {
+  Progress p;
+  p.term = raft.current_term;
+  raft_id lid = 0;
+  const char* addr = nullptr;
+  raft_leader(&raft, &lid, &addr);
+  // libraft 0.15 fails a leader's requests with RAFT_LEADERSHIPLOST a
+  // moment before it leaves the leader state, and may keep naming itself.
+  bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
+  if (lid == raft.id && !leading) lid = 0;
+  note_role(leading);
+  p.leader_id = lid;
+  p.commit_index = raft.commit_index;
+  p.applied_index = raft_last_applied(&raft);
+  p.last_index = raft_last_index(&raft);
+  p.is_leader = leading;
+  std::vector<MemberState> ms;
+  bool in_config = false;
+  for (unsigned i = 0; i < raft.configuration.n; ++i) {
+    in_config = in_config || raft.configuration.servers[i].id == raft.id;
+    const auto& srv = raft.configuration.servers[i];
+    MemberState m;
+    m.id = srv.id;
+    m.address = srv.address;
+    m.voter = srv.role == RAFT_VOTER;
+    m.learner = srv.role == RAFT_STANDBY;
+    if (srv.id == raft.id) {
+      p.is_learner = m.learner;
+      m.match_index = raft_last_index(&raft);
+      m.reachable = true;
+    } else if (p.is_leader && raft.leader_state.progress != nullptr) {
+      m.match_index = raft.leader_state.progress[i].match_index;
+      m.reachable = raft.leader_state.progress[i].recent_recv;
+    }
+    ms.push_back(std::move(m));
+  }
+  {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    progress = p;
+    members_cache = std::move(ms);
+  }
+  // etcd stops a member once it is removed from the cluster. Once a
+  // removal committed, not while a joining member has no configuration yet.
+  if (in_config) was_member = true;
+  if (was_member && !in_config && raft.configuration_index > 0 && raft.configuration_uncommitted_index == 0 &&
+      !removed) {
+    removed = true;
+    spdlog::warn("member {:x} was removed from the cluster; stopping", raft.id);
+    if (opts->on_removed) opts->on_removed();
+  }
+}
+
+// libraft fails a leader's requests before it leaves the leader state:
+// whoever hears of the failure must not then see us named as leader.
+void Node::Impl::update_progress_after_failure(int status) {
+  if (status == RAFT_LEADERSHIPLOST) stepped_down_term = raft.current_term;
+  update_progress();
+}
+
+// The leader's peer host:port (from libraft's configuration), "" when no
+// leader is known or we lead.
+std::string Node::Impl::leader_target() {
+  raft_id lid = 0;
+  const char* addr = nullptr;
+  raft_leader(&raft, &lid, &addr);
+  if (lid == 0 || lid == raft.id || raft_state(&raft) != RAFT_FOLLOWER || addr == nullptr) return "";
+  return addr;
+}
+
+// A member's peer host:port from libraft's configuration, "" if unknown.
+std::string Node::Impl::peer_target(raft_id id) const {
+  int i = index_of(id);
+  if (i < 0 || raft.configuration.servers[i].address == nullptr) return "";
+  return raft.configuration.servers[i].address;
+}
+}  // namespace etcdq::raft

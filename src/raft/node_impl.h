@@ -1,0 +1,276 @@
+// Internal to raft/: the state of one raft::Node and the roles that work on
+// it (braft's split of node, replicator, fsm_caller, snapshot_executor). All
+// run on the node's one consensus thread, so they share this struct without
+// locks; each role's functions live in a file of their own (listed below),
+// node.cc is the facade that hands work to the thread.
+//
+// Threads: the fields under `mu`, the inbox, ready_* and progress_* are
+// shared with callers' threads (their lock says so); everything else is the
+// consensus thread's alone.
+#pragma once
+
+extern "C" {
+#include <raft.h>
+#include <raft/uv.h>
+}
+#include <spdlog/spdlog.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/executor.h"
+#include "raft/node.h"
+
+namespace etcdq::raft {
+
+inline constexpr unsigned kTickMs = 10;
+inline constexpr int kCompletionThreads = 2;
+// A follower forwards at most this many bytes of proposals in one call.
+inline constexpr size_t kMaxForwardBytes = 1 << 20;
+
+using SteadyClock = std::chrono::steady_clock;
+// A snapshot install that found no member to send the state tries again
+// after this, doubling up to kInstallRetryMax.
+inline constexpr std::chrono::milliseconds kInstallRetryFirst{250};
+inline constexpr std::chrono::milliseconds kInstallRetryMax{4000};
+
+// libraft's status as etcd's error.
+inline Error raft_error(int rv, const char* what) {
+  switch (rv) {
+    case RAFT_NOTLEADER: return errors::no_leader();
+    case RAFT_LEADERSHIPLOST: return errors::leader_changed();
+    case RAFT_SHUTDOWN:
+    case RAFT_CANCELED: return errors::stopped();
+    default: return errors::internal(std::string(what) + ": " + raft_strerror(rv));
+  }
+}
+
+struct Node::Impl {
+  // ---- shared with callers' threads (node.cc) --------------------------------
+  Node* node;
+  NodeOptions* opts;
+  Fsm* sm;  // the state machine (raft/fsm.h); consensus thread only
+  std::unique_ptr<Executor> completions;  // answers proposals off this thread
+  uint64_t origin = 0;  // this node's proposals' origin (random per start)
+  std::atomic<uint64_t> next_id{1};
+
+  // A proposal of ours (done set), or commands a follower forwarded, framed
+  // already (forwarded_done set).
+  struct Pending {
+    uint64_t id = 0;
+    std::string bytes;
+    ProposalDone done;
+    std::function<void(Error)> forwarded_done;
+    bool framed = false;  // `bytes` carries its frame already
+  };
+  using ReadFn = std::function<void(Error)>;
+  struct ReadIndexAnswer {
+    uint64_t seq = 0;  // which call (an abandoned call's answer is ignored)
+    Error error;
+    uint64_t index = 0;
+  };
+  std::mutex mu;  // guards everything up to stop_requested
+  std::vector<Pending> queue;
+  std::vector<ReadFn> reads;
+  std::vector<std::function<void(Error, uint64_t)>> index_reads;  // Peer.ReadIndex on the leader
+  std::vector<std::function<void()>> tasks;  // run on the consensus thread
+  bool stop_requested = false;
+
+  // What gRPC callbacks of forwarded calls hand back to the consensus
+  // thread. Shared with those callbacks, so it outlives a stopped node.
+  struct Inbox {
+    std::mutex mu;
+    std::vector<std::pair<std::vector<uint64_t>, Error>> forward_failures;
+    std::vector<ReadIndexAnswer> answers;
+    uv_async_t* wake = nullptr;  // null once the loop is closing
+
+    void post_failure(const std::vector<uint64_t>& ids, const Error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      forward_failures.emplace_back(ids, e);
+      if (wake) uv_async_send(wake);
+    }
+    void post_answer(ReadIndexAnswer&& a) {
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(std::move(a));
+      if (wake) uv_async_send(wake);
+    }
+  };
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+
+  std::mutex ready_mu;
+  std::condition_variable ready_cv;
+  bool ready = false;
+
+  mutable std::mutex progress_mu;
+  Progress progress;
+  std::vector<MemberState> members_cache;  // guarded by progress_mu
+
+  // ---- the consensus thread (consensus_loop.cc) --------------------------------
+  uv_loop_t loop{};
+  uv_async_t wake{};
+  uv_timer_t tick{};
+  std::unique_ptr<RaftIo> io;  // libraft's I/O (raft/io.h)
+  struct raft raft {};
+  struct raft_fsm fsm {};
+  std::thread thread;
+  std::shared_ptr<Forwarder> forwarder;  // Peer calls (raft/forwarder.h)
+  size_t inflight = 0;  // libraft requests not yet called back; closing waits for 0
+  bool closing = false;
+
+  // ---- leadership (leadership.cc) ------------------------------------------------
+  // libraft changes leader and term inside its own tick and message
+  // callbacks; these wrappers refresh the leader fields right after, so a
+  // Status never names a leader our own 10 ms tick has not caught up with.
+  raft_io_tick_cb libraft_tick = nullptr;
+  raft_io_recv_cb libraft_recv = nullptr;
+  int (*uv_start)(struct raft_io*, unsigned, raft_io_tick_cb, raft_io_recv_cb) = nullptr;
+  // A leader knows every committed index once an entry of its own term
+  // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
+  raft_term committed_term = 0;
+  raft_term term_barrier_term = 0;  // the term a barrier is out for
+  raft_term stepped_down_term = 0;  // a term in which libraft told us we lost leadership
+  bool role_leading = false;  // what on_role_change was last told
+  bool was_member = false;
+  bool removed = false;
+
+  // ---- proposals (proposals.cc) ----------------------------------------------------
+  std::unordered_map<uint64_t, ProposalDone> waiters;
+  struct ApplyReq {
+    struct raft_apply req;
+    Impl* impl;
+    std::vector<uint64_t> ids;
+    std::vector<std::function<void(Error)>> forwarded;
+  };
+
+  // ---- forwarding (forwarding.cc) --------------------------------------------------
+  std::deque<std::pair<SteadyClock::time_point, uint64_t>> forwarded_deadlines;
+  // Our proposals that went (or wait to go) to a leader, framed, until they
+  // are answered: a leader that turned out not to be one refused them
+  // before proposing, so they are sent again; while no leader is known they
+  // are held (etcd holds them too, until its request timeout).
+  std::unordered_map<uint64_t, std::string> unanswered;
+  std::vector<uint64_t> held;
+
+  // ---- reads (read_index.cc) -------------------------------------------------------
+  struct WaitingRead {
+    SteadyClock::time_point deadline;
+    ReadFn fn;
+  };
+  // Follower reads waiting for a read index call (held while no leader is
+  // known, as etcd holds them, until their request timeout), and those of
+  // the call in flight, to `read_index_leader`.
+  std::vector<WaitingRead> follower_reads;
+  std::vector<WaitingRead> read_index_batch;
+  bool read_index_inflight = false;
+  uint64_t read_index_seq = 0;
+  raft_id read_index_leader = 0;
+  std::multimap<uint64_t, WaitingRead> reads_waiting_apply;  // by read index
+  struct BarrierReq {
+    struct raft_barrier req;
+    Impl* impl;
+    std::vector<std::function<void(Error)>> reads;
+    raft_term term = 0;  // non-zero: the barrier that commits an entry of this term
+  };
+
+  // ---- membership (membership.cc) --------------------------------------------------
+  // Voters this leader added that are still spares: libraft gives up
+  // promoting a member that does not start within its catch-up rounds, so
+  // the promotion is retried (once a second) until it is a voter.
+  std::set<raft_id> want_voter;
+  SteadyClock::time_point next_promotion_try{};
+  bool promoting = false;
+  struct ChangeReq {
+    struct raft_change req;
+    Impl* impl;
+    std::function<void(Error)> done;
+    std::function<void(Impl*)> then;  // a second step (assign after add)
+  };
+  struct TransferReq {
+    struct raft_transfer req;
+    Impl* impl;
+    uint64_t target;
+    std::function<void(Error)> done;
+  };
+
+  // ---- functions, by the file that holds them ------------------------------------
+  // raft/consensus_loop.cc: the consensus thread's wake-ups (drain) and ticks, deadlines, readiness, closing
+  static void on_wake(uv_async_t* h) { static_cast<Impl*>(h->data)->drain(); }
+  void expire(SteadyClock::time_point now);
+  void set_ready();
+  bool is_ready();
+  static void on_tick(uv_timer_t* t);
+  void drain();
+  void maybe_close();
+  void close_raft();
+  bool stop_requested_now();
+
+  // raft/leadership.cc: who leads and this member's progress, as libraft reports them
+  static Impl* of(struct raft_io* io) { return static_cast<Impl*>(static_cast<struct raft*>(io->data)->data); }
+  static int start_hook(struct raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
+  static void tick_hook(struct raft_io* io);
+  static void recv_hook(struct raft_io* io, struct raft_message* msg);
+  void refresh_leader();
+  void note_role(bool leading);
+  void update_progress();
+  void update_progress_after_failure(int status);
+  std::string leader_target();
+  std::string peer_target(raft_id id) const;
+
+  // raft/proposals.cc: proposals batched into log entries, applied through the Fsm, answered
+  void complete(uint64_t id, apply::Result&& r);
+  void fail(uint64_t id, const Error& e);
+  int on_fsm_apply(const struct raft_buffer* buf, void** result);
+  static void on_applied(struct raft_apply* req, int status, void* /*result*/);
+  void send_commit_nudge();
+  void fail_pending(Pending& p, const Error& e);
+  void propose_entries(std::vector<Pending>& batch);
+  static int fsm_apply(struct raft_fsm* fsm, const struct raft_buffer* buf, void** result);
+
+  // raft/forwarding.cc: a follower's proposals, forwarded to the leader
+  void forward(std::vector<Pending>& batch);
+  void send_to_leader(const std::vector<uint64_t>& ids);
+  void flush_held();
+
+  // raft/read_index.cc: linearizable reads (leader barriers, follower read indexes)
+  void release_reads(uint64_t applied);
+  static void on_barrier(struct raft_barrier* req, int status);
+  void serve_reads(std::vector<ReadFn> rs, std::vector<std::function<void(Error, uint64_t)>> irs, bool leader);
+  void send_read_index();
+  void abandon_read_index_if_stale();
+  static bool retryable(const Error& e);
+  void on_read_index(ReadIndexAnswer&& a);
+
+  // raft/membership.cc: membership changes and leadership transfer (etcd's checks)
+  int index_of(raft_id id) const;
+  unsigned reachable_voters(raft_id except) const;
+  unsigned count_role(int role) const;
+  static Error change_error(int rv);
+  static void on_change(struct raft_change* req, int status);
+  ChangeReq* new_change(std::function<void(Error)> done);
+  void start_assign(raft_id id, int role, std::function<void(Error)> done);
+  void add_member(raft_id id, const std::string& address, bool learner, std::function<void(Error)> done);
+  void try_promotions(SteadyClock::time_point now);
+  void promote_member(raft_id id, std::function<void(Error)> done);
+  void remove_member(raft_id id, std::function<void(Error)> done);
+  static void on_transfer(struct raft_transfer* req);
+  void transfer_leadership(raft_id id, std::function<void(Error)> done);
+
+  // raft/snapshots.cc: libraft's snapshot hooks and installing another member's state
+  Error install(const apply::SnapshotMeta& meta);
+  static int fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs);
+  static int fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf);
+};
+
+}  // namespace etcdq::raft
