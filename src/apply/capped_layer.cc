@@ -10,7 +10,7 @@ Error CappedLayer::put(ApplyCtx& c, const etcdserverpb::PutRequest& r, etcdserve
 }
 
 Error CappedLayer::txn(ApplyCtx& c, const etcdserverpb::TxnRequest& r, etcdserverpb::TxnResponse* resp) {
-  if (no_space() && !txn_is_read_only(r)) return errors::no_space();
+  if (no_space() && txn_has_put(r)) return errors::no_space();  // etcd's capped applier: cost > 0
   return next().txn(c, r, resp);
 }
 

@@ -146,4 +146,16 @@ bool txn_is_read_only(const etcdserverpb::TxnRequest& r) {
   return ops_read_only(r.success()) && ops_read_only(r.failure());
 }
 
+namespace {
+bool ops_have_put(const google::protobuf::RepeatedPtrField<etcdserverpb::RequestOp>& ops) {
+  for (const auto& op : ops) {
+    if (op.has_request_put()) return true;
+    if (op.has_request_txn() && txn_has_put(op.request_txn())) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool txn_has_put(const etcdserverpb::TxnRequest& r) { return ops_have_put(r.success()) || ops_have_put(r.failure()); }
+
 }  // namespace etcdq::apply

@@ -29,5 +29,10 @@ inline constexpr int kMaxRequestNesting = 4096;
 
 // True when no op on any branch writes (etcd serves such txns as reads).
 bool txn_is_read_only(const etcdserverpb::TxnRequest& r);
+// Whether a Txn may add data: a Put in either branch, nested Txns
+// included. etcd's quota charges a Txn only for its Puts
+// (server/storage/quota.go, costTxn), so a delete-only Txn is let through
+// a NOSPACE alarm, as Kubernetes' guarded deletes need.
+bool txn_has_put(const etcdserverpb::TxnRequest& r);
 
 }  // namespace etcdq::apply

@@ -60,7 +60,7 @@ bool content_length(const std::string& in, size_t end, size_t* n) {
 
 }  // namespace
 
-Connections::Connections() {
+Connections::Connections(Classifier slow) : slow_(std::move(slow)) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -68,7 +68,8 @@ Connections::Connections() {
   ev.data.ptr = nullptr;  // the wake-up fd
   epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_fd_, &ev);
   loop_thread_ = std::thread([this] { loop(); });
-  for (size_t i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { work(); });
+  for (size_t i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { work(0); });
+  for (size_t i = 0; i < kSlowWorkers; ++i) workers_.emplace_back([this] { work(1); });
 }
 
 Connections::~Connections() { stop(); }
@@ -80,7 +81,7 @@ void Connections::stop() {
     stopping_ = true;
   }
   wake();
-  work_cv_.notify_all();
+  for (auto& cv : work_cv_) cv.notify_all();
   if (loop_thread_.joinable()) loop_thread_.join();
   for (auto& t : workers_) {
     if (t.joinable()) t.join();
@@ -90,8 +91,10 @@ void Connections::stop() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [fd, serve] : adopted_) ::close(fd);
   adopted_.clear();
-  for (auto& c : jobs_) ::close(c->fd);
-  jobs_.clear();
+  for (auto& lane : jobs_) {
+    for (auto& c : lane) ::close(c->fd);
+    lane.clear();
+  }
   for (auto& c : served_) ::close(c->fd);
   served_.clear();
   if (epoll_ >= 0) ::close(epoll_);
@@ -153,12 +156,13 @@ void Connections::dispatch(Conn* c) {
   auto it = waiting_.find(c);
   std::unique_ptr<Conn> owned = std::move(it->second);
   waiting_.erase(it);
+  size_t lane = slow_ && slow_(owned->in) ? 1 : 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(owned));
+    jobs_[lane].push_back(std::move(owned));
     ++busy_;
   }
-  work_cv_.notify_one();
+  work_cv_[lane].notify_one();
 }
 
 void Connections::on_readable(Conn* c) {
@@ -306,15 +310,15 @@ void Connections::loop() {
   waiting_.clear();
 }
 
-void Connections::work() {
+void Connections::work(size_t lane) {
   for (;;) {
     std::unique_ptr<Conn> c;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      work_cv_[lane].wait(lock, [this, lane] { return stopping_ || !jobs_[lane].empty(); });
       if (stopping_) return;
-      c = std::move(jobs_.front());
-      jobs_.pop_front();
+      c = std::move(jobs_[lane].front());
+      jobs_[lane].pop_front();
     }
     bool last = ++c->served >= kMaxRequestsPerConnection;
     bool keep_open = true;

@@ -52,7 +52,14 @@ class Connections {
   using Handler = std::function<size_t(int fd, const std::string& in, bool last, std::string* out, bool* keep_open)>;
 
   static constexpr size_t kMaxConnections = 512;
-  static constexpr size_t kWorkers = 4;  // a /readyz linearizable read may wait out a request timeout
+  // Two lanes of workers: requests that may wait on the cluster (a
+  // linearizable health check waits up to a request timeout without
+  // quorum) run on their own, so a storm of them never delays /metrics,
+  // /livez or a serializable /health.
+  static constexpr size_t kWorkers = 2;
+  static constexpr size_t kSlowWorkers = 4;
+  // Whether a complete request (its bytes) belongs to the slow lane.
+  using Classifier = std::function<bool(const std::string& request)>;
   static constexpr size_t kMaxRequestsPerConnection = 1000;
   static constexpr size_t kMaxHeaderBytes = 64 << 10;
   // Nothing served yet takes a body; the JSON gateway (/v3/...) will need
@@ -62,7 +69,7 @@ class Connections {
   static constexpr std::chrono::seconds kRequestTimeout{10};
   static constexpr std::chrono::seconds kWriteTimeout{10};
 
-  Connections();
+  explicit Connections(Classifier slow = nullptr);
   ~Connections();  // stop()
 
   // Takes ownership of an accepted socket; `serve` must outlive stop().
@@ -75,7 +82,7 @@ class Connections {
   using Clock = std::chrono::steady_clock;
 
   void loop();     // the epoll thread
-  void work();     // a worker thread
+  void work(size_t lane);  // a worker thread
   void wake();
   void watch(Conn* c, bool for_write);
   void on_readable(Conn* c);
@@ -95,9 +102,10 @@ class Connections {
   std::unordered_map<Conn*, std::unique_ptr<Conn>> waiting_;  // reading a request or writing a response
 
   std::mutex mu_;  // guards everything below
-  std::condition_variable work_cv_;
+  std::condition_variable work_cv_[2];
+  Classifier slow_;
   std::vector<std::pair<int, const Handler*>> adopted_;
-  std::deque<std::unique_ptr<Conn>> jobs_;      // complete requests for the workers
+  std::deque<std::unique_ptr<Conn>> jobs_[2];   // complete requests for the workers, by lane
   std::vector<std::unique_ptr<Conn>> served_;   // back from the workers, response in `out`
   size_t busy_ = 0;                             // taken by workers or queued for them
   bool stopping_ = false;

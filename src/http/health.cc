@@ -111,6 +111,18 @@ void checks(const HealthSource& src, const std::string& kind, const std::string&
 
 }  // namespace
 
+bool health_may_wait(const std::string& request) {
+  size_t sp = request.find(' ');
+  if (sp == std::string::npos) return false;
+  size_t end = request.find_first_of(" \r\n", sp + 1);
+  std::string target = request.substr(sp + 1, end == std::string::npos ? std::string::npos : end - sp - 1);
+  size_t q = target.find('?');
+  std::string path = target.substr(0, q);
+  std::string query = q == std::string::npos ? "" : target.substr(q + 1);
+  if (path == "/health") return query.find("serializable=true") == std::string::npos;
+  return path == "/readyz" || path == "/readyz/linearizable_read";
+}
+
 bool answer_health(const HealthSource& src, const std::string& method, const std::string& path,
                    const std::multimap<std::string, std::string>& query, HealthAnswer* out) {
   std::string kind, only;

@@ -50,4 +50,9 @@ struct HealthAnswer {
 bool answer_health(const HealthSource& src, const std::string& method, const std::string& path,
                    const std::multimap<std::string, std::string>& query, HealthAnswer* out);
 
+// Whether an HTTP request (its bytes, request line first) is a health check
+// that may wait on the cluster: a linearizable /health or /readyz. The
+// server runs those on workers of their own (connections.h).
+bool health_may_wait(const std::string& request);
+
 }  // namespace etcdq::http

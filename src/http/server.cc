@@ -149,7 +149,7 @@ void HttpServer::route(Listener* s) {
 }
 
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
-  if (!conns_) conns_ = std::make_unique<Connections>();
+  if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait);
   for (const auto& [host, port] : listen) {
     auto s = std::make_unique<Listener>(conns_.get());
     route(s.get());
@@ -167,7 +167,7 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
 
 void HttpServer::adopt(int fd) {
   std::call_once(adopted_once_, [this] {
-    if (!conns_) conns_ = std::make_unique<Connections>();
+    if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait);
     adopted_ = std::make_unique<Listener>(conns_.get());
     route(adopted_.get());
   });

@@ -23,8 +23,12 @@ Error check_request_size(const Context& ctx, const apply::Command& cmd) {
 }
 
 Error check_quota(Context& ctx, const apply::Command& cmd) {
+  // Alarms are how an operator clears a CORRUPT or NOSPACE alarm: never refused here.
+  if (cmd.has_alarm() || cmd.has_member_attributes()) return {};
+  // What the apply chain's corrupt layer would refuse anyway, spared the log.
   if (ctx.alarms->active(etcdserverpb::CORRUPT)) return errors::corrupt();
-  bool adds = cmd.has_put() || cmd.has_lease_grant() || (cmd.has_txn() && !apply::txn_is_read_only(cmd.txn()));
+  // etcd's quota cost: only Puts, LeaseGrants and Txns with a Put add data.
+  bool adds = cmd.has_put() || cmd.has_lease_grant() || (cmd.has_txn() && apply::txn_has_put(cmd.txn()));
   if (!adds) return {};
   if (ctx.alarms->active(etcdserverpb::NOSPACE)) return errors::no_space();
   if (ctx.limits.quota_bytes <= 0) return {};

@@ -83,10 +83,7 @@ struct Mux::Impl {
       int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          // Out of descriptors, most likely: the backlog keeps the rest.
-          spdlog::warn("cannot accept a client connection: {}", system_error(errno));
-        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) pause_accepting(errno);
         return;
       }
       int one = 1;
@@ -105,6 +102,40 @@ struct Mux::Impl {
       // socket registered after it: look now.
       route_if_ready(fd);
     }
+  }
+
+  // Out of descriptors (or another accept failure): the listeners stay
+  // readable, so waiting on them again at once would spin. Stop watching
+  // them for kAcceptPause (the backlog keeps the connections), and warn at
+  // most once per kWarnEvery, as Go's net/http backs off.
+  static constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+  static constexpr auto kWarnEvery = std::chrono::seconds(10);
+  Clock::time_point resume_accept{};
+  Clock::time_point last_warning{};
+  uint64_t failures_since_warning = 0;
+
+  void arm_listeners(bool on) {
+    for (int lfd : listeners) {
+      epoll_event ev{};
+      ev.events = on ? static_cast<uint32_t>(EPOLLIN) : 0u;
+      ev.data.u64 = kListenerTag | static_cast<uint64_t>(lfd);
+      epoll_ctl(epoll, EPOLL_CTL_MOD, lfd, &ev);
+    }
+  }
+
+  void pause_accepting(int err) {
+    auto now = Clock::now();
+    ++failures_since_warning;
+    if (now - last_warning >= kWarnEvery) {
+      spdlog::warn("cannot accept client connections ({} failures): {}; pausing {} ms at a time", failures_since_warning,
+                   system_error(err), kAcceptPause.count());
+      last_warning = now;
+      failures_since_warning = 0;
+    }
+    // The longest-waiting silent connection gives its descriptor back.
+    if (!pending.empty()) close_pending(pending.front().fd);
+    resume_accept = now + kAcceptPause;
+    arm_listeners(false);
   }
 
   void route_if_ready(int fd) {
@@ -137,7 +168,17 @@ struct Mux::Impl {
   void loop() {
     epoll_event events[64];
     while (!stop_requested.load()) {
-      int n = epoll_wait(epoll, events, 64, 1000);
+      int timeout_ms = 1000;
+      if (resume_accept != Clock::time_point{}) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(resume_accept - Clock::now()).count();
+        if (left <= 0) {
+          resume_accept = {};
+          arm_listeners(true);
+        } else {
+          timeout_ms = static_cast<int>(left);
+        }
+      }
+      int n = epoll_wait(epoll, events, 64, timeout_ms);
       if (n < 0 && errno != EINTR) {
         spdlog::error("client connection mux: epoll_wait failed: {}", system_error(errno));
         return;

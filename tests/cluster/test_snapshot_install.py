@@ -215,7 +215,11 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
             times.append(first_linearizable_read_s(c.members[follower], restarted))
             c.wait_serving()
         print("\nfirst linearizable read after the restart: %s s" % ", ".join("%.2f" % t for t in times))
-        self.assertLess(max(times), 3.0, times)
+        # etcd answers in 0.05-0.10 s here (0.4-0.65 s on the machine the
+        # issue was measured on); etcdq on a fresh cluster in 0.2-0.45 s.
+        # The libraft bug costs --snapshot-count heartbeats (2.5 s here), so
+        # the bound tells the two apart on a loaded machine too.
+        self.assertLess(max(times), 1.5, times)
 
 
 if __name__ == "__main__":
