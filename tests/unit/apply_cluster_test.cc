@@ -24,6 +24,7 @@ extern "C" {
 #include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "mvcc/store.h"
+#include "state_dump.h"
 #include "storage/engine.h"
 
 namespace etcdq {
@@ -62,21 +63,7 @@ struct Member {
   }
 
   // Every key with its revisions and value, and the store's revision.
-  std::string state() {
-    etcdserverpb::RangeRequest r;
-    r.set_key(std::string(1, '\0'));
-    r.set_range_end(std::string(1, '\0'));
-    etcdserverpb::RangeResponse resp;
-    auto view = store->view();
-    apply::ViewState s(*view);
-    EXPECT_FALSE(apply::range(s, r, &resp));
-    std::string out = "rev=" + std::to_string(view->revision()) + "\n";
-    for (const auto& kv : resp.kvs()) {
-      out += kv.key() + "=" + kv.value() + " c" + std::to_string(kv.create_revision()) + " m" +
-             std::to_string(kv.mod_revision()) + " v" + std::to_string(kv.version()) + "\n";
-    }
-    return out;
-  }
+  std::string state() { return testing::state_dump(*store); }
 
   std::unique_ptr<apply::StateMachine> sm;
   mvcc::Store* store = nullptr;

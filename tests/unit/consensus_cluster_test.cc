@@ -36,6 +36,7 @@
 #include "etcdq/command.pb.h"
 #include "memory_network.h"
 #include "mvcc/store.h"
+#include "state_dump.h"
 #include "raft/applier_fsm.h"
 #include "raft/node.h"
 #include "storage/checkpoints.h"
@@ -71,21 +72,7 @@ struct StateMachine {
   }
 
   // Every key with its revisions and value, and the store's revision.
-  std::string state_text() {
-    etcdserverpb::RangeRequest r;
-    r.set_key(std::string(1, '\0'));
-    r.set_range_end(std::string(1, '\0'));
-    etcdserverpb::RangeResponse resp;
-    auto view = store->view();
-    apply::ViewState s(*view);
-    EXPECT_FALSE(apply::range(s, r, &resp));
-    std::string out = "rev=" + std::to_string(view->revision()) + "\n";
-    for (const auto& kv : resp.kvs()) {
-      out += kv.key() + "=" + kv.value() + " c" + std::to_string(kv.create_revision()) + " m" +
-             std::to_string(kv.mod_revision()) + " v" + std::to_string(kv.version()) + "\n";
-    }
-    return out;
-  }
+  std::string state_text() { return testing::state_dump(*store); }
 
   std::unique_ptr<apply::StateMachine> state;
   mvcc::Store* store = nullptr;
