@@ -8,11 +8,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <map>
 #include <mutex>
 #include <thread>
-#include <vector>
 
+#include "raft/uv_bridge.h"
 #include "raft/wire_check.h"
 
 namespace etcdq::raft {
@@ -37,99 +36,14 @@ void size_buffers(const int fds[2]) {
 
 }  // namespace
 
-struct GrpcTransport::Shared : std::enable_shared_from_this<GrpcTransport::Shared> {
-  uv_loop_t* loop = nullptr;
+// The gRPC side of the transport; UvBridge is its libuv side.
+struct GrpcTransport::Shared : UvBridge, std::enable_shared_from_this<GrpcTransport::Shared> {
+  Shared(uv_loop_t* loop, ChannelFor channel_for) : UvBridge(loop), channel_for(std::move(channel_for)) {}
+
   ChannelFor channel_for;
-  struct raft_uv_transport t {};
-  uv_async_t async{};
 
-  // Set by init (before the loop runs), read-only afterwards.
-  raft_id self_id = 0;
-  std::string self_address;
-
-  std::mutex mu;  // guards open, listening, incoming and tasks
-  bool open = false;       // other threads may post tasks
-  bool listening = false;  // libraft accepts incoming streams
+  std::mutex incoming_mu;  // guards incoming
   int incoming = 0;        // incoming streams being served
-  std::vector<std::function<void()>> tasks;
-
-  // Loop thread only.
-  raft_uv_accept_cb accept_cb = nullptr;
-  raft_uv_transport_close_cb close_cb = nullptr;
-  bool closing = false;
-  struct Connecting {
-    struct raft_uv_connect* req;
-    raft_uv_connect_cb cb;
-  };
-  std::map<uint64_t, Connecting> connecting;  // connects libraft still waits for
-  uint64_t next_connect = 1;
-
-  // Runs `fn` on the loop thread; false once the transport closed.
-  bool post(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!open) return false;
-    tasks.push_back(std::move(fn));
-    uv_async_send(&async);
-    return true;
-  }
-
-  // Loop thread: a stream libraft owns (and frees with raft_free) on `fd`.
-  uv_stream_t* adopt(int fd) {
-    auto* pipe = static_cast<uv_pipe_t*>(raft_malloc(sizeof(uv_pipe_t)));
-    if (pipe == nullptr) return nullptr;
-    uv_pipe_init(loop, pipe, 0);
-    if (uv_pipe_open(pipe, fd) != 0) {
-      uv_close(reinterpret_cast<uv_handle_t*>(pipe), [](uv_handle_t* h) { raft_free(h); });
-      return nullptr;
-    }
-    return reinterpret_cast<uv_stream_t*>(pipe);
-  }
-
-  // Loop thread: answers the connect `key` once.
-  void connected(uint64_t key, int fd, int status) {
-    auto it = connecting.find(key);
-    if (it == connecting.end()) {
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    Connecting c = it->second;
-    connecting.erase(it);
-    if (closing) status = RAFT_CANCELED;
-    uv_stream_t* stream = nullptr;
-    if (status == 0) {
-      stream = adopt(fd);
-      if (stream == nullptr) status = RAFT_NOCONNECTION;
-    } else if (fd >= 0) {
-      ::close(fd);
-    }
-    c.cb(c.req, stream, status);
-  }
-
-  void drain() {
-    std::vector<std::function<void()>> now;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      now.swap(tasks);
-      if (closing) open = false;  // nothing is posted after this
-    }
-    for (auto& fn : now) fn();
-    if (!closing) return;
-    std::vector<std::function<void()>> late;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      late.swap(tasks);
-    }
-    for (auto& fn : late) fn();
-    auto pending = std::move(connecting);
-    connecting.clear();
-    for (auto& [key, c] : pending) c.cb(c.req, nullptr, RAFT_CANCELED);
-    if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&async))) {
-      uv_close(reinterpret_cast<uv_handle_t*>(&async), [](uv_handle_t* h) {
-        auto* self = static_cast<Shared*>(h->data);
-        if (self->close_cb) self->close_cb(&self->t);
-      });
-    }
-  }
 
   // A connect's own thread: opens the stream, hands libraft its end, then
   // pumps libraft's bytes into the call until either side ends.
@@ -145,8 +59,8 @@ struct GrpcTransport::Shared : std::enable_shared_from_this<GrpcTransport::Share
     peer::RaftStreamEnd end;
     std::unique_ptr<grpc::ClientWriter<peer::RaftFrame>> writer = stub->Stream(&ctx, &end);
     peer::RaftFrame frame;
-    frame.set_from_id(self_id);
-    frame.set_from_address(self_address);
+    frame.set_from_id(id());
+    frame.set_from_address(UvBridge::address());  // ours, not `address`
     int fds[2];
     if (!writer->Write(frame) || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       ctx.TryCancel();
@@ -186,52 +100,11 @@ struct GrpcTransport::Shared : std::enable_shared_from_this<GrpcTransport::Share
     writer->Finish();
   }
 
-  // ---- raft_uv_transport callbacks (loop thread) ---------------------------
-
-  static Shared* of(struct raft_uv_transport* t) { return static_cast<Shared*>(t->impl); }
-
-  static int on_init(struct raft_uv_transport* t, raft_id id, const char* address) {
-    Shared* self = of(t);
-    self->self_id = id;
-    self->self_address = address;
-    if (uv_async_init(self->loop, &self->async, [](uv_async_t* a) { static_cast<Shared*>(a->data)->drain(); }) != 0) {
-      return RAFT_IOERR;
-    }
-    self->async.data = self;
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->open = true;
-    return 0;
-  }
-
-  static int on_listen(struct raft_uv_transport* t, raft_uv_accept_cb cb) {
-    Shared* self = of(t);
-    self->accept_cb = cb;
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->listening = true;
-    return 0;
-  }
-
-  static int on_connect(struct raft_uv_transport* t, struct raft_uv_connect* req, raft_id, const char* address,
-                        raft_uv_connect_cb cb) {
-    Shared* self = of(t);
-    if (self->closing) return RAFT_CANCELED;
-    uint64_t key = self->next_connect++;
-    self->connecting[key] = Connecting{req, cb};
-    std::thread([self = self->shared_from_this(), key, address = std::string(address)] {
+  // Loop thread: each connect gets a thread of its own (connect_and_pump).
+  void start_connect(uint64_t key, raft_id, const char* address) override {
+    std::thread([self = shared_from_this(), key, address = std::string(address)] {
       self->connect_and_pump(key, address);
     }).detach();
-    return 0;
-  }
-
-  static void on_close(struct raft_uv_transport* t, raft_uv_transport_close_cb cb) {
-    Shared* self = of(t);
-    self->closing = true;
-    self->close_cb = cb;
-    {
-      std::lock_guard<std::mutex> lock(self->mu);
-      self->listening = false;
-    }
-    uv_async_send(&self->async);
   }
 };
 
@@ -285,7 +158,7 @@ class GrpcTransport::Incoming final : public grpc::ServerReadReactor<peer::RaftF
 
   void OnDone() override {
     if (counted_) {
-      std::lock_guard<std::mutex> lock(shared_->mu);
+      std::lock_guard<std::mutex> lock(shared_->incoming_mu);
       --shared_->incoming;
     }
     delete this;
@@ -299,8 +172,8 @@ class GrpcTransport::Incoming final : public grpc::ServerReadReactor<peer::RaftF
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad handshake");
     }
     {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      if (!shared_->listening) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not accepting yet");
+      std::lock_guard<std::mutex> lock(shared_->incoming_mu);
+      if (!shared_->listening()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not accepting yet");
       if (shared_->incoming >= GrpcTransport::kMaxIncomingStreams) {
         return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many Raft streams");
       }
@@ -315,14 +188,8 @@ class GrpcTransport::Incoming final : public grpc::ServerReadReactor<peer::RaftF
     id_ = frame_.from_id();
     address_ = frame_.from_address();
     int libraft_end = fds[0];
-    bool posted = shared_->post([self = shared_, id = id_, address = address_, libraft_end] {
-      if (self->closing || self->accept_cb == nullptr) {
-        ::close(libraft_end);
-        return;
-      }
-      uv_stream_t* stream = self->adopt(libraft_end);
-      if (stream != nullptr) self->accept_cb(&self->t, id, address.c_str(), stream);
-    });
+    bool posted = shared_->post(
+        [self = shared_, id = id_, address = address_, libraft_end] { self->accept(id, address, libraft_end); });
     if (!posted) {
       ::close(fds[0]);
       ::close(fds[1]);
@@ -395,20 +262,14 @@ class GrpcTransport::Service final : public peer::RaftTransport::CallbackService
   std::shared_ptr<Shared> shared_;
 };
 
-GrpcTransport::GrpcTransport(uv_loop_t* loop, ChannelFor channel_for) : shared_(std::make_shared<Shared>()) {
-  shared_->loop = loop;
-  shared_->channel_for = std::move(channel_for);
-  shared_->t.impl = shared_.get();
-  shared_->t.init = Shared::on_init;
-  shared_->t.listen = Shared::on_listen;
-  shared_->t.connect = Shared::on_connect;
-  shared_->t.close = Shared::on_close;
+GrpcTransport::GrpcTransport(uv_loop_t* loop, ChannelFor channel_for)
+    : shared_(std::make_shared<Shared>(loop, std::move(channel_for))) {
   service_ = std::make_unique<Service>(shared_);
 }
 
 GrpcTransport::~GrpcTransport() = default;
 
-struct raft_uv_transport* GrpcTransport::raw() { return &shared_->t; }
+struct raft_uv_transport* GrpcTransport::raw() { return shared_->raw(); }
 
 grpc::Service* GrpcTransport::service() { return service_.get(); }
 

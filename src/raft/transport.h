@@ -30,7 +30,8 @@
 // Thread-safety: the raft_uv_transport callbacks run on the consensus thread
 // (libraft's loop); the gRPC service runs on gRPC's threads; the connect and
 // pump threads (one per outgoing stream) are the transport's own. Loop-side state is touched only on
-// the loop thread; other threads hand it work through a uv_async_t.
+// the loop thread; other threads hand it work through a uv_async_t
+// (raft/uv_bridge.h, the libuv side shared with the tests' in-memory one).
 #pragma once
 
 extern "C" {

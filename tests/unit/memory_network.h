@@ -17,7 +17,8 @@
 // after a TCP reset) and refuses new connections, so libraft loses exactly
 // the messages a real partition would lose and retries as it does then.
 //
-// Thread-safety: every public method may be called from any thread.
+// Thread-safety: every public method of MemoryNetwork may be called from
+// any thread.
 #pragma once
 
 extern "C" {
@@ -43,136 +44,24 @@ extern "C" {
 #include <vector>
 
 #include "raft/io.h"
+#include "raft/uv_bridge.h"
 
 namespace etcdq::testing {
 
 class MemoryNetwork;
 
-// One member's raft_uv_transport. Loop-side state is touched on the
-// member's consensus thread only; other threads hand it work through post().
-class MemoryEndpoint : public std::enable_shared_from_this<MemoryEndpoint> {
+// One member's raft_uv_transport: connections come from the network
+// (raft::UvBridge says which of its methods run on which thread).
+class MemoryEndpoint : public raft::UvBridge, public std::enable_shared_from_this<MemoryEndpoint> {
  public:
-  MemoryEndpoint(uv_loop_t* loop, std::weak_ptr<MemoryNetwork> net) : loop_(loop), net_(std::move(net)) {
-    t_.impl = this;
-    t_.init = on_init;
-    t_.listen = on_listen;
-    t_.connect = on_connect;
-    t_.close = on_close;
-  }
-  struct raft_uv_transport* raw() { return &t_; }
-  uint64_t id() const { return id_; }
-  const std::string& address() const { return address_; }
-
-  // Runs `fn` on the consensus thread; false once the transport closed.
-  bool post(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!open_) return false;
-    tasks_.push_back(std::move(fn));
-    uv_async_send(&async_);
-    return true;
-  }
-  bool listening() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return listening_;
-  }
-  // Consensus thread: hands libraft an incoming stream read from `fd`.
-  void accept(uint64_t from, const std::string& address, int fd) {
-    uv_stream_t* s = closing_ || accept_cb_ == nullptr ? nullptr : adopt(fd);
-    if (s == nullptr) {
-      ::close(fd);
-      return;
-    }
-    accept_cb_(&t_, from, address.c_str(), s);
-  }
+  MemoryEndpoint(uv_loop_t* loop, std::weak_ptr<MemoryNetwork> net) : UvBridge(loop), net_(std::move(net)) {}
 
  private:
-  struct Connecting {
-    struct raft_uv_connect* req;
-    raft_uv_connect_cb cb;
-  };
+  void after_init() override;
+  void start_connect(uint64_t key, raft_id to, const char* address) override;
+  void before_close() override;
 
-  static MemoryEndpoint* of(struct raft_uv_transport* t) { return static_cast<MemoryEndpoint*>(t->impl); }
-
-  uv_stream_t* adopt(int fd) {
-    auto* pipe = static_cast<uv_pipe_t*>(raft_malloc(sizeof(uv_pipe_t)));
-    if (pipe == nullptr) return nullptr;
-    uv_pipe_init(loop_, pipe, 0);
-    if (uv_pipe_open(pipe, fd) != 0) {
-      uv_close(reinterpret_cast<uv_handle_t*>(pipe), [](uv_handle_t* h) { raft_free(h); });
-      return nullptr;
-    }
-    return reinterpret_cast<uv_stream_t*>(pipe);
-  }
-
-  void connected(uint64_t key, int fd, int status) {
-    auto it = connecting_.find(key);
-    if (it == connecting_.end()) {
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    Connecting c = it->second;
-    connecting_.erase(it);
-    if (closing_) status = RAFT_CANCELED;
-    uv_stream_t* stream = nullptr;
-    if (status == 0) {
-      stream = adopt(fd);
-      if (stream == nullptr) status = RAFT_NOCONNECTION;
-    } else if (fd >= 0) {
-      ::close(fd);
-    }
-    c.cb(c.req, stream, status);
-  }
-
-  void drain() {
-    std::vector<std::function<void()>> now;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      now.swap(tasks_);
-      if (closing_) open_ = false;
-    }
-    for (auto& fn : now) fn();
-    if (!closing_) return;
-    auto pending = std::move(connecting_);
-    connecting_.clear();
-    for (auto& kv : pending) kv.second.cb(kv.second.req, nullptr, RAFT_CANCELED);
-    if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&async_))) {
-      uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* h) {
-        auto* self = static_cast<MemoryEndpoint*>(h->data);
-        if (self->close_cb_) self->close_cb_(&self->t_);
-      });
-    }
-  }
-
-  static int on_init(struct raft_uv_transport* t, raft_id id, const char* address);
-  static int on_listen(struct raft_uv_transport* t, raft_uv_accept_cb cb) {
-    MemoryEndpoint* self = of(t);
-    self->accept_cb_ = cb;
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->listening_ = true;
-    return 0;
-  }
-  static int on_connect(struct raft_uv_transport* t, struct raft_uv_connect* req, raft_id id, const char* address,
-                        raft_uv_connect_cb cb);
-  static void on_close(struct raft_uv_transport* t, raft_uv_transport_close_cb cb);
-
-  uv_loop_t* loop_;
   std::weak_ptr<MemoryNetwork> net_;
-  struct raft_uv_transport t_ {};
-  uv_async_t async_{};
-  uint64_t id_ = 0;
-  std::string address_;
-
-  std::mutex mu_;  // guards open_, listening_, tasks_
-  bool open_ = false;
-  bool listening_ = false;
-  std::vector<std::function<void()>> tasks_;
-
-  // Consensus thread only.
-  raft_uv_accept_cb accept_cb_ = nullptr;
-  raft_uv_transport_close_cb close_cb_ = nullptr;
-  bool closing_ = false;
-  std::map<uint64_t, Connecting> connecting_;
-  uint64_t next_key_ = 1;
 };
 
 class MemoryNetwork : public std::enable_shared_from_this<MemoryNetwork> {
@@ -361,51 +250,24 @@ class MemoryNetwork : public std::enable_shared_from_this<MemoryNetwork> {
   std::condition_variable relays_done_;
 };
 
-inline int MemoryEndpoint::on_init(struct raft_uv_transport* t, raft_id id, const char* address) {
-  MemoryEndpoint* self = of(t);
-  self->id_ = id;
-  self->address_ = address;
-  auto drain = [](uv_async_t* a) { static_cast<MemoryEndpoint*>(a->data)->drain(); };
-  if (uv_async_init(self->loop_, &self->async_, drain) != 0) {
-    return RAFT_IOERR;
-  }
-  self->async_.data = self;
-  {
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->open_ = true;
-  }
-  if (auto net = self->net_.lock()) net->add(self->shared_from_this());
-  return 0;
+inline void MemoryEndpoint::after_init() {
+  if (auto net = net_.lock()) net->add(shared_from_this());
 }
 
-inline int MemoryEndpoint::on_connect(struct raft_uv_transport* t, struct raft_uv_connect* req, raft_id id,
-                                      const char*, raft_uv_connect_cb cb) {
-  MemoryEndpoint* self = of(t);
-  if (self->closing_) return RAFT_CANCELED;
-  uint64_t key = self->next_key_++;
-  self->connecting_[key] = Connecting{req, cb};
+inline void MemoryEndpoint::start_connect(uint64_t key, raft_id to, const char*) {
   int fd = -1;
-  if (auto net = self->net_.lock()) fd = net->connect(self->id_, self->address_, id);
+  if (auto net = net_.lock()) fd = net->connect(id(), address(), to);
   // libraft expects the callback later, from the loop, as after a real connect.
-  std::weak_ptr<MemoryEndpoint> weak = self->shared_from_this();
-  if (!self->post([weak, key, fd] {
+  std::weak_ptr<MemoryEndpoint> weak = shared_from_this();
+  if (!post([weak, key, fd] {
         if (auto s = weak.lock()) s->connected(key, fd, fd >= 0 ? 0 : RAFT_NOCONNECTION);
       })) {
     if (fd >= 0) ::close(fd);
   }
-  return 0;
 }
 
-inline void MemoryEndpoint::on_close(struct raft_uv_transport* t, raft_uv_transport_close_cb cb) {
-  MemoryEndpoint* self = of(t);
-  self->closing_ = true;
-  self->close_cb_ = cb;
-  {
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->listening_ = false;
-  }
-  if (auto net = self->net_.lock()) net->remove(self->id_);
-  uv_async_send(&self->async_);
+inline void MemoryEndpoint::before_close() {
+  if (auto net = net_.lock()) net->remove(id());
 }
 
 // raft_uv over a MemoryEndpoint, with the network's append hook for this
