@@ -50,7 +50,10 @@ void UvBridge::connected(uint64_t key, int fd, int status) {
   uv_stream_t* stream = nullptr;
   if (status == 0) {
     stream = adopt(fd);
-    if (stream == nullptr) status = RAFT_NOCONNECTION;
+    if (stream == nullptr) {
+      ::close(fd);  // libuv did not take it
+      status = RAFT_NOCONNECTION;
+    }
   } else if (fd >= 0) {
     ::close(fd);
   }

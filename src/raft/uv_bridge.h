@@ -61,8 +61,8 @@ class UvBridge {
   // Loop thread: answers the connect `key` once: with a stream on `fd`
   // when `status` is 0, else with `status` (RAFT_CANCELED once closing).
   // `fd` (or -1) is handed to libraft, or closed when the answer is an
-  // error or `key` was answered already; if libuv refuses it, libraft gets
-  // RAFT_NOCONNECTION and `fd` stays open.
+  // error, `key` was answered already, or libuv refuses it (libraft then
+  // gets RAFT_NOCONNECTION).
   void connected(uint64_t key, int fd, int status);
   // Loop thread: hands libraft an incoming stream from member `from` read
   // from `fd`, or closes `fd` when libraft does not listen (not yet, or
