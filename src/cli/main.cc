@@ -20,6 +20,7 @@
 #include "member/member.h"
 #include "net/mux.h"
 #include "server/peer_server.h"
+#include "server/maintenance_service.h"
 #include "server/server.h"
 
 using namespace etcdq;
@@ -144,8 +145,10 @@ int main(int argc, char** argv) {
   ho.health.is_learner = [mp] { return mp->is_learner(); };
   ho.health.alarms = [mp] { return mp->active_alarms(); };
   ho.health.read = [mp](bool serializable) { return mp->health_read(serializable).message(); };
-  ho.server_version = ETCDQ_VERSION;
-  ho.cluster_version = "3.5.0";
+  // The etcd version etcdq answers as, as Maintenance.Status does: clients
+  // decide what to send from it (etcdq's own is `etcdq --version`).
+  ho.server_version = server::kEtcdApiVersion;
+  ho.cluster_version = server::kEtcdApiVersion;
   http::HttpServer http_server(ho);
   {
     std::vector<std::pair<std::string, int>> listen_http;

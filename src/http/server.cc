@@ -146,6 +146,10 @@ void HttpServer::route(Listener* s) {
                     "application/json");
   });
   s->set_payload_max_length(Connections::kMaxBodyBytes);
+  // Go's ServeMux answer for a path nothing serves.
+  s->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty()) res.set_content("404 page not found\n", "text/plain; charset=utf-8");
+  });
 }
 
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
