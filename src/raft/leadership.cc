@@ -23,13 +23,22 @@ void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
   self->refresh_leader();
 }
 
-void Node::Impl::refresh_leader() {
-  raft_id lid = 0;
+Node::Impl::LeaderView Node::Impl::leader_view() {
+  LeaderView v;
   const char* addr = nullptr;
-  raft_leader(&raft, &lid, &addr);
-  bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
-  if (lid == raft.id && !leading) lid = 0;
-  note_role(leading);
+  raft_leader(&raft, &v.leader_id, &addr);
+  // libraft 0.15 fails a leader's requests with RAFT_LEADERSHIPLOST a
+  // moment before it leaves the leader state, and may keep naming itself.
+  v.leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
+  if (v.leader_id == raft.id && !v.leading) v.leader_id = 0;
+  note_role(v.leading);
+  return v;
+}
+
+void Node::Impl::refresh_leader() {
+  LeaderView v = leader_view();
+  raft_id lid = v.leader_id;
+  bool leading = v.leading;
   std::lock_guard<std::mutex> lock(progress_mu);
   if (progress.leader_id == lid && progress.term == raft.current_term && progress.is_leader == leading) return;
   progress.leader_id = lid;
@@ -48,15 +57,9 @@ void Node::Impl::note_role(bool leading) {
 void Node::Impl::update_progress() {
   Progress p;
   p.term = raft.current_term;
-  raft_id lid = 0;
-  const char* addr = nullptr;
-  raft_leader(&raft, &lid, &addr);
-  // libraft 0.15 fails a leader's requests with RAFT_LEADERSHIPLOST a
-  // moment before it leaves the leader state, and may keep naming itself.
-  bool leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
-  if (lid == raft.id && !leading) lid = 0;
-  note_role(leading);
-  p.leader_id = lid;
+  LeaderView v = leader_view();
+  bool leading = v.leading;
+  p.leader_id = v.leader_id;
   p.commit_index = raft.commit_index;
   p.applied_index = raft_last_applied(&raft);
   p.last_index = raft_last_index(&raft);

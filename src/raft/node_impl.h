@@ -221,6 +221,13 @@ struct Node::Impl {
   static int start_hook(struct raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   static void tick_hook(struct raft_io* io);
   static void recv_hook(struct raft_io* io, struct raft_message* msg);
+  // Who leads as this member should say it (libraft's view, corrected for
+  // a leader that already lost its term); tells note_role.
+  struct LeaderView {
+    raft_id leader_id = 0;
+    bool leading = false;
+  };
+  LeaderView leader_view();
   void refresh_leader();
   void note_role(bool leading);
   void update_progress();
