@@ -138,6 +138,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // The client URLs serve gRPC and HTTP/1.1 on one port, as etcd's do
+  // (net/mux.h tells the two apart); with --listen-client-http-urls, HTTP
+  // moves there and the client URLs serve gRPC only (etcd 3.5).
+  auto client_server =
+      std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
+  if (Error e = client_server->start({})) {
+    m->stop();
+    return fail(e.message());
+  }
   http::HttpOptions ho;
   member::Member* mp = m.get();
   ho.metrics = [mp] { return mp->metrics_text(); };
@@ -149,6 +158,9 @@ int main(int argc, char** argv) {
   // decide what to send from it (etcdq's own is `etcdq --version`).
   ho.server_version = server::kEtcdApiVersion;
   ho.cluster_version = server::kEtcdApiVersion;
+  // The JSON gateway calls the client server above (http/gateway.h).
+  ho.gateway_channel = client_server->in_process_channel();
+  ho.max_request_bytes = cfg.max_request_bytes;
   http::HttpServer http_server(ho);
   {
     std::vector<std::pair<std::string, int>> listen_http;
@@ -161,15 +173,6 @@ int main(int argc, char** argv) {
     for (const auto& [host, port] : listen_http) spdlog::info("serving /metrics, /health and /version on http://{}:{}", host, port);
   }
 
-  // The client URLs serve gRPC and HTTP/1.1 on one port, as etcd's do
-  // (net/mux.h tells the two apart); with --listen-client-http-urls, HTTP
-  // moves there and the client URLs serve gRPC only (etcd 3.5).
-  auto client_server =
-      std::make_unique<server::ClientServer>(&ctx, std::chrono::milliseconds(cfg.watch_progress_notify_ms));
-  if (Error e = client_server->start({})) {
-    m->stop();
-    return fail(e.message());
-  }
   server::ClientServer* cs = client_server.get();
   net::Mux::Routes routes;
   routes.http2 = [cs](int fd) { cs->adopt(fd); };

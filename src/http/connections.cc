@@ -22,6 +22,7 @@ struct Connections::Conn {
   size_t out_pos = 0;
   size_t served = 0;
   bool keep_open = true;
+  std::shared_ptr<Reply> reply;  // a deferred response (reply.h)
   bool registered = false;      // in the epoll set
   Clock::time_point since;      // waiting for this connection since (idle, request or write start)
   Clock::time_point deadline;
@@ -60,7 +61,8 @@ bool content_length(const std::string& in, size_t end, size_t* n) {
 
 }  // namespace
 
-Connections::Connections(Classifier slow) : slow_(std::move(slow)) {
+Connections::Connections(Classifier slow, size_t max_body_bytes)
+    : max_body_bytes_(max_body_bytes), slow_(std::move(slow)) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -95,7 +97,10 @@ void Connections::stop() {
     for (auto& c : lane) ::close(c->fd);
     lane.clear();
   }
-  for (auto& c : served_) ::close(c->fd);
+  for (auto& c : served_) {
+    if (c->reply) c->reply->cancel();
+    ::close(c->fd);
+  }
   served_.clear();
   if (epoll_ >= 0) ::close(epoll_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -128,8 +133,34 @@ void Connections::watch(Conn* c, bool for_write) {
 }
 
 void Connections::close_conn(Conn* c) {
+  if (c->reply) c->reply->cancel();  // the producer stops (the gateway cancels its call)
+  replying_.erase(c);
   ::close(c->fd);  // also leaves the epoll set
   waiting_.erase(c);
+}
+
+void Connections::pump(Conn* c) {
+  if (!c->out.empty()) return;  // what it took before is still being written
+  bool finished = false;
+  bool keep_open = true;
+  c->reply->take(&c->out, &finished, &keep_open);
+  if (finished) {
+    c->reply.reset();
+    replying_.erase(c);
+    c->keep_open = c->keep_open && keep_open;
+    if (c->out.empty() && !c->keep_open) {
+      close_conn(c);
+      return;
+    }
+  }
+  if (!c->out.empty() || finished) {
+    after_output(c);
+    return;
+  }
+  // Nothing to send yet: no deadline (a watch may be quiet for hours), but
+  // notice the client leaving.
+  c->deadline = Clock::time_point::max();
+  watch(c, /*for_write=*/false);
 }
 
 void Connections::evict_longest_waiting() {
@@ -177,12 +208,16 @@ void Connections::on_readable(Conn* c) {
       if (errno == EINTR) continue;
       break;
     }
-    if (c->in.empty()) {  // a request starts: it has kRequestTimeout to arrive
+    if (c->in.empty() && !c->reply) {  // a request starts: it has kRequestTimeout to arrive
       c->since = Clock::now();
       c->deadline = c->since + kRequestTimeout;
     }
     c->in.append(buf, static_cast<size_t>(n));
-    if (c->in.size() > kMaxHeaderBytes + kMaxBodyBytes) break;
+    if (c->in.size() > kMaxHeaderBytes + max_body_bytes_) break;
+  }
+  if (c->reply) {  // a deferred response is running: the next request waits for it
+    if (c->in.size() > kMaxHeaderBytes + max_body_bytes_) close_conn(c);
+    return;
   }
   size_t end = header_end(c->in);
   size_t body = 0;
@@ -191,7 +226,7 @@ void Connections::on_readable(Conn* c) {
     refusal = "431 Request Header Fields Too Large";
   } else if (end != std::string::npos && !content_length(c->in, end, &body)) {
     refusal = "400 Bad Request";
-  } else if (end != std::string::npos && body > kMaxBodyBytes) {
+  } else if (end != std::string::npos && body > max_body_bytes_) {
     refusal = "413 Payload Too Large";
   }
   if (refusal != nullptr) {  // say why, then close
@@ -217,10 +252,15 @@ void Connections::on_writable(Conn* c) {
       return;
     }
     c->out_pos += static_cast<size_t>(n);
+    if (c->reply) c->deadline = Clock::now() + kWriteTimeout;  // a stream: each write's progress counts
   }
   c->out.clear();
   c->out.shrink_to_fit();
   c->out_pos = 0;
+  if (c->reply) {
+    pump(c);
+    return;
+  }
   if (!c->keep_open) {
     close_conn(c);
     return;
@@ -271,7 +311,29 @@ void Connections::loop() {
     for (auto& c : served) {
       Conn* p = c.get();
       waiting_[p] = std::move(c);
-      after_output(p);
+      if (p->reply) {
+        replying_.insert(p);
+        // A dup of the wake-up fd, owned by the closure: a producer that
+        // wakes after this object is gone writes to a file still open.
+        auto fd = std::shared_ptr<int>(new int(::dup(wake_fd_)), [](int* f) {
+          if (*f >= 0) ::close(*f);
+          delete f;
+        });
+        p->reply->attach([fd] {
+          uint64_t one = 1;
+          [[maybe_unused]] ssize_t w = ::write(*fd, &one, sizeof(one));
+        });
+        pump(p);
+      } else {
+        after_output(p);
+      }
+    }
+    // Deferred responses with something new (woken, or a write finished).
+    if (!replying_.empty()) {
+      std::vector<Conn*> ready(replying_.begin(), replying_.end());
+      for (Conn* p : ready) {
+        if (replying_.count(p) && p->out.empty()) pump(p);
+      }
     }
     for (auto& [fd, serve] : adopted) {
       size_t busy;
@@ -306,8 +368,12 @@ void Connections::loop() {
       for (Conn* p : expired) close_conn(p);
     }
   }
-  for (auto& [p, c] : waiting_) ::close(c->fd);
+  for (auto& [p, c] : waiting_) {
+    if (c->reply) c->reply->cancel();
+    ::close(c->fd);
+  }
   waiting_.clear();
+  replying_.clear();
 }
 
 void Connections::work(size_t lane) {
@@ -322,10 +388,10 @@ void Connections::work(size_t lane) {
     }
     bool last = ++c->served >= kMaxRequestsPerConnection;
     bool keep_open = true;
-    size_t used = (*c->serve)(c->fd, c->in, last, &c->out, &keep_open);
+    size_t used = (*c->serve)(c->fd, c->in, last, &c->out, &keep_open, &c->reply);
     c->in.erase(0, std::min(used, c->in.size()));
     c->keep_open = keep_open && !last;
-    if (c->out.empty() && c->keep_open) c->keep_open = false;  // nothing to say: a broken request
+    if (c->out.empty() && !c->reply && c->keep_open) c->keep_open = false;  // nothing to say: a broken request
     {
       std::lock_guard<std::mutex> lock(mu_);
       --busy_;

@@ -24,6 +24,15 @@
 // over kMaxHeaderBytes or a body over kMaxBodyBytes closes the connection.
 // Memory is thus at most kMaxConnections × (header + body + response).
 //
+// Deferred responses (reply.h): a handler may answer later instead, from
+// another thread (the JSON gateway's gRPC calls, streams included). The
+// connection then waits here, costing no worker, with no idle deadline,
+// for the reply's bytes: it takes them only once what it took before was
+// written (so a slow reader holds back the producer, reply.h), writes them
+// under kWriteTimeout per write's progress, and watches for the client
+// going away (which cancels the reply). Such a connection counts towards
+// kMaxConnections and, waiting longest, is the first evicted for a new one.
+//
 // Thread-safety: adopt() from any thread (cpp-httplib's accept threads);
 // stop() once, from the owner. Handlers run on the worker threads.
 #pragma once
@@ -38,7 +47,10 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
+
+#include "http/reply.h"
 
 namespace etcdq::http {
 
@@ -48,8 +60,10 @@ class Connections {
   // appends the response to `out`, sets `keep_open` false when the
   // connection must close after it (Connection: close, an error, or
   // `last`: the connection's last request). Returns the bytes of `in` it
-  // consumed (the rest is the next, pipelined request).
-  using Handler = std::function<size_t(int fd, const std::string& in, bool last, std::string* out, bool* keep_open)>;
+  // consumed (the rest is the next, pipelined request). Or sets *later
+  // (out stays empty): the response comes through that reply.
+  using Handler = std::function<size_t(int fd, const std::string& in, bool last, std::string* out, bool* keep_open,
+                                       std::shared_ptr<Reply>* later)>;
 
   static constexpr size_t kMaxConnections = 512;
   // Two lanes of workers: requests that may wait on the cluster (a
@@ -62,14 +76,14 @@ class Connections {
   using Classifier = std::function<bool(const std::string& request)>;
   static constexpr size_t kMaxRequestsPerConnection = 1000;
   static constexpr size_t kMaxHeaderBytes = 64 << 10;
-  // Nothing served yet takes a body; the JSON gateway (/v3/...) will need
-  // --max-request-bytes here.
+  // The default; the JSON gateway (/v3/...) needs --max-request-bytes as
+  // JSON (server.cc passes its bound to the constructor).
   static constexpr size_t kMaxBodyBytes = 64 << 10;
   static constexpr std::chrono::seconds kIdleTimeout{30};
   static constexpr std::chrono::seconds kRequestTimeout{10};
   static constexpr std::chrono::seconds kWriteTimeout{10};
 
-  explicit Connections(Classifier slow = nullptr);
+  explicit Connections(Classifier slow = nullptr, size_t max_body_bytes = kMaxBodyBytes);
   ~Connections();  // stop()
 
   // Takes ownership of an accepted socket; `serve` must outlive stop().
@@ -92,6 +106,7 @@ class Connections {
   void dispatch(Conn* c);
   void close_conn(Conn* c);
   void evict_longest_waiting();
+  void pump(Conn* c);  // a deferred response: take and write what its reply has
 
   int epoll_ = -1;
   int wake_fd_ = -1;
@@ -100,6 +115,8 @@ class Connections {
 
   // Only the epoll thread touches these.
   std::unordered_map<Conn*, std::unique_ptr<Conn>> waiting_;  // reading a request or writing a response
+  std::unordered_set<Conn*> replying_;                         // those of waiting_ with a deferred response
+  size_t max_body_bytes_;
 
   std::mutex mu_;  // guards everything below
   std::condition_variable work_cv_[2];

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "http/connections.h"
+#include "http/gateway.h"
 #include "http/health.h"
 
 namespace etcdq::http {
@@ -79,13 +80,15 @@ class MemoryStream final : public httplib::Stream {
 // (its SSLServer overrides it the same way).
 class HttpServer::Listener final : public httplib::Server {
  public:
-  explicit Listener(Connections* conns) : conns_(conns) {
+  Listener(Connections* conns, Gateway* gateway) : conns_(conns) {
     new_task_queue = [] { return new InlineTaskQueue; };
     // Only for the Keep-Alive header cpp-httplib writes: say what
     // Connections does.
     set_keep_alive_timeout(std::chrono::seconds(Connections::kIdleTimeout).count());
     set_keep_alive_max_count(Connections::kMaxRequestsPerConnection);
-    serve_ = [this](int fd, const std::string& in, bool last, std::string* out, bool* keep_open) {
+    serve_ = [this, gateway](int fd, const std::string& in, bool last, std::string* out, bool* keep_open,
+                             std::shared_ptr<Reply>* later) {
+      if (gateway != nullptr && Gateway::wants(in)) return gateway->serve(in, last, out, keep_open, later);
       MemoryStream s(fd, in, out);
       bool closed = false;
       bool ok = process_request(s, last, closed, nullptr);
@@ -113,9 +116,15 @@ class HttpServer::Listener final : public httplib::Server {
   Connections::Handler serve_;
 };
 
-HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)) {}
+HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)) {
+  if (opts_.gateway_channel) gateway_ = std::make_unique<Gateway>(opts_.gateway_channel);
+}
 
 HttpServer::~HttpServer() { stop(); }
+
+size_t HttpServer::body_limit() const {
+  return gateway_ ? Gateway::max_body_bytes(opts_.max_request_bytes) : Connections::kMaxBodyBytes;
+}
 
 void HttpServer::route(Listener* s) {
   s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -145,7 +154,7 @@ void HttpServer::route(Listener* s) {
                         "\"}",
                     "application/json");
   });
-  s->set_payload_max_length(Connections::kMaxBodyBytes);
+  s->set_payload_max_length(body_limit());
   // Go's ServeMux answer for a path nothing serves.
   s->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) res.set_content("404 page not found\n", "text/plain; charset=utf-8");
@@ -153,9 +162,9 @@ void HttpServer::route(Listener* s) {
 }
 
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
-  if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait);
+  if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait, body_limit());
   for (const auto& [host, port] : listen) {
-    auto s = std::make_unique<Listener>(conns_.get());
+    auto s = std::make_unique<Listener>(conns_.get(), gateway_.get());
     route(s.get());
     if (!s->bind_to_port(host, port)) {
       stop();
@@ -171,8 +180,8 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
 
 void HttpServer::adopt(int fd) {
   std::call_once(adopted_once_, [this] {
-    if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait);
-    adopted_ = std::make_unique<Listener>(conns_.get());
+    if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait, body_limit());
+    adopted_ = std::make_unique<Listener>(conns_.get(), gateway_.get());
     route(adopted_.get());
   });
   adopted_->adopt(fd);

@@ -4,7 +4,8 @@
 //   GET /metrics   Prometheus text: server and per-queue metrics
 //   GET /health, /livez, /readyz   etcd's health checks (health.h)
 //   GET /version   {"etcdserver":..., "etcdcluster":...}
-// The JSON gateway (/v3/...) is not served yet.
+//   POST /v3/...   the JSON gateway (gateway.h), when given a channel
+//                  (its calls answer later, costing no worker: reply.h)
 //
 // Idle and slow connections cost no thread: connections.h waits for every
 // request and writes every response on one epoll thread; cpp-httplib parses
@@ -27,6 +28,10 @@
 #include "common/error.h"
 #include "http/health.h"
 
+namespace grpc {
+class Channel;
+}
+
 namespace httplib {
 class Server;
 }
@@ -34,12 +39,17 @@ class Server;
 namespace etcdq::http {
 
 class Connections;
+class Gateway;
 
 struct HttpOptions {
   std::function<std::string()> metrics;  // the /metrics body
   HealthSource health;                   // /health, /livez, /readyz (health.h)
   std::string server_version;
   std::string cluster_version;
+  // The JSON gateway's way to this member's own gRPC server; none: no
+  // gateway (/v3/... then answers 404 like any unknown path).
+  std::shared_ptr<grpc::Channel> gateway_channel;
+  size_t max_request_bytes = 1536 * 1024;  // --max-request-bytes (the gateway's body bound)
 };
 
 class HttpServer {
@@ -57,8 +67,10 @@ class HttpServer {
  private:
   class Listener;
   void route(Listener* s);  // the endpoints above
+  size_t body_limit() const;  // the largest request body taken
 
   HttpOptions opts_;
+  std::unique_ptr<Gateway> gateway_;
   std::unique_ptr<Connections> conns_;
   std::vector<std::unique_ptr<Listener>> servers_;
   std::vector<std::thread> threads_;

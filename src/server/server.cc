@@ -73,6 +73,15 @@ void ClientServer::adopt(int fd) {
   grpc::AddInsecureChannelFromFd(server_.get(), fd);
 }
 
+std::shared_ptr<grpc::Channel> ClientServer::in_process_channel() {
+  grpc::ChannelArguments args;
+  // The server enforces the request limit; responses may be any size, as
+  // etcd's gateway dials its own server (math.MaxInt32).
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  return server_->InProcessChannel(args);
+}
+
 void ClientServer::shutdown(int grace_ms) {
   if (!server_) return;
   services_->watch.shutdown();

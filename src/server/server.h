@@ -28,6 +28,10 @@ class ClientServer {
   // net/mux.h), taking ownership of `fd`. Any thread, between start() and
   // shutdown().
   void adopt(int fd);
+  // A channel to this server within the process (the JSON gateway's,
+  // http/gateway.h: its calls take the path every gRPC call takes). Any
+  // thread, between start() and shutdown().
+  std::shared_ptr<grpc::Channel> in_process_channel();
   // Ends every watch with a cancel and the reason, stops accepting calls;
   // in-flight calls get until `grace_ms` to finish.
   void shutdown(int grace_ms);
