@@ -24,6 +24,7 @@ struct Connections::Conn {
   bool keep_open = true;
   std::shared_ptr<Reply> reply;  // a deferred response (reply.h)
   bool registered = false;      // in the epoll set
+  bool for_write = false;       // ... waiting to write (else to read)
   Clock::time_point since;      // waiting for this connection since (idle, request or write start)
   Clock::time_point deadline;
 };
@@ -130,6 +131,7 @@ void Connections::watch(Conn* c, bool for_write) {
   ev.data.ptr = c;
   epoll_ctl(epoll_, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev);
   c->registered = true;
+  c->for_write = for_write;
 }
 
 void Connections::close_conn(Conn* c) {
@@ -160,7 +162,7 @@ void Connections::pump(Conn* c) {
   // Nothing to send yet: no deadline (a watch may be quiet for hours), but
   // notice the client leaving.
   c->deadline = Clock::time_point::max();
-  watch(c, /*for_write=*/false);
+  if (!c->registered || c->for_write) watch(c, /*for_write=*/false);
 }
 
 void Connections::evict_longest_waiting() {
@@ -332,7 +334,7 @@ void Connections::loop() {
     if (!replying_.empty()) {
       std::vector<Conn*> ready(replying_.begin(), replying_.end());
       for (Conn* p : ready) {
-        if (replying_.count(p) && p->out.empty()) pump(p);
+        if (replying_.count(p) && p->out.empty() && p->reply->pending()) pump(p);
       }
     }
     for (auto& [fd, serve] : adopted) {

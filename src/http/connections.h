@@ -65,7 +65,9 @@ class Connections {
   using Handler = std::function<size_t(int fd, const std::string& in, bool last, std::string* out, bool* keep_open,
                                        std::shared_ptr<Reply>* later)>;
 
-  static constexpr size_t kMaxConnections = 512;
+  // 1000 JSON gateway clients (etcd's benchmark scale) each keep a
+  // connection: room for them and for health checks beside them.
+  static constexpr size_t kMaxConnections = 2048;
   // Two lanes of workers: requests that may wait on the cluster (a
   // linearizable health check waits up to a request timeout without
   // quorum) run on their own, so a storm of them never delays /metrics,

@@ -308,7 +308,6 @@ class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
     if (!ok) return;
     std::unique_ptr<pb::Message> msg(pb::MessageFactory::generated_factory()->GetPrototype(route_->response)->New());
     std::string json;
-    grpc::Slice slice;
     std::string bytes;
     std::vector<grpc::Slice> slices;
     if (in_.Dump(&slices).ok()) {

@@ -17,6 +17,7 @@ Reply::Write Reply::write(std::string_view bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (gone_) return Write::kGone;
     buf_.append(bytes);
+    pending_.store(true, std::memory_order_release);
     paused_ = buf_.size() >= kMaxBuffered;
     w = paused_ ? Write::kPaused : Write::kMore;
     wake = wake_;
@@ -32,6 +33,7 @@ void Reply::finish(bool keep_open) {
     if (finished_) return;
     finished_ = true;
     keep_open_ = keep_open;
+    pending_.store(true, std::memory_order_release);
     resume_ = nullptr;
     cancel_ = nullptr;  // nothing left to cancel
     wake = wake_;
@@ -55,6 +57,7 @@ void Reply::take(std::string* out, bool* finished, bool* keep_open) {
     std::lock_guard<std::mutex> lock(mu_);
     out->append(buf_);
     buf_.clear();
+    pending_.store(false, std::memory_order_release);
     if (buf_.capacity() > kMaxBuffered) buf_.shrink_to_fit();
     *finished = finished_;
     *keep_open = keep_open_;

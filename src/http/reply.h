@@ -21,6 +21,7 @@
 // the connection, wake on the producer's).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -51,6 +52,9 @@ class Reply {
   void take(std::string* out, bool* finished, bool* keep_open);
   // The connection is gone. Idempotent; detaches `wake`.
   void cancel();
+  // Whether take() has something to give (cheap: the epoll thread asks
+  // every deferred connection on each turn).
+  bool pending() const { return pending_.load(std::memory_order_acquire); }
 
  private:
   std::mutex mu_;
@@ -59,6 +63,7 @@ class Reply {
   bool finished_ = false;
   bool keep_open_ = true;
   bool gone_ = false;
+  std::atomic<bool> pending_{false};
   std::function<void()> resume_, cancel_, wake_;
 };
 
