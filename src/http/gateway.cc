@@ -375,7 +375,15 @@ class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
 
  private:
   void write_next() {
-    if (next_ < requests_.size()) {
+    if (next_ + 1 == requests_.size()) {
+      // The last request carries the half-close (the body's end, as
+      // grpc-gateway's CloseSend): one operation, as a unary call sends it.
+      // Sent apart, gRPC 1.51's in-process transport kept ~20 KiB per call
+      // whose server answered before the half-close arrived (a serializable
+      // Range: 1.4 GiB after 65k calls); together, RSS stays flat.
+      writes_done_ = true;
+      StartWriteLast(&requests_[next_++], grpc::WriteOptions());
+    } else if (next_ < requests_.size()) {
       StartWrite(&requests_[next_++]);
     } else if (!writes_done_) {
       writes_done_ = true;
