@@ -12,7 +12,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests: the oracle and the real clients
-  etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw
+  etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk
   # the queue sink's test starts a ClickHouse of its own on loopback
   clickhouse-server
   # the checks (scripts/checks.sh): clang's sanitizers and libFuzzer, and
