@@ -353,6 +353,10 @@ class JsonGatewayTest(harness.MemberTestCase):
 
     @unittest.skipIf(harness.sanitized(), "RSS bounds hold for the real binary, not a sanitizer build")
     def test_a_watch_reader_that_stops_costs_bounded_memory(self):
+        if harness.is_reference_etcd():
+            # Measured: etcd 3.4 holds ~27 MiB per such stream here (its
+            # gateway and gRPC buffers); the 16 MiB bound is etcdq's own.
+            self.skipTest("etcdq's bound (reply.h); etcd 3.4 holds ~27 MiB per stuck stream")
         # Each stuck stream wants 200 MiB (100 puts of 1 MiB, with prev_kv); what it
         # may hold: the watch service's 4 MiB, the gateway's 1 MiB reply buffer and
         # the connection's chunk being written, each plus one message.
