@@ -396,6 +396,30 @@ class JsonGatewayTest(harness.MemberTestCase):
         sys.stderr.write("RSS growth over 12000 unary gateway calls: %.1f MiB\n" % grown)
         self.assertLess(grown, 40)
 
+    def test_a_client_that_leaves_cancels_its_call(self):
+        # A Lock that waits holds its waiter key under the lock's prefix; a client
+        # that hangs up cancels the call, and the service takes the key away
+        # again (etcd's gateway cancels its context the same way).
+        m = self.new_member()
+        for lease in ("300", "301"):
+            self.assertEqual(post(m, "/v3/lease/grant", {"TTL": "60", "ID": lease})[0], 200)
+        self.assertEqual(post(m, "/v3/lock/lock", {"name": b64("L"), "lease": "300"})[0], 200)
+        waiter = socket.create_connection(("127.0.0.1", m.client_port), timeout=10)
+        body = json.dumps({"name": b64("L"), "lease": "301"})
+        waiter.sendall(("POST /v3/lock/lock HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+            len(body), body)).encode())
+        count = lambda: json.loads(post(m, "/v3/kv/range", {"key": b64("L/"), "range_end": b64("L0"),  # noqa: E731
+                                                           "count_only": True})[2]).get("count", "0")
+        deadline = time.monotonic() + 10
+        while count() != "2" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(count(), "2")
+        waiter.close()
+        deadline = time.monotonic() + 10
+        while count() != "1" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(count(), "1")
+
     def test_auth_paths_answer_what_grpc_answers(self):
         if harness.is_reference_etcd():
             self.skipTest("etcd 3.4 has no /v3/auth/user/list route")
