@@ -15,6 +15,7 @@ the file format, not etcdq.
 """
 import json
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -124,6 +125,38 @@ class BboltAgainstEtcd(harness.CleanupTestCase):
         self.assertIn(b"consistent_index", [k for k, _ in b["meta"]])
         for name in ("alarm", "auth", "authRoles", "authUsers", "cluster", "members", "members_removed"):
             self.assertIn(name, b)
+
+    def test_reader_reads_a_many_page_etcd_snapshot_in_revision_order(self):
+        # Enough history for branch pages and page splits made by etcd's own
+        # bbolt (random key order, overwrites, deletes, large values).
+        m = self.etcd()
+        c = m.client()
+
+        rnd = random.Random(15)
+        n = 6000
+        for i in range(n):
+            k = "key-%05d" % rnd.randrange(4000)
+            if i % 10 == 9:
+                c.delete(k)
+            else:
+                c.put(k, "v" * (20000 if i % 997 == 0 else 1 + i % 300))
+        snap = os.path.join(self.tmp, "etcd-big.db")
+        etcdctl("snapshot", "save", snap, endpoint=m.endpoint)
+        keys = dump(snap)["key"]
+        mains = [struct.unpack(">Q", k[:8])[0] for k, _ in keys]
+        self.assertEqual(mains, sorted(mains))
+        self.assertEqual(mains[-1], json.loads(etcdctl("endpoint", "status", "-w", "json",
+                                                       endpoint=m.endpoint).stdout)[0]["Status"]["header"]["revision"])
+        self.assertGreater(len(keys), n // 2)  # deletes of absent keys make no revision
+        # The latest value of each live key in the file is what etcd serves.
+        latest = {}
+        for k, v in keys:
+            kv = kv_pb2.KeyValue()
+            kv.ParseFromString(v)
+            latest[kv.key] = None if len(k) == 18 else kv  # 18 bytes: a tombstone ("t")
+        served = {kv.key: kv for kv in (m.kv().Range(harness.all_keys_request()).kvs)}
+        self.assertEqual({k: (kv.mod_revision, kv.version, kv.value) for k, kv in latest.items() if kv},
+                         {k: (kv.mod_revision, kv.version, kv.value) for k, kv in served.items()})
 
     def etcd_buckets(self, n):
         """etcd's buckets for a history of n+1 puts: k0000..k{n-1} at revisions 2..n+1, then k0000
