@@ -59,20 +59,30 @@ class Reader::Scan {
     if (b.root == 0) {
       const std::string_view p = b.inline_page;
       if (get16(p.data() + 8) != kLeafPage) return r_.corrupt("inline bucket page is not a leaf");
-      return page(p, 0, /*root=*/true, ordered);
+      return page(p, 0, /*root=*/true, ordered, Range());
     }
-    return tree(b.root, 0, /*root=*/true, ordered);
+    return tree(b.root, 0, /*root=*/true, ordered, Range());
   }
 
+  // The key range a subtree must keep to: lookups in bbolt (cursor.search)
+  // go down the last branch whose key is <= the key, so every key under
+  // branch element i is >= its key (i > 0) and < the key of element i + 1.
+  // A file that breaks this iterates fine but answers lookups wrongly.
+  struct Range {
+    const std::string_view* lo = nullptr;
+    const std::string_view* hi = nullptr;
+    bool holds(std::string_view k) const { return (!lo || k.compare(*lo) >= 0) && (!hi || k.compare(*hi) < 0); }
+  };
+
   // Walks the subtree at pgid.
-  Error tree(uint64_t pgid, int depth, bool root, const ElementFn& fn) {
+  Error tree(uint64_t pgid, int depth, bool root, const ElementFn& fn, Range range) {
     if (depth >= kMaxTreeDepth) return r_.corrupt("tree deeper than 64 levels");
     std::string buf;
     if (Error e = r_.read_page(pgid, &buf)) return e;
-    return page(buf, depth, root, fn);
+    return page(buf, depth, root, fn, range);
   }
 
-  Error page(std::string_view p, int depth, bool root, const ElementFn& fn) {
+  Error page(std::string_view p, int depth, bool root, const ElementFn& fn, Range range) {
     const uint16_t flags = get16(p.data() + 8);
     const uint64_t count = get16(p.data() + 10);
     if (flags != kLeafPage && flags != kBranchPage) return r_.corrupt("bucket page is neither leaf nor branch");
@@ -88,14 +98,30 @@ class Reader::Scan {
         const uint64_t start = at + get32(el + 4);
         const uint64_t ksize = get32(el + 8), vsize = get32(el + 12);
         if (start + ksize + vsize > p.size()) return r_.corrupt("leaf element past the page end");
-        if (Error e = fn(eflags, p.substr(start, ksize), p.substr(start + ksize, vsize))) return e;
+        const std::string_view key = p.substr(start, ksize);
+        if (!range.holds(key)) return r_.corrupt("key outside the range its branch page gives it");
+        if (Error e = fn(eflags, key, p.substr(start + ksize, vsize))) return e;
       } else {
-        const uint64_t start = at + get32(el);
-        const uint64_t ksize = get32(el + 4);
-        if (start + ksize > p.size()) return r_.corrupt("branch element past the page end");
-        if (Error e = tree(get64(el + 8), depth + 1, false, fn)) return e;
+        std::string_view key, next;
+        if (Error e = branch_key(p, i, &key)) return e;
+        if (i + 1 < count) {
+          if (Error e = branch_key(p, i + 1, &next)) return e;
+        }
+        Range child;
+        child.lo = i == 0 ? range.lo : &key;
+        child.hi = i + 1 < count ? &next : range.hi;
+        if (Error e = tree(get64(el + 8), depth + 1, false, fn, child)) return e;
       }
     }
+    return {};
+  }
+
+  Error branch_key(std::string_view p, uint64_t i, std::string_view* key) const {
+    const uint64_t at = kPageHeaderSize + i * kElementSize;
+    const uint64_t start = at + get32(p.data() + at);
+    const uint64_t ksize = get32(p.data() + at + 4);
+    if (start + ksize > p.size()) return r_.corrupt("branch element past the page end");
+    *key = p.substr(start, ksize);
     return {};
   }
 

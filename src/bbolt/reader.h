@@ -9,7 +9,8 @@
 // size; every page id below the high-water mark and not a meta page; the id
 // a page records for itself; page flags; element counts and key/value
 // spans inside their page (and overflow); keys strictly increasing within a
-// bucket; a bound on tree depth and on bucket nesting (64 each); the total
+// bucket; every key inside the range its branch pages give it (what bbolt's
+// lookups rely on); a bound on tree depth and on bucket nesting (64 each); the total
 // number of elements visited no more than the file could hold, so a page
 // referenced twice is caught. Bit flips inside values are not detectable by
 // the bbolt format itself: etcd's snapshots carry a sha256 trailer for that

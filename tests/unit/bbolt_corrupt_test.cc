@@ -152,6 +152,29 @@ TEST(BboltCorrupt, BranchPointingAtAMetaPageOrPastTheEndIsRefused) {
   }
 }
 
+TEST(BboltCorrupt, BranchKeyThatWouldMisdirectLookupsIsRefused) {
+  TempDir dir;
+  std::string good = make_file(dir.file("good.db"));
+  Reader r;
+  ASSERT_TRUE(r.open(dir.file("good.db")).ok());
+  const char* rp = good.data() + r.meta().root * 4096;
+  const char* el = rp + kPageHeaderSize;
+  uint64_t key_root = get64(rp + kPageHeaderSize + get32(el + 4) + get32(el + 8));
+  char* branch = nullptr;
+  std::string data = good;
+  branch = data.data() + key_root * 4096;
+  ASSERT_EQ(get16(branch + 8), kBranchPage);
+  ASSERT_GE(get16(branch + 10), 2);
+  // Element 1's key made larger than every key of its child: a full scan
+  // would not notice, a lookup in bbolt would go down the wrong page.
+  char* el1 = branch + kPageHeaderSize + kElementSize;
+  branch[kPageHeaderSize + kElementSize + get32(el1)] = char(0xff);
+  write_all(dir.file("bad.db"), data);
+  Error e = open_and_walk(dir.file("bad.db"));
+  EXPECT_EQ(e.code(), Code::kDataLoss);
+  EXPECT_NE(e.message().find("outside the range"), std::string::npos) << e.message();
+}
+
 TEST(BboltSnapshotFile, TrailerCatchesEveryFlipAndTruncation) {
   TempDir dir;
   std::string snap = dir.file("snap.db");
