@@ -104,7 +104,7 @@ case "$stage" in
   fuzz)
     configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSANITIZE=address,undefined -DFUZZ=ON
-    cmake --build build-asan --target fuzz_entry fuzz_validate fuzz_apply
+    cmake --build build-asan --target fuzz_entry fuzz_validate fuzz_apply fuzz_bbolt
     san_env build-asan asan
     # The fuzzers report on stderr themselves (and leave crash-* inputs in
     # build-asan/fuzz/): no log_path, so their report is in ctest's output.

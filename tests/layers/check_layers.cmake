@@ -11,6 +11,7 @@
 # layer | a header it may include | headers it must not include
 set(CASES
   "common|common/error.h|storage/engine.h,mvcc/store.h"
+  "bbolt|common/error.h|storage/engine.h,mvcc/store.h"
   "storage|common/error.h|mvcc/store.h,apply/applier.h"
   "mvcc|storage/engine.h|lease/lessor.h,queue/book.h,apply/applier.h"
   "lease|mvcc/store.h|queue/book.h,apply/applier.h"
