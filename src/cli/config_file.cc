@@ -110,7 +110,7 @@ Yaml resolve(const YAML::Node& n, bool* bool_value) {
 }
 
 // etcd's words for a type mismatch (encoding/json's UnmarshalTypeError).
-Error mismatch(const std::string& path, const std::string& key, const std::string& what, Kind want) {
+Error type_error(const std::string& path, const std::string& key, const std::string& what, Kind want) {
   return {Code::kInvalidArgument, "config file " + path + ": " + key + ": error unmarshaling JSON: json: cannot unmarshal " +
                                       what + " into Go struct field configYAML." + key + " of type " + go_type(want)};
 }
@@ -147,7 +147,7 @@ Error string_value(const std::string& path, const std::string& key, const YAML::
   Yaml y = resolve(n, &b);
   *present = y != Yaml::kNull;
   if (y == Yaml::kNull) return {};
-  if (y != Yaml::kString) return mismatch(path, key, json_name(y), kind);
+  if (y != Yaml::kString) return type_error(path, key, json_name(y), kind);
   *out = n.Scalar();
   return {};
 }
@@ -158,7 +158,7 @@ Error strings_value(const std::string& path, const std::string& key, const YAML:
   Yaml y = resolve(n, &b);
   *present = y != Yaml::kNull;
   if (y == Yaml::kNull) return {};
-  if (y != Yaml::kSequence) return mismatch(path, key, json_name(y), Kind::kStrings);
+  if (y != Yaml::kSequence) return type_error(path, key, json_name(y), Kind::kStrings);
   for (const auto& item : n) {
     bool item_present = false;
     std::string s;
@@ -173,7 +173,7 @@ Error bool_value(const std::string& path, const std::string& key, const YAML::No
   Yaml y = resolve(n, &b);
   *present = y != Yaml::kNull;
   if (y == Yaml::kNull) return {};
-  if (y != Yaml::kBool) return mismatch(path, key, json_name(y), Kind::kBool);
+  if (y != Yaml::kBool) return type_error(path, key, json_name(y), Kind::kBool);
   *out = b;
   return {};
 }
@@ -256,11 +256,11 @@ Error read_config_file(const std::string& path, ConfigFile* out) {
       std::string value;
       switch (kind) {
         case Kind::kString:
-          if (y != Yaml::kString) return mismatch(path, key, json_name(y), kind);
+          if (y != Yaml::kString) return type_error(path, key, json_name(y), kind);
           value = v.Scalar();
           break;
         case Kind::kBool:
-          if (y != Yaml::kBool) return mismatch(path, key, json_name(y), kind);
+          if (y != Yaml::kBool) return type_error(path, key, json_name(y), kind);
           value = bv ? "true" : "false";
           break;
         case Kind::kUint:
@@ -271,7 +271,7 @@ Error read_config_file(const std::string& path, ConfigFile* out) {
           if (y != Yaml::kInt || (kind == Kind::kUint && n < 0)) {
             std::string what = json_name(y);
             if (y == Yaml::kInt || y == Yaml::kFloat) what += " " + v.Scalar();
-            return mismatch(path, key, what, kind);
+            return type_error(path, key, what, kind);
           }
           if (kind == Kind::kDurationNs) {
             // Nanoseconds, as the flag's Go duration in milliseconds.
@@ -292,6 +292,11 @@ Error read_config_file(const std::string& path, ConfigFile* out) {
           break;
         }
       }
+      // A key given twice: the last one counts (go-yaml v2, which etcd 3.4
+      // uses, takes it without complaint).
+      out->values.erase(std::remove_if(out->values.begin(), out->values.end(),
+                                       [&key](const auto& kv) { return kv.first == key; }),
+                        out->values.end());
       out->values.emplace_back(key, value);
     }
   } catch (const YAML::Exception& e) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ Error setup_logging(const cli::Config& cfg) {
     } else if (out == "stdout") {
       sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
     } else {
+      // spdlog would create missing directories; etcd (zap) refuses instead.
+      std::filesystem::path parent = std::filesystem::absolute(out).parent_path();
+      std::error_code ec;
+      if (!std::filesystem::is_directory(parent, ec)) {
+        return {Code::kInvalidArgument, "open sink \"" + out + "\": open " + out + ": no such file or directory"};
+      }
       try {
         sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(out, /*truncate=*/false));
       } catch (const spdlog::spdlog_ex& e) {

@@ -58,6 +58,23 @@ std::string parse_go_duration(const std::string& s, int64_t* ns) {
   return "";
 }
 
+// A duration as Go's time.Duration.String() prints it ("1h0m0s", "2s",
+// "500ms"), for etcd's log lines.
+std::string go_duration(int64_t ms) {
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  std::string out;
+  int64_t h = ms / kHourMs, m = ms / 60000 % 60, sec = ms / 1000 % 60, frac = ms % 1000;
+  if (h > 0) out += std::to_string(h) + "h";
+  if (h > 0 || m > 0) out += std::to_string(m) + "m";
+  out += std::to_string(sec);
+  if (frac > 0) {
+    std::string f = std::to_string(1000 + frac).substr(1);
+    while (f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out + "s";
+}
+
 }  // namespace
 
 Error parse_compaction_retention(CompactionMode mode, const std::string& text, int64_t* retention) {
@@ -159,9 +176,11 @@ void AutoCompactor::run() {
   RevisionSchedule revision_schedule(retention_);
   const int64_t tick_ms = periodic ? periodic_schedule.tick_ms() : revision_schedule.tick_ms();
   if (periodic) {
-    spdlog::info("auto-compaction: periodic, retention {} ms, checking every {} ms", retention_, tick_ms);
+    spdlog::info("auto-compaction: periodic, retention {}, checking every {}", go_duration(retention_),
+                 go_duration(tick_ms));
   } else {
-    spdlog::info("auto-compaction: revision, keeping {} revisions, checking every {} ms", retention_, tick_ms);
+    spdlog::info("auto-compaction: revision, keeping {} revisions, checking every {}", retention_,
+                 go_duration(tick_ms));
   }
   for (;;) {
     if (periodic) periodic_schedule.record(hooks_.current_revision());
@@ -176,7 +195,7 @@ void AutoCompactor::run() {
     if (rev == 0) continue;
     // etcd 3.4's capnslog line, and its zap fields.
     if (periodic) {
-      spdlog::info("Starting auto-compaction at revision {} (retention: {} ms)", rev, retention_);
+      spdlog::info("Starting auto-compaction at revision {} (retention: {})", rev, go_duration(retention_));
     } else {
       spdlog::info("Starting auto-compaction at revision {} (retention: {} revisions)", rev, retention_);
     }
@@ -193,7 +212,8 @@ void AutoCompactor::run() {
                    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
                        .count());
     } else {
-      spdlog::warn("Failed auto-compaction at revision {} ({}); retrying in {} ms", rev, e.message(), tick_ms);
+      spdlog::warn("Failed auto-compaction at revision {} ({}); retrying after {}", rev, e.message(),
+                   go_duration(tick_ms));
     }
   }
 }
