@@ -155,7 +155,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--experimental-watch-progress-notify-interval", r->progress,
                  "How often watchers with progress_notify get a progress response")
       ->envname(env("ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL"));
-    app.add_option("--auto-compaction-mode", r->auto_compaction_mode,
+  app.add_option("--auto-compaction-mode", r->auto_compaction_mode,
                  "periodic (retention is a duration; a bare number means hours) or revision (a revision count)")
       ->envname(env("ETCD_AUTO_COMPACTION_MODE"));
   app.add_option("--auto-compaction-retention", r->auto_compaction_retention,
