@@ -9,7 +9,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libraft-dev libuv1-dev
-  libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
+  libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests: the oracle and the real clients
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <iostream>
 #include <sstream>
@@ -79,83 +80,112 @@ Error parse_initial_cluster(const std::string& s, std::vector<std::pair<std::str
   return {};
 }
 
-Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
-  *exit_now = false;
-  CLI::App app{"etcdq: a key-value store that speaks the etcd v3 API"};
-  std::string listen_client = "http://127.0.0.1:2379", advertise_client, listen_peer = "http://127.0.0.1:2380",
-              advertise_peer;
-  app.add_option("--name", c->name, "Human-readable name for this member")->envname("ETCD_NAME");
+namespace {
+
+// The command line's raw values that need more than CLI11's conversion.
+struct Raw {
+  std::string listen_client = "http://127.0.0.1:2379";
+  std::string advertise_client;
+  std::string listen_peer = "http://127.0.0.1:2380";
+  std::string advertise_peer;
+  std::string listen_http;
+  std::string listen_metrics;
+  std::string progress = "10m";
+  std::string auto_compaction_mode = "periodic";
+  std::string auto_compaction_retention = "0";
+  std::string log_outputs;
+};
+
+// Every flag, defined once: the command line and the config file both go
+// through these. with_env: also read ETCD_* (not with a config file).
+void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
+  auto env = [with_env](const char* name) { return with_env ? std::string(name) : std::string(); };
+  app.add_option("--name", c->name, "Human-readable name for this member")->envname(env("ETCD_NAME"));
   app.add_option("--data-dir", c->data_dir, "Path to the data directory (default <name>.etcdq)")
-      ->envname("ETCD_DATA_DIR");
-  app.add_option("--listen-client-urls", listen_client, "URLs to listen on for client traffic")
-      ->envname("ETCD_LISTEN_CLIENT_URLS");
-  app.add_option("--advertise-client-urls", advertise_client, "Client URLs to advertise to the cluster")
-      ->envname("ETCD_ADVERTISE_CLIENT_URLS");
-  app.add_option("--listen-peer-urls", listen_peer, "URLs to listen on for peer traffic")
-      ->envname("ETCD_LISTEN_PEER_URLS");
-  app.add_option("--initial-advertise-peer-urls", advertise_peer, "Peer URLs to advertise to the cluster")
-      ->envname("ETCD_INITIAL_ADVERTISE_PEER_URLS");
-  std::string listen_http, listen_metrics;
-  app.add_option("--listen-client-http-urls", listen_http,
+      ->envname(env("ETCD_DATA_DIR"));
+  app.add_option("--listen-client-urls", r->listen_client, "URLs to listen on for client traffic")
+      ->envname(env("ETCD_LISTEN_CLIENT_URLS"));
+  app.add_option("--advertise-client-urls", r->advertise_client, "Client URLs to advertise to the cluster")
+      ->envname(env("ETCD_ADVERTISE_CLIENT_URLS"));
+  app.add_option("--listen-peer-urls", r->listen_peer, "URLs to listen on for peer traffic")
+      ->envname(env("ETCD_LISTEN_PEER_URLS"));
+  app.add_option("--initial-advertise-peer-urls", r->advertise_peer, "Peer URLs to advertise to the cluster")
+      ->envname(env("ETCD_INITIAL_ADVERTISE_PEER_URLS"));
+  app.add_option("--listen-client-http-urls", r->listen_http,
                  "URLs to serve HTTP on (/metrics, /health, /version) instead of the client URLs")
-      ->envname("ETCD_LISTEN_CLIENT_HTTP_URLS");
-  app.add_option("--listen-metrics-urls", listen_metrics, "More URLs to serve /metrics, /health and /version on")
-      ->envname("ETCD_LISTEN_METRICS_URLS");
+      ->envname(env("ETCD_LISTEN_CLIENT_HTTP_URLS"));
+  app.add_option("--listen-metrics-urls", r->listen_metrics, "More URLs to serve /metrics, /health and /version on")
+      ->envname(env("ETCD_LISTEN_METRICS_URLS"));
   app.add_option("--clickhouse-url", c->clickhouse_url,
                  "ClickHouse HTTP interface (http://host:8123) that ch:{table} queues insert into")
-      ->envname("ETCDQ_CLICKHOUSE_URL");
+      ->envname(env("ETCDQ_CLICKHOUSE_URL"));
   app.add_option("--clickhouse-db", c->clickhouse_db, "ClickHouse database of the ch:{table} queues' tables")
-      ->envname("ETCDQ_CLICKHOUSE_DB");
+      ->envname(env("ETCDQ_CLICKHOUSE_DB"));
   app.add_option("--initial-cluster", c->initial_cluster, "Initial cluster configuration: name=peerURL,...")
-      ->envname("ETCD_INITIAL_CLUSTER");
+      ->envname(env("ETCD_INITIAL_CLUSTER"));
   app.add_option("--initial-cluster-state", c->initial_cluster_state, "new or existing")
-      ->envname("ETCD_INITIAL_CLUSTER_STATE")
-      ->check(CLI::IsMember({"new", "existing"}));
+      ->envname(env("ETCD_INITIAL_CLUSTER_STATE"));
   app.add_option("--initial-cluster-token", c->initial_cluster_token, "Initial cluster token")
-      ->envname("ETCD_INITIAL_CLUSTER_TOKEN");
+      ->envname(env("ETCD_INITIAL_CLUSTER_TOKEN"));
   app.add_option("--max-request-bytes", c->max_request_bytes, "Maximum client request size in bytes")
-      ->envname("ETCD_MAX_REQUEST_BYTES")
+      ->envname(env("ETCD_MAX_REQUEST_BYTES"))
       ->check(CLI::PositiveNumber);
   app.add_option("--max-txn-ops", c->max_txn_ops, "Maximum number of operations in a transaction")
-      ->envname("ETCD_MAX_TXN_OPS")
+      ->envname(env("ETCD_MAX_TXN_OPS"))
       ->check(CLI::PositiveNumber);
   app.add_option("--quota-backend-bytes", c->quota_backend_bytes,
                  "Raise the NOSPACE alarm when the database exceeds this many bytes (0: 2 GiB)")
-      ->envname("ETCD_QUOTA_BACKEND_BYTES");
+      ->envname(env("ETCD_QUOTA_BACKEND_BYTES"));
   app.add_option("--heartbeat-interval", c->heartbeat_ms, "Time (ms) of a heartbeat interval")
-      ->envname("ETCD_HEARTBEAT_INTERVAL");
+      ->envname(env("ETCD_HEARTBEAT_INTERVAL"));
   app.add_option("--election-timeout", c->election_ms, "Time (ms) for an election to time out")
-      ->envname("ETCD_ELECTION_TIMEOUT");
+      ->envname(env("ETCD_ELECTION_TIMEOUT"));
   app.add_option("--snapshot-count", c->snapshot_count,
                  "Log entries between Raft snapshots (etcd counts requests; an etcdq entry carries many)")
-      ->envname("ETCD_SNAPSHOT_COUNT")
+      ->envname(env("ETCD_SNAPSHOT_COUNT"))
       ->check(CLI::PositiveNumber);
   app.add_flag("--pre-vote", c->pre_vote, "Enable the Raft pre-vote phase (default on, as etcd 3.5; --pre-vote=false)")
-      ->envname("ETCD_PRE_VOTE");
+      ->envname(env("ETCD_PRE_VOTE"));
   app.add_flag("--strict-reconfig-check", c->strict_reconfig_check,
                "Reject reconfiguration requests that would cause quorum loss (default on; =false turns it off)")
-      ->envname("ETCD_STRICT_RECONFIG_CHECK");
+      ->envname(env("ETCD_STRICT_RECONFIG_CHECK"));
   app.add_option("--log-level", c->log_level, "debug, info, warn, error, panic or fatal")
-      ->envname("ETCD_LOG_LEVEL")
+      ->envname(env("ETCD_LOG_LEVEL"))
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "panic", "fatal"}));
-  std::string progress = "10m";
-  app.add_option("--experimental-watch-progress-notify-interval", progress,
+  app.add_option("--experimental-watch-progress-notify-interval", r->progress,
                  "How often watchers with progress_notify get a progress response")
-      ->envname("ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL");
-  app.add_flag("--version", c->print_version, "Print the version and exit");
+      ->envname(env("ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL"));
+  app.add_option("--auto-compaction-mode", r->auto_compaction_mode,
+                 "periodic (retention is a duration; a bare number means hours) or revision (a revision count)")
+      ->envname(env("ETCD_AUTO_COMPACTION_MODE"));
+  app.add_option("--auto-compaction-retention", r->auto_compaction_retention,
+                 "How much history auto-compaction keeps; 0 turns it off")
+      ->envname(env("ETCD_AUTO_COMPACTION_RETENTION"));
+  app.add_option("--logger", c->logger, "zap (etcd's JSON lines); capnslog is deprecated and logs the same")
+      ->envname(env("ETCD_LOGGER"))
+      ->check(CLI::IsMember({"zap", "capnslog"}));
+  app.add_option("--log-outputs", r->log_outputs,
+                 "Where logs go, comma-separated: default (stderr), stderr, stdout, journal, or file paths")
+      ->envname(env("ETCD_LOG_OUTPUTS"));
+}
+
+Error parse_args(CLI::App& app, std::vector<std::string> args) {
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    std::cout << app.help();
-    *exit_now = true;
-    return {};
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return {Code::kInvalidArgument, e.what()};
   }
-  if (c->print_version) {
-    *exit_now = true;
-    return {};
-  }
+  return {};
+}
+
+// After parsing, from either source: the checks and defaults that need
+// several flags, in etcd's words where etcd has them.
+Error finish(Config* c, const Raw& r) {
+  const std::string& progress = r.progress;
+  std::string listen_client = r.listen_client, advertise_client = r.advertise_client, listen_peer = r.listen_peer,
+              advertise_peer = r.advertise_peer;
+  const std::string &listen_http = r.listen_http, &listen_metrics = r.listen_metrics;
   if (Error e = parse_duration_ms(progress, &c->watch_progress_notify_ms)) {
     return {Code::kInvalidArgument, "--experimental-watch-progress-notify-interval: " + e.message()};
   }
@@ -209,7 +239,105 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
       c->initial_cluster += c->name + "=" + u.text;
     }
   }
+  // etcd 3.4's checks and messages (embed/config.go Validate, embed/etcd.go
+  // parseCompactionRetention, embed/config_logging.go).
+  if (c->initial_cluster_state != "new" && c->initial_cluster_state != "existing") {
+    return {Code::kInvalidArgument, "unexpected clusterState \"" + c->initial_cluster_state + "\""};
+  }
+  if (r.auto_compaction_mode == "periodic") {
+    c->auto_compaction_mode = member::CompactionMode::kPeriodic;
+  } else if (r.auto_compaction_mode == "revision") {
+    c->auto_compaction_mode = member::CompactionMode::kRevision;
+  } else {
+    return {Code::kInvalidArgument, "unknown auto-compaction-mode \"" + r.auto_compaction_mode + "\""};
+  }
+  if (Error e = member::parse_compaction_retention(c->auto_compaction_mode, r.auto_compaction_retention,
+                                                   &c->auto_compaction_retention)) {
+    return {Code::kInvalidArgument, "--auto-compaction-retention: " + e.message()};
+  }
+  c->log_outputs.clear();
+  for (const auto& o : split(r.log_outputs, ',')) {
+    if (std::find(c->log_outputs.begin(), c->log_outputs.end(), o) == c->log_outputs.end()) c->log_outputs.push_back(o);
+  }
+  if (c->log_outputs.empty()) c->log_outputs = {"default"};
+  if (c->logger == "capnslog") {
+    if (c->log_outputs.size() > 1) {
+      std::string got;
+      for (const auto& o : c->log_outputs) got += (got.empty() ? "\"" : " \"") + o + "\"";
+      return {Code::kInvalidArgument,
+              "--logger=capnslog supports only 1 value in '--log-outputs', got [" + got + "]"};
+    }
+    c->warnings.push_back("Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead "
+                          "(etcdq writes etcd's zap JSON lines either way)");
+  } else if (c->log_outputs.size() > 1 &&
+             std::find(c->log_outputs.begin(), c->log_outputs.end(), "default") != c->log_outputs.end()) {
+    return {Code::kInvalidArgument, "multi logoutput for \"default\" is not supported yet"};
+  }
+  for (const auto* sec : {&c->client_security, &c->peer_security}) {
+    if (sec->requested()) {
+      return {Code::kInvalidArgument,
+              std::string(sec == &c->client_security ? "client" : "peer") +
+                  "-transport-security: TLS is not supported yet (etcdq serves http:// URLs only); remove the "
+                  "block's cert-file, key-file, trusted-ca-file, client-cert-auth and auto-tls settings"};
+    }
+  }
   return {};
+}
+
+}  // namespace
+
+Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
+  *exit_now = false;
+  CLI::App app{"etcdq: a key-value store that speaks the etcd v3 API"};
+  Raw raw;
+  define(app, c, &raw, /*with_env=*/true);
+  app.add_option("--config-file", c->config_file,
+                 "etcd's YAML config file; when given, the other flags and ETCD_* variables are ignored")
+      ->envname("ETCD_CONFIG_FILE");
+  app.add_flag("--version", c->print_version, "Print the version and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    *exit_now = true;
+    return {};
+  } catch (const CLI::ParseError& e) {
+    return {Code::kInvalidArgument, e.what()};
+  }
+  if (c->print_version) {
+    *exit_now = true;
+    return {};
+  }
+  if (c->config_file.empty()) return finish(c, raw);
+
+  const std::string path = c->config_file;
+  ConfigFile file;
+  if (Error e = read_config_file(path, &file)) return e;
+  *c = Config{};
+  c->config_file = path;
+  Raw file_raw;
+  CLI::App file_app;
+  define(file_app, c, &file_raw, /*with_env=*/false);
+  std::vector<std::string> args;
+  for (const auto& [key, value] : file.values) {
+    if (file_app.get_option_no_throw("--" + key) == nullptr) {
+      file.ignored.push_back(key);
+      continue;
+    }
+    args.push_back("--" + key + "=" + value);
+  }
+  if (Error e = parse_args(file_app, args)) return {Code::kInvalidArgument, "config file " + path + ": " + e.message()};
+  c->client_security = file.client_security;
+  c->peer_security = file.peer_security;
+  c->notes.push_back("loaded server configuration from " + path +
+                     ", other configuration command line flags and environment variables will be ignored if provided");
+  if (!file.ignored.empty()) {
+    std::string keys;
+    for (const auto& k : file.ignored) keys += (keys.empty() ? "" : ", ") + k;
+    c->warnings.push_back("config file " + path + ": keys etcdq does not use, ignored as etcd ignores unknown keys: " +
+                          keys);
+  }
+  return finish(c, file_raw);
 }
 
 }  // namespace etcdq::cli

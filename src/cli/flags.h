@@ -1,13 +1,18 @@
 // The etcdq command line: etcd's flag names and defaults, so existing
 // scripts and unit files work (DESIGN.md, "Server flags"). Every flag can
-// also come from the matching ETCD_* environment variable, as with etcd.
+// also come from the matching ETCD_* environment variable, as with etcd, or
+// from etcd's YAML --config-file (cli/config_file.h), which then is the only
+// source: like etcd (etcdmain/config.go), the other flags and the ETCD_*
+// variables are ignored.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cli/config_file.h"
 #include "common/error.h"
+#include "member/auto_compaction.h"
 
 namespace etcdq::cli {
 
@@ -43,7 +48,25 @@ struct Config {
   bool pre_vote = true;
   unsigned heartbeat_ms = 100;
   unsigned election_ms = 1000;
+  std::string config_file;  // --config-file / ETCD_CONFIG_FILE
+  // --auto-compaction-mode / -retention, parsed as etcd 3.4 does
+  // (member/auto_compaction.h); a retention of 0: off (etcd's default).
+  member::CompactionMode auto_compaction_mode = member::CompactionMode::kPeriodic;
+  int64_t auto_compaction_retention = 0;  // ms (periodic) or revisions
+  // Logging as etcd's --logger, --log-outputs, --log-level: the format is
+  // always etcd's zap JSON lines; capnslog is accepted with etcd 3.4's
+  // deprecation warning. Outputs: "default" (stderr), "stderr", "stdout",
+  // "journal" (stderr: systemd's journal reads it), or a file path.
+  std::string logger = "zap";
+  std::vector<std::string> log_outputs = {"default"};
   std::string log_level = "info";
+  // The config file's TLS blocks, kept for the TLS issue; refused while TLS
+  // is not implemented.
+  TransportSecurity client_security;
+  TransportSecurity peer_security;
+  // Notes and warnings for the log once it is set up (which the flags pick).
+  std::vector<std::string> notes;
+  std::vector<std::string> warnings;
   int64_t watch_progress_notify_ms = 600000;  // etcd's default: 10 minutes
   bool print_version = false;
 };

@@ -4,6 +4,7 @@
 // in-flight ones finish, and closes everything.
 #include <absl/synchronization/mutex.h>
 #include <signal.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,17 +29,42 @@ using namespace etcdq;
 
 namespace {
 
-void setup_logging(const std::string& level) {
-  auto logger = spdlog::stderr_logger_mt("etcdq");
+// etcd's --logger/--log-outputs/--log-level (embed/config_logging.go): one
+// logger writing etcd's JSON lines to every output. Errors: a file output
+// that cannot be opened, in etcd's words.
+Error setup_logging(const cli::Config& cfg) {
+  std::vector<spdlog::sink_ptr> sinks;
+  for (const auto& out : cfg.log_outputs) {
+    if (out == "default" || out == "stderr" || out == "journal") {
+      sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    } else if (out == "stdout") {
+      sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
+    } else {
+      // spdlog would create missing directories; etcd (zap) refuses instead.
+      std::filesystem::path parent = std::filesystem::absolute(out).parent_path();
+      std::error_code ec;
+      if (!std::filesystem::is_directory(parent, ec)) {
+        return {Code::kInvalidArgument, "open sink \"" + out + "\": open " + out + ": no such file or directory"};
+      }
+      try {
+        sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(out, /*truncate=*/false));
+      } catch (const spdlog::spdlog_ex& e) {
+        return {Code::kInvalidArgument, "open sink \"" + out + "\": " + e.what()};
+      }
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("etcdq", sinks.begin(), sinks.end());
   // JSON lines, as etcd logs.
   logger->set_pattern(R"({"level":"%l","ts":"%Y-%m-%dT%H:%M:%S.%f%z","msg":"%v"})");
   spdlog::set_default_logger(logger);
+  const std::string& level = cfg.log_level;
   if (level == "debug") spdlog::set_level(spdlog::level::debug);
   else if (level == "warn") spdlog::set_level(spdlog::level::warn);
   else if (level == "error") spdlog::set_level(spdlog::level::err);
   else if (level == "panic" || level == "fatal") spdlog::set_level(spdlog::level::critical);
   else spdlog::set_level(spdlog::level::info);
   spdlog::flush_on(spdlog::level::info);
+  return {};
 }
 
 int fail(const std::string& msg) {
@@ -77,7 +104,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (exit_now) return 0;
-  setup_logging(cfg.log_level);
+  if (Error e = setup_logging(cfg)) {
+    std::fprintf(stderr, "etcdq: %s\n", e.message().c_str());
+    return 1;
+  }
+  for (const auto& note : cfg.notes) spdlog::info("{}", note);
+  for (const auto& warning : cfg.warnings) spdlog::warn("{}", warning);
+  if (std::find(cfg.log_outputs.begin(), cfg.log_outputs.end(), "journal") != cfg.log_outputs.end()) {
+    spdlog::warn("--log-outputs=journal: etcdq writes to stderr, which systemd puts in the journal");
+  }
 
   // Flags -> member -> servers.
   std::vector<std::pair<std::string, cli::Url>> initial;
@@ -107,6 +142,8 @@ int main(int argc, char** argv) {
   mo.snapshot_count = cfg.snapshot_count;
   mo.strict_reconfig_check = cfg.strict_reconfig_check;
   mo.pre_vote = cfg.pre_vote;
+  mo.auto_compaction_mode = cfg.auto_compaction_mode;
+  mo.auto_compaction_retention = cfg.auto_compaction_retention;
   mo.clickhouse_url = cfg.clickhouse_url;
   mo.clickhouse_db = cfg.clickhouse_db;
   mo.version = ETCDQ_VERSION;

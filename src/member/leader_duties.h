@@ -1,5 +1,5 @@
 // Leader-only work — lease expiry, the queue scheduler's assignments, the
-// ClickHouse sink — starts when this member becomes leader and stops when it
+// ClickHouse sink, auto-compaction — starts when this member becomes leader and stops when it
 // stops leading, driven by raft::Node's role-change hook (braft's
 // on_leader_start / on_leader_stop), never by polling is_leader.
 //

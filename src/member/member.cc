@@ -44,6 +44,7 @@ struct Member::Parts {
   std::unique_ptr<raft::Node> node;
   std::unique_ptr<queue::Scheduler> scheduler;
   std::unique_ptr<queue::ClickHouseSink> clickhouse;
+  std::unique_ptr<AutoCompactor> auto_compactor;
   bool stopped = false;
 };
 
@@ -284,6 +285,21 @@ bool Member::join() {
   p.duties.add({"queue scheduler", [scheduler] { scheduler->set_leading(true); },
                 [scheduler] { scheduler->set_leading(false); }});
   p.duties.add({"ClickHouse sink", [sink] { sink->set_leading(true); }, [sink] { sink->set_leading(false); }});
+  if (opts_.auto_compaction_retention > 0) {
+    AutoCompactor::Hooks hooks;
+    hooks.current_revision = [c] { return c->store->view()->revision(); };
+    hooks.compact = [c](int64_t revision, std::function<void(Error)> done) {
+      apply::Command cmd;
+      cmd.mutable_compaction()->set_revision(revision);
+      propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
+    };
+    p.auto_compactor =
+        std::make_unique<AutoCompactor>(opts_.auto_compaction_mode, opts_.auto_compaction_retention, hooks);
+    AutoCompactor* compactor = p.auto_compactor.get();
+    p.duties.add({"auto-compaction", [compactor] { compactor->set_leading(true); },
+                  [compactor] { compactor->set_leading(false); }});
+    compactor->start();
+  }
   p.duties.start();
   return true;
 }
@@ -339,6 +355,7 @@ void Member::stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.duties.stop();
+  if (p.auto_compactor) p.auto_compactor->stop();
   if (p.expiry) p.expiry->stop();
   if (p.clickhouse) p.clickhouse->stop();
   if (p.scheduler) p.scheduler->stop();

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "member/auto_compaction.h"
 #include "member/context.h"
 
 namespace etcdq::member {
@@ -51,6 +52,10 @@ struct Options {
   uint64_t snapshot_count = 8192;  // log entries between snapshots
   bool strict_reconfig_check = true;
   bool pre_vote = true;
+  // --auto-compaction-mode/-retention (member/auto_compaction.h); a
+  // retention of 0 leaves auto-compaction off, as etcd's default.
+  CompactionMode auto_compaction_mode = CompactionMode::kPeriodic;
+  int64_t auto_compaction_retention = 0;  // ms (periodic) or revisions
   std::string clickhouse_url;  // queue/clickhouse.h; "": not set up
   std::string clickhouse_db = "default";
   std::string version;  // for the log

@@ -1,5 +1,8 @@
 #include "server/cluster_service.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "raft/forwarder.h"
 #include "server/peer_urls.h"
 #include "server/proxy.h"
@@ -17,8 +20,14 @@ bool proxy_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp
 
 }  // namespace
 
+// Sorted by member id, as etcd's RaftCluster.Members() (membership/cluster.go:
+// MembersByID): `etcdctl member list` prints them in that order and scripts
+// take the first line or diff the output.
 void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out) {
-  for (const auto& m : ctx.node->members()) {
+  std::vector<raft::MemberState> members = ctx.node->members();
+  std::sort(members.begin(), members.end(),
+            [](const raft::MemberState& a, const raft::MemberState& b) { return a.id < b.id; });
+  for (const auto& m : members) {
     auto* o = out->Add();
     o->set_id(m.id);
     o->add_peerurls(peer_url_of(m));

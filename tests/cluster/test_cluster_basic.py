@@ -43,6 +43,21 @@ class ClusterBasicTest(ClusterTestCase):
             got = sorted((m.ID, m.name) for m in c.member_list(via=i).members)
             self.assertEqual(got, sorted((m["ID"], m.get("name", "")) for m in members), "via m%d" % i)
 
+    def test_member_list_is_sorted_by_member_id_on_every_member(self):
+        # etcd lists members by id (membership.RaftCluster.Members sorts
+        # MembersByID), whatever order --initial-cluster named them in:
+        # `etcdctl member list | head -1` and diffs of its output rely on it.
+        c = self.c
+        table = c.etcdctl("member", "list").strip().splitlines()
+        self.assertEqual(len(table), 3, table)
+        ids = [int(line.split(",")[0], 16) for line in table]
+        self.assertEqual(ids, sorted(ids), table)
+        for i in range(3):
+            got = [m.ID for m in c.member_list(via=i).members]
+            self.assertEqual(got, ids, "MemberList via m%d" % i)
+            one = c.etcdctl("member", "list", endpoints=c.members[i].client_url).strip().splitlines()
+            self.assertEqual(one, table, "etcdctl member list via m%d" % i)
+
     def test_endpoint_status_cluster_agrees_on_cluster_leader_and_term(self):
         c = self.c
         # A spurious election on a busy machine may land between two members' answers: retry a little.

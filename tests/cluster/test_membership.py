@@ -82,6 +82,8 @@ class MembershipTest(ClusterTestCase):
         self.assertEqual(list(add.member.clientURLs), [])
         self.assertTrue(add.member.isLearner)
         self.assertEqual(len(add.members), 4)
+        # In member id order, as etcd's MemberAdd answer (membership.RaftCluster.Members).
+        self.assertEqual([m.ID for m in add.members], sorted(m.ID for m in add.members))
         self.assertEqual([m.isLearner for m in add.members if m.ID == add.member.ID], [True])
         # etcdctl lists it as unstarted: no name, no client URL, learner. The
         # member etcdctl asks may be a follower that has not applied the
