@@ -3,7 +3,7 @@
 // than the network. Production: raft_uv (the log and snapshots in files in
 // the Raft directory) with raft/transport.h carrying messages over raw TCP
 // behind the peer URL's listener. An in-process test keeps raft_uv and the consensus thread
-// and swaps only the transport (tests/unit/memory_transport.h), so that
+// and swaps only the transport (tests/unit/memory_network.h), so that
 // every byte of the real code path except the socket runs.
 //
 // Thread-safety: open(), get() and close() are called by whichever thread

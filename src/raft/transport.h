@@ -80,7 +80,8 @@ class PeerTransport {
   // A peer address in a hello longer than this is refused.
   static constexpr size_t kMaxAddressBytes = 512;
   // Incoming connections at once (libraft needs one per member that sends
-  // to us): each holds two descriptors and up to kMaxQueuedBytes.
+  // to us): each holds three descriptors (the socket and a socketpair), a
+  // socketpair's kernel buffers (4 MiB each way) and up to kMaxQueuedBytes.
   static constexpr size_t kMaxIncoming = 64;
   // Checked bytes waiting for libraft's loop to read them, per connection.
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
