@@ -21,6 +21,7 @@
 #include "http/server.h"
 #include "member/member.h"
 #include "net/mux.h"
+#include "raft/transport.h"
 #include "server/peer_server.h"
 #include "server/maintenance_service.h"
 #include "server/server.h"
@@ -160,12 +161,27 @@ int main(int argc, char** argv) {
   if (stopped) return 0;
   member::Context& ctx = m->context();
 
-  // Member-only traffic (libraft's and the Peer service) on the peer URL only.
-  auto peer_server = std::make_unique<server::PeerServer>(&ctx, m->raft_transport());
+  // Member-only traffic on the peer URL only, one listener (net/mux.h):
+  // HTTP/2 to the Peer service, libraft's raw connections (they open with
+  // raft/transport.h's magic) to consensus.
+  auto peer_server = std::make_unique<server::PeerServer>(&ctx);
+  if (Error e = peer_server->start()) {
+    m->stop();
+    return fail(e.message());
+  }
+  net::Mux::Routes peer_routes;
+  server::PeerServer* ps = peer_server.get();
+  member::Member* raft_member = m.get();
+  peer_routes.http2 = [ps](int fd) { ps->adopt(fd); };
+  peer_routes.prefixed.push_back(
+      {std::string(raft::PeerTransport::kMagic), [raft_member](int fd) { raft_member->adopt_raft_connection(fd); }});
+  net::Mux peer_mux(std::move(peer_routes), "peer");
   {
-    std::vector<std::string> listen_peer;
-    for (const auto& u : cfg.listen_peer_urls) listen_peer.push_back(u.host_port());
-    if (Error e = peer_server->start(listen_peer)) {
+    std::vector<std::pair<std::string, int>> listen_peer;
+    for (const auto& u : cfg.listen_peer_urls) listen_peer.emplace_back(u.host, u.port);
+    Error e = peer_mux.listen(listen_peer);
+    if (!e) e = peer_mux.start();
+    if (e) {
       m->stop();
       return fail(e.message());
     }
@@ -241,6 +257,7 @@ int main(int argc, char** argv) {
   client_mux.stop();  // no new connections for the servers below
   http_server.stop();
   m->stop();
+  peer_mux.stop();  // after consensus stopped: libraft talked to the others until then
   peer_server.reset();
   client_server->shutdown(1000);
   // The services (watch progress, lock/election waits) use the member's

@@ -198,7 +198,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   return {};
 }
 
-grpc::Service* Member::raft_transport() { return parts_->node->transport_service(); }
+void Member::adopt_raft_connection(int fd) { parts_->node->adopt_peer_connection(fd); }
 
 bool Member::join() {
   Context& ctx = ctx_;

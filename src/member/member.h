@@ -7,8 +7,8 @@
 // Life cycle, from one thread (main):
 //   open()  — data dir, identity, state database, an interrupted snapshot
 //             install finished first, consensus started;
-//   (the caller starts the peer server with raft_transport(): a cluster
-//    elects its leader through it)
+//   (the caller starts the peer listener, which hands libraft's connections
+//    to adopt_raft_connection(): a cluster elects its leader through it)
 //   join()  — waits for a leader and the log held at start, publishes this
 //             member's attributes through the log, starts queues and the
 //             leader-only work (member/leader_duties.h);
@@ -77,8 +77,10 @@ class Member {
   Member& operator=(const Member&) = delete;
 
   Context& context() { return ctx_; }
-  // libraft's traffic, to serve on the peer URL beside the Peer service.
-  grpc::Service* raft_transport();
+  // A connection the peer URL's listener routed to libraft (it opened with
+  // raft::PeerTransport::kMagic): taken over, from any thread, until the
+  // Member is destroyed (closed once consensus stopped).
+  void adopt_raft_connection(int fd);
 
   // Returns false if a stop was requested before it finished (the member
   // then still needs stop()).

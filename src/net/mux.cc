@@ -43,6 +43,8 @@ struct Mux::Impl {
   };
 
   Routes routes;
+  std::string role;
+  size_t peek_bytes = kPreface.size();  // enough for the preface and every magic
   int epoll = -1;
   int wake = -1;
   std::vector<int> listeners;
@@ -127,8 +129,8 @@ struct Mux::Impl {
     auto now = Clock::now();
     ++failures_since_warning;
     if (now - last_warning >= kWarnEvery) {
-      spdlog::warn("cannot accept client connections ({} failures): {}; pausing {} ms at a time", failures_since_warning,
-                   system_error(err), kAcceptPause.count());
+      spdlog::warn("cannot accept {} connections ({} failures): {}; pausing {} ms at a time", role,
+                   failures_since_warning, system_error(err), kAcceptPause.count());
       last_warning = now;
       failures_since_warning = 0;
     }
@@ -138,21 +140,38 @@ struct Mux::Impl {
     arm_listeners(false);
   }
 
+  // The route for a connection that opened with `data`; nullptr (and
+  // *need_more) while its first bytes could still start more than one.
+  const Route* classify(const char* data, size_t n, bool* need_more) const {
+    *need_more = false;
+    for (const auto& p : routes.prefixed) {
+      size_t m = std::min(n, p.magic.size());
+      if (std::string_view(data, m) != std::string_view(p.magic).substr(0, m)) continue;
+      if (m == p.magic.size()) return &p.route;
+      *need_more = true;
+    }
+    Sniffed s = sniff(data, n);
+    if (s == Sniffed::kNeedMore) *need_more = true;
+    if (*need_more) return nullptr;
+    return s == Sniffed::kHttp2 ? &routes.http2 : &routes.http1;
+  }
+
   void route_if_ready(int fd) {
-    char buf[kPreface.size()];
+    char buf[256];
     ssize_t n;
     do {
-      n = recv(fd, buf, sizeof(buf), MSG_PEEK);
+      n = recv(fd, buf, std::min(sizeof(buf), peek_bytes), MSG_PEEK);
     } while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {  // closed before saying anything, or an error
       close_pending(fd);
       return;
     }
-    Sniffed s = sniff(buf, static_cast<size_t>(n));
-    if (s == Sniffed::kNeedMore) return;  // the next bytes raise a new edge
+    bool need_more = false;
+    const Route* found = classify(buf, static_cast<size_t>(n), &need_more);
+    if (need_more) return;  // the next bytes raise a new edge
     drop(fd);
-    const Route& route = s == Sniffed::kHttp2 ? routes.http2 : routes.http1;
+    const Route& route = *found;
     if (!route) {
       ::close(fd);
       return;
@@ -180,7 +199,7 @@ struct Mux::Impl {
       }
       int n = epoll_wait(epoll, events, 64, timeout_ms);
       if (n < 0 && errno != EINTR) {
-        spdlog::error("client connection mux: epoll_wait failed: {}", system_error(errno));
+        spdlog::error("{} connection mux: epoll_wait failed: {}", role, system_error(errno));
         return;
       }
       for (int i = 0; i < n; ++i) {
@@ -198,7 +217,11 @@ struct Mux::Impl {
   }
 };
 
-Mux::Mux(Routes routes) : impl_(std::make_unique<Impl>()) { impl_->routes = std::move(routes); }
+Mux::Mux(Routes routes, std::string role) : impl_(std::make_unique<Impl>()) {
+  impl_->routes = std::move(routes);
+  impl_->role = std::move(role);
+  for (const auto& p : impl_->routes.prefixed) impl_->peek_bytes = std::max(impl_->peek_bytes, p.magic.size());
+}
 
 Mux::~Mux() { stop(); }
 
@@ -214,7 +237,7 @@ Error Mux::listen(const std::vector<std::pair<std::string, int>>& addresses) {
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), std::to_string(a.second).c_str(), &hints, &res);
     if (rc != 0 || !res) {
-      return {Code::kInvalidArgument, "cannot listen for clients on " + name + ": " + gai_strerror(rc)};
+      return {Code::kInvalidArgument, "cannot listen for " + impl_->role + "s on " + name + ": " + gai_strerror(rc)};
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -223,7 +246,7 @@ Error Mux::listen(const std::vector<std::pair<std::string, int>>& addresses) {
       int err = errno;
       if (fd >= 0) ::close(fd);
       freeaddrinfo(res);
-      return {Code::kUnavailable, "cannot listen for clients on " + name + ": " + system_error(err)};
+      return {Code::kUnavailable, "cannot listen for " + impl_->role + "s on " + name + ": " + system_error(err)};
     }
     freeaddrinfo(res);
     impl_->listeners.push_back(fd);
@@ -236,7 +259,7 @@ Error Mux::start() {
   Impl& m = *impl_;
   m.epoll = epoll_create1(EPOLL_CLOEXEC);
   m.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (m.epoll < 0 || m.wake < 0) return {Code::kInternal, "client connection mux: " + system_error(errno)};
+  if (m.epoll < 0 || m.wake < 0) return {Code::kInternal, m.role + " connection mux: " + system_error(errno)};
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = Impl::kWakeTag;
@@ -245,7 +268,7 @@ Error Mux::start() {
     ev.events = EPOLLIN;
     ev.data.u64 = Impl::kListenerTag | static_cast<uint64_t>(fd);
     if (epoll_ctl(m.epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      return {Code::kInternal, "client connection mux: " + system_error(errno)};
+      return {Code::kInternal, m.role + " connection mux: " + system_error(errno)};
     }
   }
   m.thread = std::thread([&m] { m.loop(); });

@@ -1,10 +1,12 @@
-// One listening port, two protocols, as etcd serves its client URLs (etcd's
-// embed/serve.go puts gRPC and HTTP/1.1 on one listener with cmux): each
-// accepted connection is routed by its first bytes. One that opens with
-// HTTP/2's client connection preface ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-// RFC 9113 section 3.4, which every gRPC client sends before anything else)
-// goes to the HTTP/2 route (gRPC); anything else to the HTTP/1.1 route
-// (health, version, metrics, the JSON gateway).
+// One listening port, several protocols, as etcd serves its client URLs
+// (etcd's embed/serve.go puts gRPC and HTTP/1.1 on one listener with cmux):
+// each accepted connection is routed by its first bytes. One that opens with
+// a prefixed route's magic goes to that route (the peer URL: libraft's raw
+// connections, raft/transport.h); one that opens with HTTP/2's client
+// connection preface ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", RFC 9113 section
+// 3.4, which every gRPC client sends before anything else) to the HTTP/2
+// route (gRPC); anything else to the HTTP/1.1 route (health, version,
+// metrics, the JSON gateway).
 //
 // Routing reads nothing: the first bytes are peeked (MSG_PEEK), so the
 // server a connection is handed to reads it from its first byte. Waiting
@@ -38,15 +40,23 @@ class Mux {
  public:
   // Takes ownership of a connected socket (non-blocking).
   using Route = std::function<void(int fd)>;
+  // A connection whose first bytes are `magic` (non-empty, and not a
+  // prefix of HTTP/2's preface or of another route's magic).
+  struct Prefixed {
+    std::string magic;
+    Route route;
+  };
   struct Routes {
     Route http2;  // gRPC
     Route http1;  // empty: such connections are closed (--listen-client-http-urls moved HTTP elsewhere)
+    std::vector<Prefixed> prefixed;  // looked at before the others
   };
 
   static constexpr size_t kMaxPending = 1024;
   static constexpr std::chrono::seconds kSniffTimeout{10};
 
-  explicit Mux(Routes routes);
+  // `role` names the listener in errors and logs ("client", "peer").
+  explicit Mux(Routes routes, std::string role = "client");
   ~Mux();  // stop()
   Mux(const Mux&) = delete;
   Mux& operator=(const Mux&) = delete;

@@ -68,10 +68,10 @@ class Forwarder {
   virtual Error fetch_snapshot(const std::string& target, uint64_t index,
                                const std::function<Error(const peer::SnapshotChunk&)>& fn);
 
-  // The channel to `target` (a peer host:port for the Peer and RaftTransport
-  // services; a client host:port for proxying etcd's own services to the
-  // leader). Every member-to-member connection is made here, so peer TLS
-  // only has to change these credentials.
+  // The channel to `target` (a peer host:port for the Peer service; a
+  // client host:port for proxying etcd's own services to the leader).
+  // Every member-to-member gRPC connection is made here (libraft's own in
+  // raft/transport.h), so peer TLS changes these credentials.
   std::shared_ptr<grpc::Channel> channel(const std::string& target);
 
   static constexpr std::chrono::seconds kInactivityLimit{5};

@@ -1,5 +1,7 @@
 #include "raft/io.h"
 
+#include <unistd.h>
+
 #include "raft/transport.h"
 
 namespace etcdq::raft {
@@ -20,27 +22,27 @@ void UvIo::close() {
   raft_uv_close(&io_);
 }
 
+void RaftIo::adopt(int fd) { ::close(fd); }
+
 namespace {
 
-class GrpcUvIo final : public RaftIo {
+class PeerUvIo final : public RaftIo {
  public:
-  GrpcUvIo(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder)
-      : transport_(loop, [fw = std::move(forwarder)](const std::string& target) { return fw->channel(target); }),
-        uv_(loop, transport_.raw()) {}
+  explicit PeerUvIo(uv_loop_t* loop) : transport_(loop), uv_(loop, transport_.raw()) {}
   Error open(const std::string& dir) override { return uv_.open(dir); }
   struct raft_io* get() override { return uv_.get(); }
   void close() override { uv_.close(); }
-  grpc::Service* service() override { return transport_.service(); }
+  void adopt(int fd) override { transport_.adopt(fd); }
 
  private:
-  GrpcTransport transport_;
+  PeerTransport transport_;
   UvIo uv_;
 };
 
 }  // namespace
 
-std::unique_ptr<RaftIo> grpc_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder) {
-  return std::make_unique<GrpcUvIo>(loop, std::move(forwarder));
+std::unique_ptr<RaftIo> peer_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder>) {
+  return std::make_unique<PeerUvIo>(loop);
 }
 
 }  // namespace etcdq::raft

@@ -1,14 +1,14 @@
 // libraft's I/O (struct raft_io: the log, snapshots, messages, timers) as a
 // part raft::Node is given, so that consensus can run over something other
 // than the network. Production: raft_uv (the log and snapshots in files in
-// the Raft directory) with raft/transport.h carrying messages over gRPC on
-// the peer URL. An in-process test keeps raft_uv and the consensus thread
-// and swaps only the transport (tests/unit/memory_transport.h), so that
+// the Raft directory) with raft/transport.h carrying messages over raw TCP
+// behind the peer URL's listener. An in-process test keeps raft_uv and the consensus thread
+// and swaps only the transport (tests/unit/memory_network.h), so that
 // every byte of the real code path except the socket runs.
 //
 // Thread-safety: open(), get() and close() are called by whichever thread
 // drives the node's loop at the time (Node::start() before the consensus
-// thread runs, that thread after), never two at once; service() may be
+// thread runs, that thread after), never two at once; adopt() may be
 // called from any thread. The node owns the object and destroys it after
 // its loop closed.
 #pragma once
@@ -17,7 +17,6 @@ extern "C" {
 #include <raft.h>
 #include <raft/uv.h>
 }
-#include <grpcpp/grpcpp.h>
 #include <uv.h>
 
 #include <functional>
@@ -40,9 +39,10 @@ class RaftIo {
   // Frees what open() made, once libraft closed the I/O (raft_close's
   // callback) or when raft_init never ran on it. Safe if open() failed.
   virtual void close() = 0;
-  // The gRPC service that carries libraft's messages to this member, or
-  // nullptr if messages travel some other way.
-  virtual grpc::Service* service() { return nullptr; }
+  // Takes a connection the peer listener routed to libraft (it opened with
+  // raft::PeerTransport::kMagic; net/mux.h consumed nothing), from any
+  // thread. An I/O whose messages travel some other way closes it.
+  virtual void adopt(int fd);
 };
 
 // raft_uv on `loop` with messages through `transport`: the base of every
@@ -65,8 +65,7 @@ class UvIo : public RaftIo {
 // Called once, by Node's constructor.
 using IoFactory = std::function<std::unique_ptr<RaftIo>(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder)>;
 
-// The production I/O: raft_uv plus GrpcTransport, whose channels are the
-// forwarder's (one connection and one set of credentials per peer).
-std::unique_ptr<RaftIo> grpc_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder);
+// The production I/O: raft_uv plus PeerTransport (raft/transport.h).
+std::unique_ptr<RaftIo> peer_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder);
 
 }  // namespace etcdq::raft

@@ -17,7 +17,7 @@ Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{
   impl_->sm = fsm;
   impl_->completions = std::make_unique<Executor>(kCompletionThreads);
   impl_->forwarder = opts_.forwarder ? opts_.forwarder : std::make_shared<Forwarder>();
-  impl_->io = opts_.io ? opts_.io(&impl_->loop, impl_->forwarder) : grpc_uv_io(&impl_->loop, impl_->forwarder);
+  impl_->io = opts_.io ? opts_.io(&impl_->loop, impl_->forwarder) : peer_uv_io(&impl_->loop, impl_->forwarder);
   std::random_device rd;
   do {
     impl_->origin = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -270,7 +270,7 @@ void Node::removed_by_leader() {
 
 Forwarder& Node::forwarder() { return *impl_->forwarder; }
 
-grpc::Service* Node::transport_service() { return impl_->io->service(); }
+void Node::adopt_peer_connection(int fd) { impl_->io->adopt(fd); }
 
 std::string Node::leader_target() const {
   Progress p = progress();

@@ -91,8 +91,8 @@ struct NodeOptions {
   // The rules a forwarded command must pass before the leader puts it in
   // the log (apply/command_check.h; --max-txn-ops).
   apply::CommandLimits command_limits;
-  // libraft's I/O (raft/io.h). Unset: raft_uv on `dir` with the gRPC
-  // transport on the peer URL. Tests put an in-process transport here.
+  // libraft's I/O (raft/io.h). Unset: raft_uv on `dir` with the raw TCP
+  // transport behind the peer URL's listener (raft/transport.h). Tests put an in-process transport here.
   IoFactory io;
   // Calls to other members (raft/forwarder.h). Unset: gRPC on peer URLs.
   // Tests route them to nodes in the same process.
@@ -191,10 +191,11 @@ class Node {
   std::string leader_target() const;
   // The leader's published client host:port, for etcd's own services.
   std::string leader_client_target() const;
-  // libraft's traffic (raft/transport.h): serve it on the peer URL, next to
-  // the Peer service, from before start() until after stop(). nullptr when
-  // NodeOptions::io carries it some other way.
-  grpc::Service* transport_service();
+  // A connection the peer URL's listener routed to libraft (it opened with
+  // raft::PeerTransport::kMagic), taken over from any thread; closed when
+  // libraft does not listen (before start(), after stop()) or when
+  // NodeOptions::io carries messages some other way.
+  void adopt_peer_connection(int fd);
 
   // Stops taking proposals, lets in-flight ones finish, closes libraft and
   // joins the consensus thread. Idempotent.

@@ -1,276 +1,318 @@
 #include "raft/transport.h"
 
-#include <spdlog/spdlog.h>
-#include <poll.h>
-#include <sys/socket.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <mutex>
-#include <thread>
+#include <map>
+#include <unordered_set>
+#include <vector>
 
+#include "raft/inbound.h"
 #include "raft/uv_bridge.h"
-#include "raft/wire_check.h"
 
 namespace etcdq::raft {
 namespace {
 
-// How long a connect waits for the peer's gRPC server before libraft is told
-// it failed (libraft then retries on its own schedule).
-constexpr std::chrono::milliseconds kConnectTimeout{1000};
+// How often deadlines (hellos, connects) are looked at.
+constexpr uint64_t kSweepMs = 100;
+// One read from a peer's socket (shared by every incoming connection: the
+// bytes are checked and written on before the next read).
+constexpr size_t kReadBytes = 256 << 10;
 
-// Socketpair buffers: libuv writes libraft's messages without blocking, so
-// a buffer that holds a whole AppendEntries batch takes it in one write and
-// one wakeup instead of many partial ones (AF_UNIX's default is 208 KiB;
-// the kernel caps this at net.core.wmem_max).
-constexpr int kSocketBufferBytes = 4 << 20;
+void put_le64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
 
-void size_buffers(const int fds[2]) {
-  for (int i = 0; i < 2; ++i) {
-    ::setsockopt(fds[i], SOL_SOCKET, SO_SNDBUF, &kSocketBufferBytes, sizeof kSocketBufferBytes);
-    ::setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &kSocketBufferBytes, sizeof kSocketBufferBytes);
-  }
+// "host:port" or "[v6]:port" -> host, port; false if there is no port.
+bool split_host_port(const std::string& address, std::string* host, std::string* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) return false;
+  *host = address.substr(0, colon);
+  *port = address.substr(colon + 1);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  return !host->empty();
 }
 
 }  // namespace
 
-// The gRPC side of the transport; UvBridge is its libuv side.
-struct GrpcTransport::Shared : UvBridge, std::enable_shared_from_this<GrpcTransport::Shared> {
-  Shared(uv_loop_t* loop, ChannelFor channel_for) : UvBridge(loop), channel_for(std::move(channel_for)) {}
-
-  ChannelFor channel_for;
-
-  std::mutex incoming_mu;  // guards incoming
-  int incoming = 0;        // incoming streams being served
-
-  // A connect's own thread: opens the stream, hands libraft its end, then
-  // pumps libraft's bytes into the call until either side ends.
-  void connect_and_pump(uint64_t key, const std::string& address) {
-    auto fail = [&](int status) { post([self = shared_from_this(), key, status] { self->connected(key, -1, status); }); };
-    std::shared_ptr<grpc::Channel> channel = channel_for(address);
-    if (!channel || !channel->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
-      fail(RAFT_NOCONNECTION);
-      return;
-    }
-    auto stub = peer::RaftTransport::NewStub(channel);
-    grpc::ClientContext ctx;
-    peer::RaftStreamEnd end;
-    std::unique_ptr<grpc::ClientWriter<peer::RaftFrame>> writer = stub->Stream(&ctx, &end);
-    peer::RaftFrame frame;
-    frame.set_from_id(id());
-    frame.set_from_address(UvBridge::address());  // ours, not `address`
-    int fds[2];
-    if (!writer->Write(frame) || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-      ctx.TryCancel();
-      writer->Finish();
-      fail(RAFT_NOCONNECTION);
-      return;
-    }
-    size_buffers(fds);
-    int libraft_end = fds[0];
-    if (!post([self = shared_from_this(), key, libraft_end] { self->connected(key, libraft_end, 0); })) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ctx.TryCancel();
-      writer->Finish();
-      return;
-    }
-    std::string buf(kFrameBytes, '\0');
-    bool eof = false;
-    for (;;) {
-      ssize_t n = ::read(fds[1], buf.data(), buf.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        eof = true;  // libraft closed its end (or the socketpair failed)
-        break;
-      }
-      frame.Clear();
-      frame.set_data(buf.data(), static_cast<size_t>(n));
-      if (!writer->Write(frame)) break;  // the call broke: libraft's next write fails
-    }
-    // libraft writes to its end fail from here on (it then reconnects).
-    ::close(fds[1]);
-    if (eof) {
-      writer->WritesDone();
-    } else {
-      ctx.TryCancel();
-    }
-    writer->Finish();
-  }
-
-  // Loop thread: each connect gets a thread of its own (connect_and_pump).
-  void start_connect(uint64_t key, raft_id, const char* address) override {
-    std::thread([self = shared_from_this(), key, address = std::string(address)] {
-      self->connect_and_pump(key, address);
-    }).detach();
-  }
-};
-
-// Receives one member's libraft stream and feeds it to libraft. A reactor
-// (not a handler thread): each frame is checked and written into the
-// socketpair on the gRPC thread that read it, so a message crosses one
-// thread less on its way to libraft's loop. Writes do not block that
-// thread: when libraft lags and the socketpair is full, a thread of the
-// stream's own waits for room, then reads on.
-class GrpcTransport::Incoming final : public grpc::ServerReadReactor<peer::RaftFrame> {
- public:
-  Incoming(std::shared_ptr<Shared> shared, grpc::CallbackServerContext* ctx)
-      : shared_(std::move(shared)), ctx_(ctx) {
-    StartRead(&frame_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the sender finished, or the call broke
-      finish(fd_ < 0 ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no handshake") : grpc::Status::OK);
-      return;
-    }
-    if (fd_ < 0) {
-      grpc::Status s = accept();
-      if (!s.ok()) {
-        finish(s);
-        return;
-      }
-    }
-    // libraft trusts its framing (raft/wire_check.h): bytes reach it only
-    // once checked, and the first malformed message ends the stream.
-    if (!check_.feed(frame_.data())) {
-      spdlog::warn("dropped the Raft stream from member {:x} ({}, connected from {}): {}", id_, address_,
-                   ctx_->peer(), check_.error());
-      finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed Raft message: " + check_.error()));
-      return;
-    }
-    pending_.swap(*frame_.mutable_data());
-    sent_ = 0;
-    if (send_some()) {
-      StartRead(&frame_);
-      return;
-    }
-    if (errno != EAGAIN) {
-      finish(grpc::Status::OK);  // libraft closed its end
-      return;
-    }
-    std::thread([this] { wait_and_send(); }).detach();
-  }
-
-  void OnCancel() override { cancelled_ = true; }
-
-  void OnDone() override {
-    if (counted_) {
-      std::lock_guard<std::mutex> lock(shared_->incoming_mu);
-      --shared_->incoming;
-    }
-    delete this;
-  }
-
- private:
-  // The handshake frame: who sends, and room for one more stream.
-  grpc::Status accept() {
-    if (frame_.from_id() == 0 || frame_.from_address().empty() ||
-        frame_.from_address().size() > GrpcTransport::kMaxAddressBytes) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad handshake");
-    }
-    {
-      std::lock_guard<std::mutex> lock(shared_->incoming_mu);
-      if (!shared_->listening()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not accepting yet");
-      if (shared_->incoming >= GrpcTransport::kMaxIncomingStreams) {
-        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many Raft streams");
-      }
-      ++shared_->incoming;
-      counted_ = true;
-    }
-    int fds[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "cannot open a stream");
-    }
-    size_buffers(fds);
-    id_ = frame_.from_id();
-    address_ = frame_.from_address();
-    int libraft_end = fds[0];
-    bool posted = shared_->post(
-        [self = shared_, id = id_, address = address_, libraft_end] { self->accept(id, address, libraft_end); });
-    if (!posted) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "closed");
-    }
-    fd_ = fds[1];
-    return grpc::Status::OK;
-  }
-
-  // Writes what it can of pending_ without blocking; false on EAGAIN or an
-  // error (errno tells which).
-  bool send_some() {
-    while (sent_ < pending_.size()) {
-      ssize_t n = ::send(fd_, pending_.data() + sent_, pending_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      sent_ += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // A thread of its own: libraft's loop is behind, so wait for room (the
-  // sender's next frames wait in gRPC's flow control meanwhile).
-  void wait_and_send() {
-    while (!cancelled_) {
-      struct pollfd p {fd_, POLLOUT, 0};
-      int r = ::poll(&p, 1, 100);
-      if (r < 0 && errno != EINTR) break;
-      if (r <= 0) continue;
-      if (send_some()) {
-        StartRead(&frame_);
-        return;
-      }
-      if (errno != EAGAIN) break;
-    }
-    finish(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);
-  }
-
-  void finish(grpc::Status s) {
-    if (fd_ >= 0) ::close(fd_);  // libraft reads the end of the stream
-    fd_ = -1;
-    Finish(s);
-  }
-
-  std::shared_ptr<GrpcTransport::Shared> shared_;
-  grpc::CallbackServerContext* ctx_;
-  // One actor at a time touches the rest: the gRPC thread running
-  // OnReadDone, or the waiting thread it started (no read is outstanding
-  // while that runs).
-  peer::RaftFrame frame_;
-  WireCheck check_;
-  int fd_ = -1;  // our end of the socketpair; libraft reads the other
-  bool counted_ = false;
-  raft_id id_ = 0;
-  std::string address_;
-  std::string pending_;
-  size_t sent_ = 0;
-  std::atomic<bool> cancelled_{false};
-};
-
-class GrpcTransport::Service final : public peer::RaftTransport::CallbackService {
- public:
-  explicit Service(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
-
-  grpc::ServerReadReactor<peer::RaftFrame>* Stream(grpc::CallbackServerContext* ctx, peer::RaftStreamEnd*) override {
-    return new Incoming(shared_, ctx);
-  }
-
- private:
-  std::shared_ptr<Shared> shared_;
-};
-
-GrpcTransport::GrpcTransport(uv_loop_t* loop, ChannelFor channel_for)
-    : shared_(std::make_shared<Shared>(loop, std::move(channel_for))) {
-  service_ = std::make_unique<Service>(shared_);
+std::string PeerTransport::hello(raft_id id, const std::string& address) {
+  std::string out(kMagic);
+  put_le64(&out, kVersion);
+  put_le64(&out, id);
+  size_t padded = (address.size() + 1 + 7) / 8 * 8;  // at least one NUL
+  put_le64(&out, padded);
+  out += address;
+  out.append(padded - address.size(), '\0');
+  return out;
 }
 
-GrpcTransport::~GrpcTransport() = default;
+struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_this<PeerTransport::Shared> {
+  // One outgoing connection until libraft has it (or it failed). Freed once
+  // no libuv request of its own is outstanding.
+  struct Outgoing {
+    Shared* t;
+    uint64_t key;
+    uint64_t deadline_ms;
+    std::string hello;
+    uv_tcp_t* tcp = nullptr;  // raft_malloc'd: libraft frees it once it is libraft's
+    uv_getaddrinfo_t gai{};
+    uv_connect_t connect{};
+    uv_write_t write{};
+    int requests = 0;  // libuv requests whose callback has not run
+    bool resolving = false;
+    bool done = false;
+  };
 
-struct raft_uv_transport* GrpcTransport::raw() { return shared_->raw(); }
+  Shared(uv_loop_t* loop, Options opts) : UvBridge(loop), loop(loop), opts(opts) {}
 
-grpc::Service* GrpcTransport::service() { return service_.get(); }
+  uv_loop_t* loop;
+  Options opts;
+  uv_timer_t sweep{};
+  bool sweep_open = false;
+  std::map<uint64_t, Outgoing*> outgoing;
+  std::unordered_set<Inbound*> incoming;
+  std::atomic<size_t> incoming_count{0};
+  std::unique_ptr<char[]> read_buf;
+
+  // ---- outgoing -------------------------------------------------------------
+
+  void start_connect(uint64_t key, raft_id, const char* address) override {
+    auto* o = new Outgoing{this, key, uv_now(loop) + static_cast<uint64_t>(opts.connect_timeout.count()),
+                           hello(id(), UvBridge::address())};
+    outgoing[key] = o;
+    arm_sweep();
+    std::string host, port;
+    if (!split_host_port(address, &host, &port)) {
+      // Not from inside libraft's connect call: the answer comes from the loop.
+      fail_later(o, RAFT_NOCONNECTION);
+      return;
+    }
+    sockaddr_storage sa{};
+    int p = std::atoi(port.c_str());
+    if (uv_ip4_addr(host.c_str(), p, reinterpret_cast<sockaddr_in*>(&sa)) == 0 ||
+        uv_ip6_addr(host.c_str(), p, reinterpret_cast<sockaddr_in6*>(&sa)) == 0) {
+      dial(o, reinterpret_cast<sockaddr*>(&sa));
+      if (!o->done && o->tcp == nullptr) fail_later(o, RAFT_NOCONNECTION);
+      return;
+    }
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    o->gai.data = o;
+    ++o->requests;
+    o->resolving = true;
+    if (uv_getaddrinfo(loop, &o->gai, resolved, host.c_str(), port.c_str(), &hints) != 0) {
+      --o->requests;
+      o->resolving = false;
+      fail_later(o, RAFT_NOCONNECTION);
+    }
+  }
+
+  static void resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+    auto* o = static_cast<Outgoing*>(req->data);
+    --o->requests;
+    o->resolving = false;
+    if (!o->done) {
+      if (status != 0 || res == nullptr) {
+        o->t->fail(o, RAFT_NOCONNECTION);
+      } else {
+        o->t->dial(o, res->ai_addr);
+        if (!o->done && o->tcp == nullptr) o->t->fail(o, RAFT_NOCONNECTION);
+      }
+    }
+    if (res != nullptr) uv_freeaddrinfo(res);
+    maybe_free(o);
+  }
+
+  // Starts the TCP connect; o->tcp stays null if it could not start.
+  void dial(Outgoing* o, const sockaddr* addr) {
+    auto* tcp = static_cast<uv_tcp_t*>(raft_malloc(sizeof(uv_tcp_t)));
+    if (tcp == nullptr) return;
+    uv_tcp_init(loop, tcp);
+    o->connect.data = o;
+    ++o->requests;
+    if (uv_tcp_connect(&o->connect, tcp, addr, connected_tcp) != 0) {
+      --o->requests;
+      uv_close(reinterpret_cast<uv_handle_t*>(tcp), [](uv_handle_t* h) { raft_free(h); });
+      return;
+    }
+    o->tcp = tcp;
+  }
+
+  static void connected_tcp(uv_connect_t* req, int status) {
+    auto* o = static_cast<Outgoing*>(req->data);
+    --o->requests;
+    if (!o->done) {
+      if (status != 0) {
+        o->t->fail(o, RAFT_NOCONNECTION);
+      } else {
+        uv_tcp_nodelay(o->tcp, 1);
+        uv_buf_t b = uv_buf_init(o->hello.data(), static_cast<unsigned>(o->hello.size()));
+        o->write.data = o;
+        ++o->requests;
+        if (uv_write(&o->write, reinterpret_cast<uv_stream_t*>(o->tcp), &b, 1, wrote_hello) != 0) {
+          --o->requests;
+          o->t->fail(o, RAFT_NOCONNECTION);
+        }
+      }
+    }
+    maybe_free(o);
+  }
+
+  static void wrote_hello(uv_write_t* req, int status) {
+    auto* o = static_cast<Outgoing*>(req->data);
+    --o->requests;
+    if (!o->done) {
+      if (status != 0) {
+        o->t->fail(o, RAFT_NOCONNECTION);
+      } else {
+        // libraft writes its messages straight to the socket from here on.
+        auto* stream = reinterpret_cast<uv_stream_t*>(o->tcp);
+        o->tcp = nullptr;
+        o->done = true;
+        o->t->outgoing.erase(o->key);
+        o->t->connected(o->key, stream, 0);
+      }
+    }
+    maybe_free(o);
+  }
+
+  // Ends an attempt: closes what it opened; answers libraft with `status`
+  // unless `answer` is false (the bridge answers RAFT_CANCELED on close).
+  void fail(Outgoing* o, int status, bool answer = true) {
+    if (o->done) return;
+    o->done = true;
+    outgoing.erase(o->key);
+    if (o->tcp != nullptr) {
+      // Pending connect and write callbacks run with UV_ECANCELED.
+      uv_close(reinterpret_cast<uv_handle_t*>(o->tcp), [](uv_handle_t* h) { raft_free(h); });
+      o->tcp = nullptr;
+    }
+    if (o->resolving) uv_cancel(reinterpret_cast<uv_req_t*>(&o->gai));
+    if (answer) connected(o->key, static_cast<uv_stream_t*>(nullptr), status);
+  }
+
+  void fail_later(Outgoing* o, int status) {
+    o->done = true;
+    outgoing.erase(o->key);
+    uint64_t key = o->key;
+    maybe_free(o);
+    post([self = shared_from_this(), key, status] { self->connected(key, static_cast<uv_stream_t*>(nullptr), status); });
+  }
+
+  static void maybe_free(Outgoing* o) {
+    if (o->done && o->requests == 0) delete o;
+  }
+
+  // ---- incoming -------------------------------------------------------------
+
+  void start_incoming(int fd) {
+    if (closing() || !listening()) {
+      ::close(fd);
+      return;
+    }
+    if (incoming.size() >= kMaxIncoming) {
+      // The one idle longest goes: a member's live connection is never it
+      // for long, and libraft reconnects when it next has something to send.
+      Inbound* idle = nullptr;
+      for (Inbound* in : incoming) {
+        if (idle == nullptr || in->active_ms() < idle->active_ms()) idle = in;
+      }
+      incoming.erase(idle);
+      idle->close("too many incoming Raft connections: closed the one idle longest");
+    }
+    Inbound* in = Inbound::start(loop, this, fd);
+    if (in == nullptr) return;
+    incoming.insert(in);
+    incoming_count = incoming.size();
+    arm_sweep();
+  }
+
+  void hand_to_libraft(raft_id from, const std::string& address, int fd) override { accept(from, address, fd); }
+
+  void gone(Inbound* in) override {
+    incoming.erase(in);
+    incoming_count = incoming.size();
+  }
+
+  uv_buf_t read_buffer() override {
+    if (!read_buf) read_buf.reset(new char[kReadBytes]);
+    return uv_buf_init(read_buf.get(), kReadBytes);
+  }
+
+  // ---- deadlines and closing ------------------------------------------------
+
+  void after_init() override {
+    uv_timer_init(loop, &sweep);
+    sweep.data = this;
+    // Never what keeps the loop running.
+    uv_unref(reinterpret_cast<uv_handle_t*>(&sweep));
+    sweep_open = true;
+  }
+
+  void arm_sweep() {
+    if (!sweep_open || uv_is_active(reinterpret_cast<uv_handle_t*>(&sweep))) return;
+    uv_timer_start(&sweep, [](uv_timer_t* t) { static_cast<Shared*>(t->data)->on_sweep(); }, kSweepMs, kSweepMs);
+  }
+
+  void on_sweep() {
+    uint64_t now = uv_now(loop);
+    std::vector<Outgoing*> late;
+    for (auto& [key, o] : outgoing) {
+      if (now >= o->deadline_ms) late.push_back(o);
+    }
+    for (Outgoing* o : late) {
+      fail(o, RAFT_NOCONNECTION);
+      maybe_free(o);
+    }
+    bool waiting = false;
+    std::vector<Inbound*> silent;
+    for (Inbound* in : incoming) {
+      if (!in->in_hello()) continue;
+      if (now - in->started_ms() >= static_cast<uint64_t>(opts.handshake_timeout.count())) {
+        silent.push_back(in);
+      } else {
+        waiting = true;
+      }
+    }
+    for (Inbound* in : silent) {
+      incoming.erase(in);
+      in->close("closed a Raft connection that sent no hello within " +
+                std::to_string(opts.handshake_timeout.count()) + " ms");
+    }
+    incoming_count = incoming.size();
+    if (!waiting && outgoing.empty()) uv_timer_stop(&sweep);
+  }
+
+  void before_close() override {
+    std::vector<Outgoing*> all;
+    for (auto& [key, o] : outgoing) all.push_back(o);
+    for (Outgoing* o : all) {
+      fail(o, RAFT_CANCELED, /*answer=*/false);
+      maybe_free(o);
+    }
+    std::vector<Inbound*> ins(incoming.begin(), incoming.end());
+    incoming.clear();
+    incoming_count = 0;
+    for (Inbound* in : ins) in->close("");
+    if (sweep_open) {
+      sweep_open = false;
+      uv_close(reinterpret_cast<uv_handle_t*>(&sweep), nullptr);
+    }
+  }
+};
+
+PeerTransport::PeerTransport(uv_loop_t* loop, Options opts) : shared_(std::make_shared<Shared>(loop, opts)) {}
+
+PeerTransport::~PeerTransport() = default;
+
+struct raft_uv_transport* PeerTransport::raw() { return shared_->raw(); }
+
+void PeerTransport::adopt(int fd) {
+  if (!shared_->post([self = shared_, fd] { self->start_incoming(fd); })) ::close(fd);
+}
+
+size_t PeerTransport::incoming() const { return shared_->incoming_count.load(); }
 
 }  // namespace etcdq::raft

@@ -1,88 +1,123 @@
-// libraft's transport (raft_uv_transport) carried over gRPC on the peer URL,
-// so that every byte between members goes through one listener that the TLS
-// issue can put behind mutual TLS by changing credentials only (libraft's
-// own TCP transport has no TLS and would need a second peer port).
+// libraft's transport (raft_uv_transport) as raw TCP on the peer URL. The
+// peer URL has one listener (net/mux.h), shared with the member-only gRPC
+// calls (server/peer_server.h): a connection that opens with kMagic is
+// libraft's and is handed here (adopt); one that opens with HTTP/2's
+// preface goes to the peer gRPC server. Each libuv step below runs on
+// libraft's own loop (the consensus thread), so a message crosses no thread
+// on its way in or out.
 //
 // libraft opens one connection per member it sends to and only writes on it;
 // the receiving member only reads (uv_send.c / uv_recv.c in libraft 0.15).
-// Each such connection is one client-streaming RaftTransport.Stream call:
-//   sender:   libraft writes into one end of a socketpair (a uv_pipe_t it
-//             owns); a pump thread reads the other end and sends what one
-//             read returns (all that libraft wrote meanwhile, at most
-//             kFrameBytes) as one RaftFrame message;
-//   receiver: a reactor writes each frame's bytes, on the gRPC thread that
-//             received it, into a socketpair whose other end libraft reads
-//             as an accepted stream (a thread of the stream's own waits
-//             only while that socketpair is full).
-// Socketpair buffers are 4 MiB, so libuv hands over a batch of entries in
-// one write.
-// The first frame names the sender (id and advertised peer address), as
-// libraft's TCP handshake does. libraft trusts what it reads, so the
-// receiver checks every message's framing first (raft/wire_check.h): the
-// first malformed one ends the call (INVALID_ARGUMENT, and a warning naming
-// the peer) before libraft has all of it. A broken call closes the socketpair, and
-// libraft reconnects as it does after a TCP error. Messages lost that way
-// are resent by Raft itself (heartbeats, append retries).
+//   outgoing: uv_tcp_connect to the member's peer address (a host name is
+//             resolved with uv_getaddrinfo), then write the hello below;
+//             once it is written, libraft gets the uv_tcp_t itself and
+//             writes its messages straight to the socket (no copy, as with
+//             libraft's own TCP transport);
+//   incoming: the mux thread hands the socket over (adopt); on the loop, a
+//             pump (raft/inbound.h) reads the hello, then reads the socket,
+//             checks every byte with raft/wire_check.h (libraft trusts what
+//             it reads) and writes what passed into one end of a
+//             socketpair whose other end libraft reads as its accepted
+//             stream. The first malformed message cuts the connection
+//             (a warning names the member and the remote address) before
+//             libraft has all of it; libraft then sees the stream end, as
+//             after a TCP error, and Raft resends what was lost.
+// Hello (little endian), sent once by the connecting member:
+//   "etcdqRFT"  the magic the mux routes on (8 bytes)
+//   u64         kVersion
+//   u64         the sender's member id (not 0)
+//   u64         length of the address field (a multiple of 8, at most
+//               kMaxAddressBytes)
+//   bytes       the sender's advertised peer host:port, NUL-padded
+// as libraft's own TCP handshake names the sender (uv_tcp_connect.c).
 //
-// Cost: one extra copy through a socketpair on each side and gRPC framing;
-// measured in bench/RESULTS.md (3-member puts).
+// Bounds: a pump writes into the socketpair without blocking; while more
+// than kMaxQueuedBytes wait there (libraft reads slower than the peer
+// sends), it stops reading the socket, and TCP's flow control holds the
+// sender. At most kMaxIncoming incoming connections live at once: one more
+// closes the one idle longest (libraft reconnects when it next sends, so a
+// member's connection always gets back in). One that has not finished its
+// hello within the handshake timeout is closed. A connect that has not
+// written its hello within the connect timeout fails (libraft retries).
 //
-// Thread-safety: the raft_uv_transport callbacks run on the consensus thread
-// (libraft's loop); the gRPC service runs on gRPC's threads; the connect and
-// pump threads (one per outgoing stream) are the transport's own. Loop-side state is touched only on
-// the loop thread; other threads hand it work through a uv_async_t
-// (raft/uv_bridge.h, the libuv side shared with the tests' in-memory one).
+// Peer TLS (issue #13): gRPC 1.51 serves adopted sockets in plaintext only
+// (AddInsecureChannelFromFd), so the peer mux will terminate TLS itself for
+// gRPC connections (a ClientHello rather than the preface) and pump the
+// plaintext into a socketpair it hands to the peer gRPC server. libraft's
+// connections keep the plaintext magic and version (so the mux routes them
+// without parsing TLS) and then run TLS on the loop thread with OpenSSL
+// memory BIOs: incoming, the pump feeds what it reads to SSL through the
+// read BIO and passes SSL_read's plaintext to the wire check (the hello
+// moves inside TLS, after the peer's certificate was verified); outgoing,
+// libraft gets one end of a socketpair instead of the socket, and a pump of
+// the same shape reads it, SSL_writes it, and uv_writes the write BIO's
+// bytes to the socket. Both pumps already have the shape that needs
+// (chunks in, chunks out, a bounded queue, one thread).
+//
+// Thread-safety: raw()'s callbacks and everything else run on the loop
+// thread; adopt() may be called from any thread (it posts to the loop,
+// raft/uv_bridge.h).
 #pragma once
 
 extern "C" {
 #include <raft.h>
 #include <raft/uv.h>
 }
-#include <grpcpp/grpcpp.h>
 #include <uv.h>
 
+#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-
-#include "etcdq/peer.grpc.pb.h"
+#include <string_view>
 
 namespace etcdq::raft {
 
-class GrpcTransport {
+class PeerTransport {
  public:
-  // The gRPC channel to a member's peer "host:port" (shared with the
-  // forwarder, so both use the same credentials and connection).
-  using ChannelFor = std::function<std::shared_ptr<grpc::Channel>(const std::string& target)>;
+  static constexpr std::string_view kMagic{"etcdqRFT", 8};
+  static constexpr uint64_t kVersion = 1;
+  // A peer address in a hello longer than this is refused.
+  static constexpr size_t kMaxAddressBytes = 512;
+  // Incoming connections at once (libraft needs one per member that sends
+  // to us): each holds three descriptors (the socket and a socketpair), a
+  // socketpair's kernel buffers (4 MiB each way) and up to kMaxQueuedBytes.
+  static constexpr size_t kMaxIncoming = 64;
+  // Checked bytes waiting for libraft's loop to read them, per connection.
+  static constexpr size_t kMaxQueuedBytes = 4 << 20;
 
-  GrpcTransport(uv_loop_t* loop, ChannelFor channel_for);
-  ~GrpcTransport();
-  GrpcTransport(const GrpcTransport&) = delete;
-  GrpcTransport& operator=(const GrpcTransport&) = delete;
+  struct Options {
+    // An incoming connection's hello must be complete within this.
+    std::chrono::milliseconds handshake_timeout{5000};
+    // An outgoing connection's TCP connect and hello within this.
+    std::chrono::milliseconds connect_timeout{1000};
+  };
+
+  PeerTransport(uv_loop_t* loop, Options opts);
+  explicit PeerTransport(uv_loop_t* loop) : PeerTransport(loop, Options{}) {}
+  ~PeerTransport();
+  PeerTransport(const PeerTransport&) = delete;
+  PeerTransport& operator=(const PeerTransport&) = delete;
 
   // What raft_uv_init takes. Valid while this object lives; libraft must
   // have closed it (raft_close completed) before this object is destroyed.
   struct raft_uv_transport* raw();
-  // The RaftTransport service, to be served on the peer URL. Calls that
-  // arrive before libraft listens, or after it closed, get UNAVAILABLE.
-  grpc::Service* service();
 
-  // The most one RaftFrame carries (the peer server accepts 2 MiB and more).
-  static constexpr size_t kFrameBytes = 1 << 20;
-  // A peer address in a handshake longer than this is refused.
-  static constexpr size_t kMaxAddressBytes = 512;
-  // Incoming streams at once (libraft needs one per member that sends to
-  // us): each holds two descriptors and its buffers, so more are refused
-  // with RESOURCE_EXHAUSTED rather than run the member out of descriptors.
-  static constexpr int kMaxIncomingStreams = 64;
+  // Any thread: takes a connected socket that opened with kMagic (the mux
+  // peeked at it and consumed nothing). Closed at once when libraft does
+  // not listen (not yet, or any more).
+  void adopt(int fd);
+
+  // The hello a member with `id` and peer `address` sends (exposed for
+  // tests, which speak the protocol by hand).
+  static std::string hello(raft_id id, const std::string& address);
+
+  // Loop thread, for tests: incoming connections alive now.
+  size_t incoming() const;
 
  private:
   struct Shared;
-  class Incoming;
-  class Service;
   std::shared_ptr<Shared> shared_;
-  std::unique_ptr<Service> service_;
 };
 
 }  // namespace etcdq::raft

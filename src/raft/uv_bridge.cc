@@ -60,6 +60,21 @@ void UvBridge::connected(uint64_t key, int fd, int status) {
   c.cb(c.req, stream, status);
 }
 
+void UvBridge::connected(uint64_t key, uv_stream_t* stream, int status) {
+  auto it = connecting_.find(key);
+  if (it != connecting_.end()) {
+    Connecting c = it->second;
+    connecting_.erase(it);
+    if (closing_) status = RAFT_CANCELED;
+    if (status == 0 && stream != nullptr) {
+      c.cb(c.req, stream, 0);
+      return;
+    }
+    c.cb(c.req, nullptr, status == 0 ? RAFT_NOCONNECTION : status);
+  }
+  if (stream != nullptr) uv_close(reinterpret_cast<uv_handle_t*>(stream), [](uv_handle_t* h) { raft_free(h); });
+}
+
 void UvBridge::accept(raft_id from, const std::string& address, int fd) {
   uv_stream_t* stream = closing_ || accept_cb_ == nullptr ? nullptr : adopt(fd);
   if (stream == nullptr) {

@@ -1,6 +1,6 @@
-// The libuv half of a raft_uv_transport whose connections are made away
-// from libraft's loop (a gRPC stream in raft/transport.h, an in-memory relay
-// in tests/unit/memory_network.h). It implements the raft_uv_transport
+// The libuv half of a raft_uv_transport whose connections are made by the
+// transport itself (raw TCP behind the peer URL's mux in raft/transport.h,
+// an in-memory relay in tests/unit/memory_network.h). It implements the raft_uv_transport
 // callbacks, keeps the connects libraft waits for, hands libraft the streams
 // it reads or writes, and lets other threads run work on the loop.
 //
@@ -64,6 +64,11 @@ class UvBridge {
   // error, `key` was answered already, or libuv refuses it (libraft then
   // gets RAFT_NOCONNECTION).
   void connected(uint64_t key, int fd, int status);
+  // Loop thread: the same with a stream already open on the loop (a handle
+  // allocated with raft_malloc, which libraft frees with raft_free once it
+  // closed it), or null. A stream libraft does not take is closed and
+  // freed here.
+  void connected(uint64_t key, uv_stream_t* stream, int status);
   // Loop thread: hands libraft an incoming stream from member `from` read
   // from `fd`, or closes `fd` when libraft does not listen (not yet, or
   // closing) or libuv refuses it.

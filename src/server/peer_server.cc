@@ -1,5 +1,7 @@
 #include "server/peer_server.h"
 
+#include <grpcpp/server_posix.h>
+
 #include <chrono>
 
 #include "server/peer_service.h"
@@ -13,27 +15,23 @@ struct PeerServer::Services {
   PeerService peer;
 };
 
-PeerServer::PeerServer(Context* ctx, grpc::Service* raft_transport)
-    : ctx_(ctx), raft_transport_(raft_transport), services_(new Services(ctx)) {}
+PeerServer::PeerServer(Context* ctx) : ctx_(ctx), services_(new Services(ctx)) {}
 
 PeerServer::~PeerServer() { shutdown(0); }
 
-Error PeerServer::start(const std::vector<std::string>& listen) {
+Error PeerServer::start() {
   grpc::ServerBuilder b;
-  std::vector<int> ports(listen.size(), 0);
-  for (size_t i = 0; i < listen.size(); ++i) {
-    b.AddListeningPort(listen[i], grpc::InsecureServerCredentials(), &ports[i]);
-  }
   b.SetMaxReceiveMessageSize(static_cast<int>(ctx_->limits.max_request_bytes + kPeerOverheadBytes));
   b.SetMaxSendMessageSize(INT32_MAX);
   b.RegisterService(&services_->peer);
-  b.RegisterService(raft_transport_);
   server_ = b.BuildAndStart();
-  if (!server_) return errors::internal("cannot start the peer server on " + (listen.empty() ? "" : listen[0]));
-  for (size_t i = 0; i < listen.size(); ++i) {
-    if (ports[i] == 0) return errors::internal("cannot listen for peers on " + listen[i]);
-  }
+  if (!server_) return errors::internal("cannot start the peer server");
   return {};
+}
+
+void PeerServer::adopt(int fd) {
+  // gRPC owns the socket from here, as one it accepted itself.
+  grpc::AddInsecureChannelFromFd(server_.get(), fd);
 }
 
 void PeerServer::shutdown(int grace_ms) {

@@ -2,11 +2,13 @@
 """Member-only calls are out of a client's reach, and what a peer sends is
 checked before it can enter the log.
 
-On the client URL (1 and 3 members), every member-only RPC — each Peer method
-and libraft's RaftTransport stream — with forged, malformed and oversized
-inputs gets exactly etcd's answer for a method it does not have (UNIMPLEMENTED,
-"unknown service ..."); nothing enters the log, every member stays up, and the
-hash of the key space is the same before and after.
+On the client URL (1 and 3 members), every member-only RPC — each Peer method,
+and the gRPC stream that once carried libraft's traffic — with forged,
+malformed and oversized inputs gets exactly etcd's answer for a method it does
+not have (UNIMPLEMENTED, "unknown service ..."), and libraft's raw connection
+(raft/transport.h: magic, hello, messages) is not libraft's there; nothing
+enters the log, every member stays up, and the hash of the key space is the
+same before and after.
 
 On the peer URL, where members call each other (and which peer TLS will
 guard), the leader decodes and checks every forwarded command as it would a
@@ -14,20 +16,22 @@ client's request: badly framed, undecodable, empty-key, oversized, too-many-ops
 and malformed queue commands, queue assignments and forged member attributes
 are refused before they are proposed; a forged removal notice stops no one; a
 flood of consumer reports that never complete leaves memory flat; garbage on
-the Raft stream stops no one, and libraft messages whose framing libraft would
-misread (short headers, huge counts, lengths that do not add up, unknown types)
-are refused before libraft reads them.
+a raw Raft connection stops no one, and libraft messages whose framing libraft
+would misread (short headers, huge counts, lengths that do not add up, unknown
+types) cut the connection before libraft reads them; a connection that sends
+the magic and nothing more is closed after the hello timeout; hundreds of
+connections pin neither descriptors nor memory.
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_member_only_calls.py
 """
 import os
+import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import queue as queuelib  # noqa: E402
 import unittest  # noqa: E402
 
 import grpc  # noqa: E402
@@ -36,7 +40,48 @@ from cluster import ClusterTestCase, is_reference_etcd, main, rpc_pb2  # noqa: E
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 PEER = "/etcdq.peer.Peer/"
-RAFT_STREAM = "/etcdq.peer.RaftTransport/Stream"
+RAFT_STREAM = "/etcdq.peer.RaftTransport/Stream"  # gone: libraft's traffic is raw TCP now
+RAFT_MAGIC = b"etcdqRFT"  # raft/transport.h
+HELLO_TIMEOUT_S = 5  # PeerTransport::Options::handshake_timeout
+MAX_INCOMING = 64  # PeerTransport::kMaxIncoming
+
+
+def raft_hello(member_id, address, version=1):
+    """raft/transport.h's hello: magic, version, id, padded address length, address."""
+    padded = (len(address) + 1 + 7) // 8 * 8
+    return RAFT_MAGIC + struct.pack("<QQQ", version, member_id, padded) + address + b"\0" * (padded - len(address))
+
+
+def raft_connect(url, data=b""):
+    host, port = url.replace("http://", "").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=5)
+    if data:
+        s.sendall(data)
+    return s
+
+
+def closed_by_peer(s, within_s):
+    """Whether the other end closed `s` within `within_s` (reading drains anything it sent)."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            if not s.recv(65536):
+                return True
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+    return False
+
+
+def open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
 # ---- protobuf by hand (etcdq's own messages have no Python stubs) ------------------------------
@@ -155,6 +200,10 @@ class ClientUrlRefusesMemberOnlyCalls(ClusterTestCase):
                     service = method.split("/")[1]
                     self.assertEqual((code, details), (grpc.StatusCode.UNIMPLEMENTED, "unknown service " + service),
                                      "%s on the client URL of %r" % (method, c[i]))
+            # libraft's raw connection is not routed to libraft on a client URL.
+            msg = struct.pack("<QQ", 1, 1 << 40) + b"\0" * 64
+            with raft_connect(c[i].client_url, raft_hello(ids[0], b"127.0.0.1:1") + msg) as s:
+                closed_by_peer(s, 1)
         time.sleep(2 * ELECTION_MS / 1000)
         for i in range(size):
             self.assertTrue(c[i].running(), "%r stopped" % c[i])
@@ -272,55 +321,73 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
         self.assertLess(grown, 64 * 1024, "leader RSS grew by %d KiB under unfinished reports" % grown)
         self.assertTrue(c[leader].running())
 
-    def test_idle_raft_streams_are_capped_and_the_member_keeps_serving(self):
-        # Each incoming stream holds a thread and two descriptors: 10k idle
-        # ones once ran a member out of descriptors for good.
+    def test_many_raft_connections_pin_neither_descriptors_nor_memory(self):
+        # Each incoming connection holds three descriptors (the socket and a
+        # socketpair); 10k idle ones once ran a member out of descriptors for
+        # good. Hundreds that claim to be a member and stay open are capped
+        # (the one idle longest goes), and the cluster keeps serving.
         c = self.c
         i = c.leader_index()
-        gates, futures = [], []
-        hello = f_varint(1, c.member_id((i + 1) % len(c))) + f_bytes(2, b"127.0.0.1:1")
-        with self.peer_channel(i) as ch:
-            stream = ch.stream_unary(RAFT_STREAM)
-            for _ in range(100):
-                gate = queuelib.Queue()
-
-                def frames(gate=gate):
-                    yield hello
-                    gate.get()  # held open until the test lets go
-
-                gates.append(gate)
-                futures.append(stream.future(frames(), timeout=30))
-            time.sleep(2)
-            refused = [f for f in futures if f.done() and f.code() == grpc.StatusCode.RESOURCE_EXHAUSTED]
-            self.assertGreaterEqual(len(refused), 100 - 64, "no cap on idle Raft streams")
+        pid = c[i].proc.pid
+        fds_before, rss_before = open_fds(pid), rss_kib(pid)
+        socks = []
+        try:
+            for n in range(300):
+                socks.append(raft_connect(c[i].peer_url, raft_hello(c.member_id((i + 1) % len(c)), b"127.0.0.1:1")))
+            time.sleep(1)
             c.kv(i).Put(rpc_pb2.PutRequest(key=b"capped", value=b"ok"), timeout=10)
-            for g in gates:
-                g.put(None)
-            for f in futures:
-                try:
-                    f.result(timeout=10)
-                except grpc.RpcError:
-                    pass
+            grown = open_fds(pid) - fds_before
+            self.assertLess(grown, 3 * MAX_INCOMING + 32, "descriptors grew by %d" % grown)
+            self.assertLess(rss_kib(pid) - rss_before, 32 * 1024)
+            closed = sum(closed_by_peer(s, 0.01) for s in socks)
+            self.assertGreaterEqual(closed, 300 - MAX_INCOMING, "no cap on Raft connections")
+        finally:
+            for s in socks:
+                s.close()
+        for k in range(len(c)):
+            c.kv(k).Put(rpc_pb2.PutRequest(key=b"after-many", value=b"%d" % k), timeout=10)
         self.assertTrue(c[i].running())
 
-    def test_garbage_on_the_raft_stream_stops_no_member(self):
+    def test_a_raft_connection_that_sends_the_magic_then_nothing_is_closed(self):
+        c = self.c
+        i = c.leader_index()
+        pid = c[i].proc.pid
+        fds_before = open_fds(pid)
+        partial = [RAFT_MAGIC, raft_hello(c.member_id((i + 1) % len(c)), b"127.0.0.1:1")[:30], RAFT_MAGIC[:5]]
+        socks = [raft_connect(c[i].peer_url, partial[n % len(partial)]) for n in range(30)]
+        try:
+            t0 = time.monotonic()
+            for s in socks:
+                self.assertTrue(closed_by_peer(s, HELLO_TIMEOUT_S + 12 - (time.monotonic() - t0)),
+                                "a silent Raft connection was kept")
+        finally:
+            for s in socks:
+                s.close()
+        time.sleep(0.5)
+        self.assertLessEqual(open_fds(pid), fds_before + 4)
+        c.kv(i).Put(rpc_pb2.PutRequest(key=b"silent", value=b"ok"), timeout=10)
+
+    def test_garbage_on_a_raft_connection_stops_no_member(self):
         c = self.c
         rev = revision(c)
+        a_member = c.member_id(1)
         junk = [
-            [b""],
-            [b"\xff" * 100],
-            [f_varint(1, c.member_id(1)) + f_bytes(2, b"127.0.0.1:1"), f_bytes(3, b"\xff" * 8192)],
-            [f_varint(1, c.member_id(1)) + f_bytes(2, b"127.0.0.1:1"),
-             f_bytes(3, struct.pack("<QQ", 1, 1 << 40))],
-            [f_varint(1, 0xbad) + f_bytes(2, b"x" * 10000)],
+            b"\xff" * 100,
+            RAFT_MAGIC + b"\xff" * 8192,
+            raft_hello(a_member, b"127.0.0.1:1", version=99),
+            raft_hello(0, b"127.0.0.1:1"),
+            RAFT_MAGIC + struct.pack("<QQQ", 1, a_member, 1 << 40),
+            raft_hello(a_member, b"127.0.0.1:1") + b"\xff" * 8192,
+            raft_hello(a_member, b"127.0.0.1:1") + struct.pack("<QQ", 1, 1 << 40),
+            raft_hello(a_member, b"x" * 10000),
         ]
         for i in range(len(c)):
-            with self.peer_channel(i) as ch:
-                for frames in junk:
-                    call(ch, RAFT_STREAM, "stream_in", frames, timeout=3)
+            for data in junk:
+                with raft_connect(c[i].peer_url, data) as s:
+                    closed_by_peer(s, 2)
         time.sleep(2 * ELECTION_MS / 1000)
         for i in range(len(c)):
-            self.assertTrue(c[i].running(), "%r stopped after garbage on its Raft stream" % c[i])
+            self.assertTrue(c[i].running(), "%r stopped after garbage on a Raft connection" % c[i])
         c.wait_leader()
         c.kv(0).Put(rpc_pb2.PutRequest(key=b"raft", value=b"ok"), timeout=10)
         self.assertGreater(revision(c), rev)
@@ -328,7 +395,8 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
     def test_malformed_libraft_framing_is_refused_before_libraft_reads_it(self):
         # libraft trusts its framing: a 56-byte AppendEntries claiming one
         # entry and carrying no entry header once crashed a member (it read
-        # past its buffer). Each of these is refused by the transport's check.
+        # past its buffer). Each of these cuts the connection (with a
+        # warning in the member's log) before libraft has it.
         c = self.c
         c.kv(0).Put(rpc_pb2.PutRequest(key=b"framing", value=b"before"), timeout=10)
         rev = revision(c)
@@ -362,19 +430,25 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
             "truncated payload": msg(1, words(7, 100, 6, 99, 1) + entry_header(1, 64) + words(0), b"c" * 10),
         }
         for i in range(len(c)):
-            hello = f_varint(1, c.member_id((i + 1) % len(c))) + f_bytes(2, c[(i + 1) % len(c)].peer_url[7:].encode())
-            with self.peer_channel(i) as ch:
-                for name, data in malformed.items():
-                    # Whole, and split so that the bad part arrives in a frame of its own.
-                    for frames in ([data], [data[:16], data[16:]]):
-                        code, details = call(ch, RAFT_STREAM, "stream_in",
-                                             [hello] + [f_bytes(3, d) for d in frames], timeout=5)
-                        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, (name, details))
-                        self.assertIn("malformed Raft message", details, name)
-                for name, data in truncated.items():
-                    # A prefix of a message is not malformed; the stream just ends there.
-                    code, details = call(ch, RAFT_STREAM, "stream_in", [hello, f_bytes(3, data)], timeout=5)
-                    self.assertEqual(code, grpc.StatusCode.OK, (name, details))
+            other = (i + 1) % len(c)
+            hello = raft_hello(c.member_id(other), c[other].peer_url[7:].encode())
+            log_before = os.path.getsize(c[i].log_path)
+            for name, data in malformed.items():
+                # Whole, and split so that the bad part arrives in a write of its own.
+                for parts in ([data], [data[:16], data[16:]]):
+                    with raft_connect(c[i].peer_url, hello) as s:
+                        for part in parts:
+                            s.sendall(part)
+                            time.sleep(0.02)
+                        self.assertTrue(closed_by_peer(s, 5), name)
+            for name, data in truncated.items():
+                # A prefix of a message is not malformed: the connection stays.
+                with raft_connect(c[i].peer_url, hello + data) as s:
+                    self.assertFalse(closed_by_peer(s, 0.5), name)
+            with open(c[i].log_path, "rb") as f:
+                f.seek(log_before)
+                warnings = f.read().count(b"dropped the Raft connection from member")
+            self.assertGreaterEqual(warnings, 2 * len(malformed), "no warning for each cut")
         time.sleep(2 * ELECTION_MS / 1000)
         for i in range(len(c)):
             self.assertTrue(c[i].running(), "%r stopped after malformed libraft framing" % c[i])
@@ -383,7 +457,6 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
             c.kv(i).Put(rpc_pb2.PutRequest(key=b"framing", value=b"after %d" % i), timeout=10)
         self.assertEqual(revision(c), rev + len(c))
         c.assert_same_hashkv(self)
-
 
 if __name__ == "__main__":
     main()

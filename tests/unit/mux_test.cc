@@ -143,6 +143,52 @@ TEST(Mux, WithoutAnHttp1RouteSuchConnectionsAreClosed) {
   close(a);
 }
 
+TEST(Mux, APrefixedRouteTakesConnectionsThatOpenWithItsMagicOnly) {
+  // The peer URL: libraft's raw connections open with a magic of their own
+  // (raft/transport.h), gRPC with the preface; anything else is closed.
+  Routed got;
+  std::vector<std::string> raw;
+  Mux::Routes routes = got.routes(false);
+  routes.prefixed.push_back({"etcdqRFT", [&](int fd) { got.take(fd, &raw); }});
+  Mux mux(std::move(routes), "peer");
+  int port = free_port();
+  ASSERT_FALSE(mux.listen({{"127.0.0.1", port}}));
+  ASSERT_FALSE(mux.start());
+  // The magic in two pieces: routed once it is complete, nothing consumed.
+  int a = connect_to(port);
+  send_all(a, "etcd");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  send_all(a, "qRFT\x01");
+  int b = connect_to(port);
+  send_all(b, kPreface);
+  int c = connect_to(port);
+  send_all(c, "etcdqXXX");  // starts like the magic, then is not it
+  EXPECT_TRUE(closed_within(c, 2000));
+  ASSERT_TRUE(got.wait(1, 0));
+  {
+    std::unique_lock<std::mutex> lock(got.mu);
+    ASSERT_TRUE(got.cv.wait_for(lock, std::chrono::seconds(5), [&] { return raw.size() == 1; }));
+    EXPECT_EQ(raw[0].substr(0, 9), std::string("etcdqRFT\x01"));
+    EXPECT_EQ(got.http2[0].substr(0, 3), "PRI");
+    EXPECT_TRUE(got.http1.empty());
+  }
+  close(a);
+  close(b);
+  close(c);
+}
+
+TEST(Mux, ListenErrorsNameTheListenersRole) {
+  Routed got;
+  Mux first(got.routes(false), "peer");
+  int port = free_port();
+  ASSERT_FALSE(first.listen({{"127.0.0.1", port}}));
+  Mux second(got.routes(false), "peer");
+  Error e = second.listen({{"127.0.0.1", port}});
+  ASSERT_TRUE(e);
+  EXPECT_NE(e.message().find("cannot listen for peers on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << e.message();
+}
+
 TEST(Mux, SilentConnectionsCannotCrowdOutNewOnes) {
   Routed got;
   Mux mux(got.routes(true));
