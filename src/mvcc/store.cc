@@ -31,6 +31,14 @@ Store::Store(storage::Engine* engine) : engine_(engine) {
   compactor_ = std::make_unique<Compactor>(engine, finished);
   if (scheduled > finished) compactor_->schedule(scheduled);
   hub_ = std::make_unique<WatchHub>(this);
+  count_keys();
+}
+
+void Store::count_keys() {
+  int64_t n = 0;
+  storage::Iterator it = engine_->iterator(storage::Cf::kLatest);
+  for (it.seek_to_first(); it.valid(); it.next()) ++n;
+  keys_.store(n, std::memory_order_relaxed);
 }
 
 void Store::reload() {
@@ -42,6 +50,7 @@ void Store::reload() {
   // history below a compaction is the same on every member.
   compactor_->schedule(scheduled);
   hub_->publish({}, /*complete=*/false, rev);
+  count_keys();
 }
 
 Store::~Store() {

@@ -64,6 +64,8 @@ Error Node::start() {
   m->raft.data = m;
   m->uv_start = m->io->get()->start;
   m->io->get()->start = Impl::start_hook;
+  m->uv_append = m->io->get()->append;
+  m->io->get()->append = Impl::append_hook;
   if (!opts_.join) {
     // A new cluster's members all bootstrap the same configuration; a log
     // that exists already keeps its own (RAFT_CANTBOOTSTRAP).
