@@ -15,25 +15,6 @@ int64_t min_ttl_seconds(unsigned election_timeout_ms) {
   return (ms + 999) / 1000;
 }
 
-Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) { reload(); }
-
-void Lessor::reload() {
-  std::unordered_map<int64_t, Lease> table;
-  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
-  auto now = Clock::now();
-  std::string prefix(mvcc::kLeaseTablePrefix);
-  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
-    if (it.key().size() != prefix.size() + 8) continue;
-    uint64_t id = 0;
-    for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it.key()[prefix.size() + i]);
-    // Within what grant() stores, so that the expiry below cannot overflow.
-    int64_t ttl = std::clamp<int64_t>(mvcc::decode_i64(it.value()), 0, kMaxLeaseTtlSeconds);
-    table[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  leases_ = std::move(table);
-}
-
 namespace {
 // etcd 3.4's lease counters (etcd's server/lease/metrics.go).
 prometheus::Counter& granted_total() {
@@ -52,6 +33,32 @@ prometheus::Counter& renewed_total() {
   return c;
 }
 }  // namespace
+
+Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) {
+  // Shown at 0 from the start, as etcd's.
+  granted_total();
+  revoked_total();
+  renewed_total();
+  reload();
+}
+
+void Lessor::reload() {
+  std::unordered_map<int64_t, Lease> table;
+  storage::Iterator it = engine_->iterator(storage::Cf::kMeta);
+  auto now = Clock::now();
+  std::string prefix(mvcc::kLeaseTablePrefix);
+  for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
+    if (it.key().size() != prefix.size() + 8) continue;
+    uint64_t id = 0;
+    for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<uint8_t>(it.key()[prefix.size() + i]);
+    // Within what grant() stores, so that the expiry below cannot overflow.
+    int64_t ttl = std::clamp<int64_t>(mvcc::decode_i64(it.value()), 0, kMaxLeaseTtlSeconds);
+    table[static_cast<int64_t>(id)] = Lease{ttl, now + std::chrono::seconds(ttl)};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  leases_ = std::move(table);
+}
+
 
 Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_ttl) {
   // The client API refuses this already (lease_service.cc); apply checks

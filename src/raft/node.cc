@@ -7,11 +7,13 @@
 #include <random>
 
 #include "apply/command_check.h"
+#include "raft/metrics.h"
 #include "raft/node_impl.h"
 
 namespace etcdq::raft {
 
 Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{}) {
+  raft_metrics();  // shown at 0 from the start, as etcd's
   impl_->node = this;
   impl_->opts = &opts_;
   impl_->sm = fsm;
