@@ -11,8 +11,11 @@ PACKAGES=(
   librocksdb-dev libraft-dev libuv1-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus-cpp-dev
   # tests: the oracle and the real clients
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk
+  # promtool, which checks /metrics (test_metrics.py)
+  prometheus
   # the queue sink's test starts a ClickHouse of its own on loopback
   clickhouse-server
   # the checks (scripts/checks.sh): clang's sanitizers and libFuzzer, and

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "apply/validate.h"
+#include "mvcc/metrics.h"
 
 namespace etcdq::apply {
 namespace {
@@ -270,6 +271,9 @@ Error delete_range(KvState& s, const etcdserverpb::DeleteRangeRequest& r, etcdse
 Error txn(KvState& s, const TxnRequest& r, const Env& env, TxnResponse* resp) {
   std::vector<bool> path;
   compare_to_path(s, r, &path);
+  // etcd counts a txn of more than one operation, compares being ranges
+  // (mvcc/metrics.h).
+  if (r.compare_size() + branch(r, path.front()).size() > 1) mvcc::mvcc_metrics().txn.Increment();
   bool writes = !txn_is_read_only(r);
   size_t pos = 0;
   if (Error e = check_path(s, r, path, &pos, writes, env.leases)) return e;

@@ -202,7 +202,6 @@ int main(int argc, char** argv) {
   }
   http::HttpOptions ho;
   member::Member* mp = m.get();
-  ho.metrics = [mp] { return mp->metrics_text(); };
   ho.health.has_leader = [mp] { return mp->has_leader(); };
   ho.health.is_learner = [mp] { return mp->is_learner(); };
   ho.health.alarms = [mp] { return mp->active_alarms(); };

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "common/metrics.h"
 #include "http/connections.h"
 #include "http/gateway.h"
 #include "http/health.h"
@@ -127,9 +128,14 @@ size_t HttpServer::body_limit() const {
 }
 
 void HttpServer::route(Listener* s) {
-  s->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(opts_.metrics(), "text/plain; version=0.0.4");
+  s->Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics::scrape(), "text/plain; version=0.0.4; charset=utf-8");
   });
+  // etcd counts its /health answers (etcdhttp's health handler).
+  static prometheus::Counter& health_ok =
+      metrics::counter("etcd_server_health_success", "The total number of successful health checks");
+  static prometheus::Counter& health_failed =
+      metrics::counter("etcd_server_health_failures", "The total number of failed health checks");
   auto health = [this](const httplib::Request& req, httplib::Response& res) {
     std::multimap<std::string, std::string> query(req.params.begin(), req.params.end());
     HealthAnswer a;
@@ -139,6 +145,7 @@ void HttpServer::route(Listener* s) {
       return;
     }
     res.status = a.status;
+    if (req.path == "/health" && a.status != 405) (a.status == 200 ? health_ok : health_failed).Increment();
     if (a.allow_get_header) res.set_header("Allow", "GET");
     if (a.status != 200 || req.path != "/health") res.set_header("X-Content-Type-Options", "nosniff");  // as etcd
     res.set_content(a.body, a.content_type);

@@ -1,7 +1,7 @@
 // The HTTP/1.1 side of a member (DESIGN.md, http/), on the client URLs
 // (next to gRPC, as etcd: net/mux.h routes each connection), and on
 // --listen-client-http-urls and --listen-metrics-urls:
-//   GET /metrics   Prometheus text: server and per-queue metrics
+//   GET /metrics   Prometheus text: common/metrics.h's scrape() (every layer's series)
 //   GET /health, /livez, /readyz   etcd's health checks (health.h)
 //   GET /version   {"etcdserver":..., "etcdcluster":...}
 //   POST /v3/...   the JSON gateway (gateway.h), when given a channel
@@ -42,7 +42,6 @@ class Connections;
 class Gateway;
 
 struct HttpOptions {
-  std::function<std::string()> metrics;  // the /metrics body
   HealthSource health;                   // /health, /livez, /readyz (health.h)
   std::string server_version;
   std::string cluster_version;

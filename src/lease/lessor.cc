@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/metrics.h"
 #include "mvcc/codec.h"
 #include "mvcc/range.h"
 
@@ -14,7 +15,32 @@ int64_t min_ttl_seconds(unsigned election_timeout_ms) {
   return (ms + 999) / 1000;
 }
 
-Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) { reload(); }
+namespace {
+// etcd 3.4's lease counters (etcd's server/lease/metrics.go).
+prometheus::Counter& granted_total() {
+  static prometheus::Counter& c =
+      metrics::counter("etcd_debugging_lease_granted_total", "The total number of granted leases.");
+  return c;
+}
+prometheus::Counter& revoked_total() {
+  static prometheus::Counter& c =
+      metrics::counter("etcd_debugging_lease_revoked_total", "The total number of revoked leases.");
+  return c;
+}
+prometheus::Counter& renewed_total() {
+  static prometheus::Counter& c =
+      metrics::counter("etcd_debugging_lease_renewed_total", "The number of renewed leases seen by the leader.");
+  return c;
+}
+}  // namespace
+
+Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) {
+  // Shown at 0 from the start, as etcd's.
+  granted_total();
+  revoked_total();
+  renewed_total();
+  reload();
+}
 
 void Lessor::reload() {
   std::unordered_map<int64_t, Lease> table;
@@ -33,6 +59,7 @@ void Lessor::reload() {
   leases_ = std::move(table);
 }
 
+
 Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_ttl) {
   // The client API refuses this already (lease_service.cc); apply checks
   // it again because a log entry is not a client request (a forwarded or
@@ -44,6 +71,7 @@ Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_t
   w.put_meta(mvcc::lease_table_key(id), mvcc::encode_i64(ttl));
   leases_[id] = Lease{ttl, Clock::now() + std::chrono::seconds(ttl)};
   *granted_ttl = ttl;
+  granted_total().Increment();
   return {};
 }
 
@@ -59,6 +87,7 @@ Error Lessor::revoke(mvcc::Writer& w, int64_t id) {
   w.delete_meta(mvcc::lease_table_key(id));
   std::lock_guard<std::mutex> lock(mu_);
   leases_.erase(id);
+  revoked_total().Increment();
   return {};
 }
 
@@ -72,6 +101,7 @@ int64_t Lessor::renew(int64_t id) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return 0;
   it->second.expiry = Clock::now() + std::chrono::seconds(it->second.ttl);
+  renewed_total().Increment();
   return it->second.ttl;
 }
 

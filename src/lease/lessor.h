@@ -12,6 +12,10 @@
 //   a lease never expires earlier than its TTL after a new leader takes
 //   over (etcd's Promote).
 //
+// Counts grants and revokes applied and renewals (keep-alives this member
+// served as leader) in etcd_debugging_lease_{granted,revoked,renewed}_total
+// (common/metrics.h).
+//
 // Which keys a lease holds is the MVCC store's index (mvcc/writer.h).
 //
 // Thread-safety: all methods may be called from any thread; the table is

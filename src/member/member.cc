@@ -17,7 +17,7 @@
 #include "queue/clickhouse.h"
 #include "queue/host.h"
 #include "queue/keys.h"
-#include "queue/metrics.h"
+#include "member/metrics.h"
 #include "queue/scheduler.h"
 #include "raft/applier_fsm.h"
 #include "raft/node.h"
@@ -46,6 +46,8 @@ struct Member::Parts {
   std::unique_ptr<queue::ClickHouseSink> clickhouse;
   std::unique_ptr<AutoCompactor> auto_compactor;
   bool stopped = false;
+  // Reads the parts above at each scrape: declared last, destroyed first.
+  std::unique_ptr<metrics::SourceHandle> metrics;
 };
 
 Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
@@ -301,20 +303,8 @@ bool Member::join() {
     compactor->start();
   }
   p.duties.start();
+  p.metrics = add_member_metrics(&ctx_, p.state->engine());
   return true;
-}
-
-std::string Member::metrics_text() {
-  auto pr = parts_->node->progress();
-  std::string out = "# HELP etcd_server_has_leader Whether a leader exists. 1 is existence, 0 is not.\n"
-                    "# TYPE etcd_server_has_leader gauge\n"
-                    "etcd_server_has_leader " + std::to_string(pr.leader_id != 0 ? 1 : 0) + "\n"
-                    "# HELP etcd_server_is_leader Whether or not this member is a leader. 1 if is, 0 otherwise.\n"
-                    "# TYPE etcd_server_is_leader gauge\n"
-                    "etcd_server_is_leader " + std::to_string(pr.is_leader ? 1 : 0) + "\n";
-  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
-  return out + queue::metrics_text(*parts_->state->queues(), now_ms);
 }
 
 bool Member::has_leader() { return parts_->node->progress().leader_id != 0; }

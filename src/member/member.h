@@ -11,7 +11,8 @@
 //    to adopt_raft_connection(): a cluster elects its leader through it)
 //   join()  — waits for a leader and the log held at start, publishes this
 //             member's attributes through the log, starts queues and the
-//             leader-only work (member/leader_duties.h);
+//             leader-only work (member/leader_duties.h), and adds its
+//             series to /metrics (member/metrics.h);
 //   (the caller serves clients)
 //   stop()  — stops leader-only work and the queue threads, then consensus:
 //             in-flight proposals finish and are answered, new ones get
@@ -86,9 +87,6 @@ class Member {
   // then still needs stop()).
   bool join();
 
-  // etcd_server_has_leader / etcd_server_is_leader and the queue metrics,
-  // in Prometheus' text format.
-  std::string metrics_text();
   bool has_leader();
   bool is_learner();
   // Active alarms by etcd's names ("NOSPACE", "CORRUPT"), for /health.

@@ -1,5 +1,7 @@
 #include "mvcc/range.h"
 
+#include "mvcc/metrics.h"
+
 #include "mvcc/codec.h"
 
 namespace etcdq::mvcc {
@@ -98,6 +100,12 @@ bool in_range(std::string_view k, std::string_view key, std::string_view end) {
 
 Error range(const Reader& reader, std::string_view key, std::string_view end,
             const RangeOptions& opts, int64_t current_rev, int64_t compact_rev, RangeResult* out) {
+  mvcc_metrics().range.Increment();
+  return range_uncounted(reader, key, end, opts, current_rev, compact_rev, out);
+}
+
+Error range_uncounted(const Reader& reader, std::string_view key, std::string_view end,
+                      const RangeOptions& opts, int64_t current_rev, int64_t compact_rev, RangeResult* out) {
   int64_t rev = opts.rev;
   if (rev > current_rev) return errors::future_rev();
   if (rev <= 0) rev = current_rev;

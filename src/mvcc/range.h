@@ -28,9 +28,13 @@ struct RangeResult {
 // `end`: empty = the single key `key`; "\0" = every key >= `key`; otherwise
 // the half-open range [key, end) (end <= key gives nothing, as etcd).
 // Errors: future_rev() when opts.rev > current_rev; compacted() when
-// 0 < opts.rev < compact_rev.
+// 0 < opts.rev < compact_rev. Counts in etcd_mvcc_range_total (metrics.h).
 Error range(const Reader& reader, std::string_view key, std::string_view end,
             const RangeOptions& opts, int64_t current_rev, int64_t compact_rev, RangeResult* out);
+// The same, uncounted: a lookup that is part of another operation (the
+// keys a delete-range removes), which etcd does not count as a range.
+Error range_uncounted(const Reader& reader, std::string_view key, std::string_view end,
+                      const RangeOptions& opts, int64_t current_rev, int64_t compact_rev, RangeResult* out);
 
 // The keys attached to lease `id`, in key order.
 std::vector<std::string> keys_of_lease(const Reader& reader, int64_t id);

@@ -1,5 +1,7 @@
 #include "mvcc/store.h"
 
+#include "mvcc/metrics.h"
+
 #include "mvcc/codec.h"
 #include "mvcc/compactor.h"
 #include "mvcc/watch_hub.h"
@@ -22,6 +24,7 @@ int64_t read_meta(storage::Engine* e, std::string_view name, int64_t dflt) {
 }  // namespace
 
 Store::Store(storage::Engine* engine) : engine_(engine) {
+  mvcc_metrics();  // shown at 0 from the start, as etcd's
   auto applied = static_cast<uint64_t>(read_meta(engine, kMetaAppliedIndex, 0));
   int64_t rev = read_meta(engine, kMetaRevision, 1);
   // etcd starts with no compaction at -1, so Compact(0) succeeds on a fresh store.
@@ -31,6 +34,14 @@ Store::Store(storage::Engine* engine) : engine_(engine) {
   compactor_ = std::make_unique<Compactor>(engine, finished);
   if (scheduled > finished) compactor_->schedule(scheduled);
   hub_ = std::make_unique<WatchHub>(this);
+  count_keys();
+}
+
+void Store::count_keys() {
+  int64_t n = 0;
+  storage::Iterator it = engine_->iterator(storage::Cf::kLatest);
+  for (it.seek_to_first(); it.valid(); it.next()) ++n;
+  keys_.store(n, std::memory_order_relaxed);
 }
 
 void Store::reload() {
@@ -42,6 +53,7 @@ void Store::reload() {
   // history below a compaction is the same on every member.
   compactor_->schedule(scheduled);
   hub_->publish({}, /*complete=*/false, rev);
+  count_keys();
 }
 
 Store::~Store() {

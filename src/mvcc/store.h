@@ -7,6 +7,7 @@
 // which readers on any thread take without waiting for apply.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,12 +67,20 @@ class Store {
   // Apply thread: after a batch is written, make it visible to readers.
   void publish(uint64_t applied_index, int64_t revision, int64_t compact_revision);
 
+  // Live keys (etcd_debugging_mvcc_keys_total): counted once when the store
+  // opens or reloads (one pass over the latest family), then kept by the
+  // writer's commits (add_keys, apply thread). Any thread reads it.
+  int64_t keys() const { return keys_.load(std::memory_order_relaxed); }
+  void add_keys(int64_t delta) { keys_.fetch_add(delta, std::memory_order_relaxed); }
+
  private:
   storage::Engine* engine_;
   std::unique_ptr<Compactor> compactor_;
   std::unique_ptr<WatchHub> hub_;
   mutable std::mutex mu_;  // guards view_ (the pointer, not the view)
   std::shared_ptr<const ReadView> view_;
+  std::atomic<int64_t> keys_{0};
+  void count_keys();
 };
 
 }  // namespace etcdq::mvcc

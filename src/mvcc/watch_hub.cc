@@ -342,4 +342,20 @@ void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
   }
 }
 
+int64_t WatchHub::slow_watchers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(unsynced_.size());
+}
+
+int64_t WatchHub::streams() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t n = 0;
+  const WatchSink* last = nullptr;
+  for (const auto& [key, w] : all_) {  // ordered by sink
+    if (key.first != last) ++n;
+    last = key.first;
+  }
+  return n;
+}
+
 }  // namespace etcdq::mvcc

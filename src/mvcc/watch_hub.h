@@ -99,6 +99,14 @@ class WatchHub {
   // A sink has room again: unsynced watchers may catch up.
   void wake();
 
+  // For /metrics (etcd's watcher gauges): watchers, watchers not synced
+  // (etcd's slow watchers: catching up from storage or parked), and
+  // distinct sinks (watch streams) that hold at least one watcher. Any
+  // thread; the last two take the hub's lock briefly.
+  int64_t watchers() const { return count_.load(std::memory_order_relaxed); }
+  int64_t slow_watchers() const;
+  int64_t streams() const;
+
   // Apply thread, after the view at `revision` is published; never waits
   // for delivery. `events` are in revision order; `complete` false means
   // apply did not build them (no watcher existed when the entry started) and

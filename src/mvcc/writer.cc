@@ -1,5 +1,7 @@
 #include "mvcc/writer.h"
 
+#include "mvcc/metrics.h"
+
 #include "mvcc/codec.h"
 #include "mvcc/compactor.h"
 #include "mvcc/watch_hub.h"
@@ -26,6 +28,8 @@ bool Writer::get_latest(std::string_view key, mvccpb::KeyValue* kv) const {
 bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mvccpb::KeyValue* prev) {
   mvccpb::KeyValue old;
   bool existed = get_latest(key, &old);
+  mvcc_metrics().put.Increment();
+  if (!existed) ++keys_delta_;
   Revision rev = next_rev();
   mvccpb::KeyValue kv;
   kv.set_create_revision(existed ? old.create_revision() : rev.main);
@@ -61,7 +65,9 @@ bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mv
 int64_t Writer::delete_range(std::string_view key, std::string_view end,
                              std::vector<mvccpb::KeyValue>* prev) {
   RangeResult live;
-  mvcc::range(*this, key, end, RangeOptions{}, revision_, compact_revision_, &live);
+  mvcc::range_uncounted(*this, key, end, RangeOptions{}, revision_, compact_revision_, &live);
+  mvcc_metrics().del.Increment();
+  keys_delta_ -= static_cast<int64_t>(live.kvs.size());
   for (auto& kv : live.kvs) {
     Revision rev = next_rev();
     batch_.remove(storage::Cf::kLatest, kv.key());
@@ -120,6 +126,8 @@ Error Writer::commit(uint64_t applied_index) {
     batch_.put(meta, kMetaCompactScheduled, encode_i64(compact_revision_));
   }
   if (Error e = engine_->write(batch_)) return e;
+  store_->add_keys(keys_delta_);
+  keys_delta_ = 0;
   int64_t before = store_->view()->revision();
   store_->publish(applied_index, revision_, compact_revision_);
   if (revision_ != before) store_->watch_hub().publish(std::move(events_), collect_events_, revision_);

@@ -81,6 +81,7 @@ class Writer final : public Reader {
   int64_t compact_revision_;
   int64_t scheduled_compaction_ = 0;
   int64_t changes_ = 0;  // in the current txn
+  int64_t keys_delta_ = 0;  // live keys created less removed, in the batch (Store::keys)
   bool meta_dirty_ = false;
   // Events for the watch hub, built only when some watcher exists.
   bool collect_events_;

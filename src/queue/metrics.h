@@ -1,4 +1,5 @@
-// Per-queue metrics in Prometheus' text format, for /metrics (http/):
+// Per-queue metrics for /metrics, as prometheus-cpp families
+// (common/metrics.h renders them):
 //
 //   etcdq_queue_depth{queue}                 messages in the queue
 //   etcdq_queue_in_flight{queue}             handed out, visibility timeout not over
@@ -9,18 +10,27 @@
 //   etcdq_queue_dead_lettered_total{queue}
 //   etcdq_queue_oldest_age_seconds{queue}    age of the oldest message queued
 //
+// The `queue` label is the queue's name through metrics::label_value: a
+// name longer than 128 bytes appears as its first 64 bytes, "...#" and a
+// 64-bit hash of the whole name, and bytes that are not UTF-8 as \xHH, so a
+// scrape costs at most ~200 bytes a queue and a line whatever names
+// clients choose.
+//
 // Counters are replicated state: every member reports the same numbers, and
 // they survive restarts. Any thread.
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
-#include <string>
+#include <vector>
 
 #include "queue/book.h"
 
 namespace etcdq::queue {
 
-// `now_ms`: Unix ms, for in-flight and oldest age.
-std::string metrics_text(const Book& book, int64_t now_ms);
+// Appends the families above, one sample per queue. `now_ms`: Unix ms, for
+// in-flight and oldest age.
+void collect_metrics(const Book& book, int64_t now_ms, std::vector<prometheus::MetricFamily>* out);
 
 }  // namespace etcdq::queue

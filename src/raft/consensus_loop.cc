@@ -1,5 +1,6 @@
 // The consensus thread's wake-ups (drain) and ticks, deadlines, readiness, closing.
 // On the consensus thread (raft/node_impl.h).
+#include "raft/metrics.h"
 #include "raft/node_impl.h"
 
 namespace etcdq::raft {
@@ -46,6 +47,7 @@ bool Node::Impl::is_ready() {
 void Node::Impl::on_tick(uv_timer_t* t) {
   Impl* self = static_cast<Impl*>(t->data);
   self->update_progress();
+  raft_metrics().proposals_pending.Set(static_cast<double>(self->waiters.size()));
   self->release_reads(raft_last_applied(&self->raft));
   self->expire(SteadyClock::now());
   if (self->closing) return;

@@ -1,5 +1,6 @@
 // Who leads and this member's progress, as libraft reports them.
 // On the consensus thread (raft/node_impl.h).
+#include "raft/metrics.h"
 #include "raft/node_impl.h"
 
 namespace etcdq::raft {
@@ -23,6 +24,34 @@ void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
   self->refresh_leader();
 }
 
+namespace {
+// The node whose loop runs on this thread (one loop a thread): an append's
+// callback gets only the request.
+thread_local void* t_appending = nullptr;  // a Node::Impl
+}  // namespace
+
+int Node::Impl::append_hook(struct raft_io* io, struct raft_io_append* req, const struct raft_entry entries[],
+                            unsigned n, raft_io_append_cb cb) {
+  Impl* self = of(io);
+  t_appending = self;
+  self->appends[req] = {cb, SteadyClock::now()};
+  int rv = self->uv_append(io, req, entries, n, appended_hook);
+  if (rv != 0) self->appends.erase(req);
+  return rv;
+}
+
+void Node::Impl::appended_hook(struct raft_io_append* req, int status) {
+  Impl* self = static_cast<Impl*>(t_appending);
+  auto it = self->appends.find(req);
+  TimedAppend t = it->second;
+  self->appends.erase(it);
+  if (status == 0) {
+    raft_metrics().wal_fsync_seconds.Observe(
+        std::chrono::duration<double>(SteadyClock::now() - t.start).count());
+  }
+  t.cb(req, status);
+}
+
 Node::Impl::LeaderView Node::Impl::leader_view() {
   LeaderView v;
   const char* addr = nullptr;
@@ -31,6 +60,11 @@ Node::Impl::LeaderView Node::Impl::leader_view() {
   // moment before it leaves the leader state, and may keep naming itself.
   v.leading = raft_state(&raft) == RAFT_LEADER && stepped_down_term != raft.current_term;
   if (v.leader_id == raft.id && !v.leading) v.leader_id = 0;
+  // As etcd's raft loop counts: a leader other than the last one seen.
+  if (v.leader_id != last_leader_seen) {
+    if (v.leader_id != 0) raft_metrics().leader_changes.Increment();
+    last_leader_seen = v.leader_id;
+  }
   note_role(v.leading);
   return v;
 }

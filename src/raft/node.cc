@@ -7,11 +7,13 @@
 #include <random>
 
 #include "apply/command_check.h"
+#include "raft/metrics.h"
 #include "raft/node_impl.h"
 
 namespace etcdq::raft {
 
 Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{}) {
+  raft_metrics();  // shown at 0 from the start, as etcd's
   impl_->node = this;
   impl_->opts = &opts_;
   impl_->sm = fsm;
@@ -64,6 +66,8 @@ Error Node::start() {
   m->raft.data = m;
   m->uv_start = m->io->get()->start;
   m->io->get()->start = Impl::start_hook;
+  m->uv_append = m->io->get()->append;
+  m->io->get()->append = Impl::append_hook;
   if (!opts_.join) {
     // A new cluster's members all bootstrap the same configuration; a log
     // that exists already keeps its own (RAFT_CANTBOOTSTRAP).

@@ -136,6 +136,17 @@ struct Node::Impl {
   raft_io_tick_cb libraft_tick = nullptr;
   raft_io_recv_cb libraft_recv = nullptr;
   int (*uv_start)(struct raft_io*, unsigned, raft_io_tick_cb, raft_io_recv_cb) = nullptr;
+  raft_id last_leader_seen = 0;  // for etcd_server_leader_changes_seen_total
+  // Log appends in flight, timed for etcd_disk_wal_fsync_duration_seconds
+  // (raft/metrics.h): libraft owns each request's data field, so the
+  // original callback and the start time are kept here, by request.
+  int (*uv_append)(struct raft_io*, struct raft_io_append*, const struct raft_entry[], unsigned,
+                   raft_io_append_cb) = nullptr;
+  struct TimedAppend {
+    raft_io_append_cb cb;
+    SteadyClock::time_point start;
+  };
+  std::unordered_map<struct raft_io_append*, TimedAppend> appends;
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
   raft_term committed_term = 0;
@@ -221,6 +232,9 @@ struct Node::Impl {
   static int start_hook(struct raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   static void tick_hook(struct raft_io* io);
   static void recv_hook(struct raft_io* io, struct raft_message* msg);
+  static int append_hook(struct raft_io* io, struct raft_io_append* req, const struct raft_entry entries[],
+                         unsigned n, raft_io_append_cb cb);
+  static void appended_hook(struct raft_io_append* req, int status);
   // Who leads as this member should say it (libraft's view, corrected for
   // a leader that already lost its term); tells note_role.
   struct LeaderView {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "apply/entry.h"
+#include "raft/metrics.h"
 
 namespace etcdq::raft {
 
@@ -18,6 +19,7 @@ void Node::Impl::complete(uint64_t id, apply::Result&& r) {
 }
 
 void Node::Impl::fail(uint64_t id, const Error& e) {
+  if (waiters.count(id) != 0) raft_metrics().proposals_failed.Increment();
   apply::Result r;
   r.error = e;
   complete(id, std::move(r));
@@ -93,6 +95,7 @@ void Node::Impl::fail_pending(Pending& p, const Error& e) {
   if (p.forwarded_done) {
     p.forwarded_done(e);
   } else if (p.done) {
+    raft_metrics().proposals_failed.Increment();
     apply::Result r;
     r.error = e;
     p.done(std::move(r));

@@ -6,6 +6,7 @@
 
 #include "server/cluster_service.h"
 #include "server/election_service.h"
+#include "server/grpc_metrics.h"
 #include "server/kv_service.h"
 #include "server/local_client.h"
 #include "server/lock_service.h"
@@ -17,14 +18,17 @@
 namespace etcdq::server {
 
 constexpr int kGrpcOverheadBytes = 512 * 1024;
+// The services a client URL serves (everything else: unknown_method.h).
+const char* const kClientServices[] = {"etcdserverpb.KV",      "etcdserverpb.Watch",   "etcdserverpb.Lease",
+                                       "etcdserverpb.Cluster", "etcdserverpb.Maintenance", "v3lockpb.Lock",
+                                       "v3electionpb.Election"};
 constexpr int kWatchEndMs = 5000;
 
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
       : local(c), kv(c), watch(c, progress), lease(c, c->lessor), lock(&local), election(&local), maintenance(c),
         cluster(c),
-        unknown({"etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Lease", "etcdserverpb.Cluster",
-                 "etcdserverpb.Maintenance", "v3lockpb.Lock", "v3electionpb.Election"}) {}
+        unknown({std::begin(kClientServices), std::end(kClientServices)}) {}
   LocalClient local;  // for the Lock and Election recipes
   KvService kv;
   WatchService watch;
@@ -60,6 +64,11 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
   b.RegisterCallbackGenericService(&services_->unknown);
+  // grpc_server_* and etcd's byte counters (grpc_metrics.h).
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<GrpcMetrics>(
+      std::vector<std::string>(std::begin(kClientServices), std::end(kClientServices))));
+  b.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the client server");
   for (size_t i = 0; i < listen.size(); ++i) {

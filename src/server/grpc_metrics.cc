@@ -1,0 +1,153 @@
+#include "server/grpc_metrics.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message_lite.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include "server/maintenance_service.h"
+
+namespace etcdq::server {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+// grpc-go's codes.Code.String(), by number.
+const char* const kCodeNames[17] = {"OK",
+                                    "Canceled",
+                                    "Unknown",
+                                    "InvalidArgument",
+                                    "DeadlineExceeded",
+                                    "NotFound",
+                                    "AlreadyExists",
+                                    "PermissionDenied",
+                                    "ResourceExhausted",
+                                    "FailedPrecondition",
+                                    "Aborted",
+                                    "OutOfRange",
+                                    "Unimplemented",
+                                    "Internal",
+                                    "Unavailable",
+                                    "DataLoss",
+                                    "Unauthenticated"};
+
+struct Families {
+  prometheus::Family<prometheus::Counter>& started = prometheus::BuildCounter()
+                                                         .Name("grpc_server_started_total")
+                                                         .Help("Total number of RPCs started on the server.")
+                                                         .Register(metrics::registry());
+  prometheus::Family<prometheus::Counter>& handled =
+      prometheus::BuildCounter()
+          .Name("grpc_server_handled_total")
+          .Help("Total number of RPCs completed on the server, regardless of success or failure.")
+          .Register(metrics::registry());
+  prometheus::Family<prometheus::Counter>& received =
+      prometheus::BuildCounter()
+          .Name("grpc_server_msg_received_total")
+          .Help("Total number of RPC stream messages received on the server.")
+          .Register(metrics::registry());
+  prometheus::Family<prometheus::Counter>& sent = prometheus::BuildCounter()
+                                                      .Name("grpc_server_msg_sent_total")
+                                                      .Help("Total number of gRPC stream messages sent by the server.")
+                                                      .Register(metrics::registry());
+  prometheus::Counter& received_bytes = metrics::counter("etcd_network_client_grpc_received_bytes_total",
+                                                         "The total number of bytes received from grpc clients.");
+  prometheus::Counter& sent_bytes =
+      metrics::counter("etcd_network_client_grpc_sent_bytes_total", "The total number of bytes sent to grpc clients.");
+};
+
+Families& families() {
+  static Families* f = new Families;
+  return *f;
+}
+
+class Interceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit Interceptor(const GrpcMetrics::Method* m) : m_(m) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* b) override {
+    if (b->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      if (const void* msg = b->GetRecvMessage()) {
+        m_->received->Increment();
+        // Only generated (protobuf) methods get an interceptor (below).
+        families().received_bytes.Increment(
+            static_cast<double>(static_cast<const google::protobuf::MessageLite*>(msg)->ByteSizeLong()));
+      }
+    }
+    if (b->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      m_->sent->Increment();
+      // Serializes now what gRPC would serialize next anyway.
+      if (grpc::ByteBuffer* buf = b->GetSerializedSendMessage()) {
+        families().sent_bytes.Increment(static_cast<double>(buf->Length()));
+      }
+    }
+    if (b->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      int code = static_cast<int>(b->GetSendStatus().error_code());
+      m_->handled[code >= 0 && code < 17 ? code : 2]->Increment();
+    }
+    b->Proceed();
+  }
+
+ private:
+  const GrpcMetrics::Method* m_;
+};
+
+const char* type_name(bool client_streaming, bool server_streaming) {
+  if (client_streaming && server_streaming) return "bidi_stream";
+  if (client_streaming) return "client_stream";
+  if (server_streaming) return "server_stream";
+  return "unary";
+}
+
+}  // namespace
+
+GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services) {
+  Families& f = families();
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  for (const auto& name : services) {
+    const google::protobuf::ServiceDescriptor* sd = pool->FindServiceByName(name);
+    if (!sd) continue;
+    for (int i = 0; i < sd->method_count(); ++i) {
+      const google::protobuf::MethodDescriptor* md = sd->method(i);
+      prometheus::Labels l{{"grpc_type", type_name(md->client_streaming(), md->server_streaming())},
+                           {"grpc_service", name},
+                           {"grpc_method", md->name()}};
+      Method m{};
+      m.started = &f.started.Add(l);
+      m.received = &f.received.Add(l);
+      m.sent = &f.sent.Add(l);
+      for (int c = 0; c < 17; ++c) {
+        prometheus::Labels lc = l;
+        lc["grpc_code"] = kCodeNames[c];
+        m.handled[c] = &f.handled.Add(lc);
+      }
+      methods_.emplace("/" + name + "/" + md->name(), m);
+    }
+  }
+  // The version etcdq answers as (Status, /version), as etcd's gauges.
+  static bool versions_once = [] {
+    std::string v = kEtcdApiVersion;
+    prometheus::BuildGauge()
+        .Name("etcd_server_version")
+        .Help("Which version is running. 1 for 'server_version' label with current version.")
+        .Register(metrics::registry())
+        .Add({{"server_version", v}})
+        .Set(1);
+    prometheus::BuildGauge()
+        .Name("etcd_cluster_version")
+        .Help("Which version is running. 1 for 'cluster_version' label with current cluster version")
+        .Register(metrics::registry())
+        .Add({{"cluster_version", v.substr(0, v.rfind('.'))}})
+        .Set(1);
+    return true;
+  }();
+  (void)versions_once;
+}
+
+grpc::experimental::Interceptor* GrpcMetrics::CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) {
+  auto it = methods_.find(info->method());
+  if (it == methods_.end()) return nullptr;
+  it->second.started->Increment();
+  return new Interceptor(&it->second);
+}
+
+}  // namespace etcdq::server

@@ -1,0 +1,58 @@
+// gRPC server metrics as etcd exposes them: go-grpc-prometheus' counters
+// and etcd's byte counters (etcd's server/etcdserver/api/v3rpc/metrics.go
+// and codec.go), kept by a gRPC server interceptor
+// (grpc::experimental::ServerInterceptorFactoryInterface):
+//
+//   grpc_server_started_total{grpc_type,grpc_service,grpc_method}
+//   grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code}
+//   grpc_server_msg_received_total{grpc_type,grpc_service,grpc_method}
+//   grpc_server_msg_sent_total{grpc_type,grpc_service,grpc_method}
+//   etcd_network_client_grpc_received_bytes_total   request messages, as serialized
+//   etcd_network_client_grpc_sent_bytes_total       response messages, serialized
+//
+// grpc_type is "unary", "client_stream", "server_stream" or "bidi_stream";
+// grpc_code is the status code's Go name ("OK", "InvalidArgument", ...).
+// Every method of the given services is pre-initialized at 0 (all 17
+// codes for handled), as go-grpc-prometheus' InitializeMetrics does and
+// etcd shows. A call of any other method (the unknown-method handler)
+// is not counted, so clients cannot add series by inventing names.
+//
+// Also registers etcd_server_version{server_version} and
+// etcd_cluster_version{cluster_version}, 1, with the etcd version etcdq
+// answers as (maintenance_service.h).
+//
+// Thread-safety: the factory is immutable after construction; counters are
+// prometheus-cpp's (atomic).
+#pragma once
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/metrics.h"
+
+namespace etcdq::server {
+
+class GrpcMetrics final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  // `services`: full names ("etcdserverpb.KV"), found in protobuf's
+  // generated descriptor pool.
+  explicit GrpcMetrics(const std::vector<std::string>& services);
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
+
+  struct Method {
+    prometheus::Counter* started;
+    prometheus::Counter* handled[17];  // by grpc::StatusCode
+    prometheus::Counter* received;
+    prometheus::Counter* sent;
+  };
+
+ private:
+  std::unordered_map<std::string, Method> methods_;  // by "/service/method"
+};
+
+}  // namespace etcdq::server
