@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 
-from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc, sanitized  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 SNAPSHOT_COUNT = 50
@@ -221,7 +221,11 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
         # libraft bug cost --snapshot-count heartbeats (2-3.4 s here), and
         # libraft's 1 s between dials to a peer up to 1 s more (UvIo now
         # dials every 100 ms, as etcd): the bound tells them apart.
-        self.assertLess(max(times), 1.5, times)
+        # Under the sanitizers a restart alone takes 1.1-1.7 s (ASan): there
+        # the follower must answer (first_linearizable_read_s fails after
+        # 60 s), and the timing is the plain build's to check.
+        if not sanitized():
+            self.assertLess(max(times), 1.5, times)
 
 
 if __name__ == "__main__":
