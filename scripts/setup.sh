@@ -8,7 +8,7 @@ PACKAGES=(
   # build
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librocksdb-dev libraft-dev libuv1-dev
+  librocksdb-dev libraft-dev libuv1-dev liblz4-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev

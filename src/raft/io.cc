@@ -12,6 +12,7 @@ Error UvIo::open(const std::string& dir) {
     // raft_uv_init frees what it made when it fails.
     return errors::internal("cannot open the Raft log in " + dir + ": " + msg);
   }
+  raft_uv_set_connect_retry_delay(&io_, kConnectRetryDelayMs);
   opened_ = true;
   return {};
 }

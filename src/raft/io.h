@@ -47,8 +47,13 @@ class RaftIo {
 
 // raft_uv on `loop` with messages through `transport`: the base of every
 // RaftIo that keeps its log in files. `transport` must outlive it.
+// A peer that could not be reached is dialled again after
+// kConnectRetryDelayMs (etcd's rafthttp DialRetryFrequency, transport.go);
+// libraft's own 1 s left a restarted follower unheard for up to a second.
 class UvIo : public RaftIo {
  public:
+  static constexpr unsigned kConnectRetryDelayMs = 100;
+
   UvIo(uv_loop_t* loop, struct raft_uv_transport* transport) : loop_(loop), transport_(transport) {}
   Error open(const std::string& dir) override;
   struct raft_io* get() override { return &io_; }

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 
-from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc, sanitized  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 SNAPSHOT_COUNT = 50
@@ -173,23 +173,23 @@ def first_linearizable_read_s(member, since, timeout=60):
 
 class RestartAsTheInstallStartsTest(ClusterTestCase):
     """A follower killed as a snapshot install starts, and restarted at once,
-    serves linearizable reads again soon: etcd 3.4 here in 0.08-0.10 s.
+    serves linearizable reads again soon: etcd 3.4 here in 0.05-0.10 s.
 
-    etcdq takes about --snapshot-count heartbeats (3.1-3.4 s here; up to
-    2048 heartbeats with a large --snapshot-count), in libraft 0.15: the
-    leader's heartbeat to the killed follower fails, and sendAppendEntriesCb
-    moves it from the snapshot state to probing with next index = the
-    snapshot's index (progressToProbe assumes the snapshot arrived). The
-    restarted follower's log is that snapshot alone (libraft stored it before
-    the restore the kill interrupted), so it has no entry at the probe's
-    previous index and rejects; its last index is above the rejected one, so
-    the leader steps back one index a heartbeat until it runs off its own log
-    (the snapshot's trailing entries) and sends the snapshot again. Not fixed
-    in etcdq: see the report of branch peer-input for the libraft change."""
+    With libraft 0.15 as Debian builds it, etcdq took about --snapshot-count
+    heartbeats (2-3.4 s here; up to 2048 heartbeats with a large
+    --snapshot-count): the leader's heartbeat to the killed follower fails,
+    and sendAppendEntriesCb moves it from the snapshot state to probing with
+    next index = the snapshot's index (progressToProbe assumes the snapshot
+    arrived). The restarted follower's log is that snapshot alone (libraft
+    stored it before the restore the kill interrupted), so it has no entry at
+    the probe's previous index and rejects; its last index is above the
+    rejected one, so the leader stepped back one index a heartbeat until it
+    ran off its own log (the snapshot's trailing entries) and sent the
+    snapshot again. etcdq wraps progressToProbe at link time to probe from
+    one past the snapshot (src/raft/probe_past_snapshot.h), and the follower
+    accepts the first probe."""
     TRIALS = 3
 
-    # Fails on etcdq until libraft probes from past the snapshot (class doc).
-    @(lambda f: f if is_reference_etcd() else unittest.expectedFailure(f))
     def test_follower_restarted_as_its_install_starts_reads_linearizably_soon(self):
         times = []
         c = None
@@ -216,10 +216,16 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
             c.wait_serving()
         print("\nfirst linearizable read after the restart: %s s" % ", ".join("%.2f" % t for t in times))
         # etcd answers in 0.05-0.10 s here (0.4-0.65 s on the machine the
-        # issue was measured on); etcdq on a fresh cluster in 0.2-0.45 s.
-        # The libraft bug costs --snapshot-count heartbeats (2.5 s here), so
-        # the bound tells the two apart on a loaded machine too.
-        self.assertLess(max(times), 1.5, times)
+        # issue was measured on); etcdq in 0.6 s under load (it fetches the
+        # state its killed install left unfinished before it starts). The
+        # libraft bug cost --snapshot-count heartbeats (2-3.4 s here), and
+        # libraft's 1 s between dials to a peer up to 1 s more (UvIo now
+        # dials every 100 ms, as etcd): the bound tells them apart.
+        # Under the sanitizers a restart alone takes 1.1-1.7 s (ASan): there
+        # the follower must answer (first_linearizable_read_s fails after
+        # 60 s), and the timing is the plain build's to check.
+        if not sanitized():
+            self.assertLess(max(times), 1.5, times)
 
 
 if __name__ == "__main__":

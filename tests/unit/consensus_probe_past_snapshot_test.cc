@@ -1,0 +1,50 @@
+// Where the leader resumes probing a follower it was sending a snapshot to
+// (raft/probe_past_snapshot.h). These call libraft's own progressToProbe by
+// name, as libraft's replication code does: that the call lands on the
+// wrapper proves the link's --wrap as much as the outcome.
+#include <gtest/gtest.h>
+
+#include "raft/probe_past_snapshot.h"
+
+// libraft 0.15's internal entry point (progress.h), wrapped at link time.
+extern "C" void progressToProbe(struct raft* r, unsigned i);
+
+namespace {
+
+// libraft 0.15's progress states (progress.h).
+constexpr unsigned short kProbe = 0, kPipeline = 1, kSnapshot = 2;
+
+struct Leader {
+  struct raft r {};
+  struct raft_progress progress[2]{};
+  Leader() { r.leader_state.progress = progress; }
+};
+
+TEST(ConsensusProbePastSnapshot, FollowerLeavingTheSnapshotStateIsProbedFromPastTheSnapshot) {
+  Leader l;
+  l.progress[1] = {kSnapshot, 41, 40, 100, 0, 0, false};
+  progressToProbe(&l.r, 1);
+  EXPECT_EQ(l.progress[1].state, kProbe);
+  // libraft 0.15 alone gives 100: the previous index 99 is below a
+  // follower that holds only the snapshot, which then rejects.
+  EXPECT_EQ(l.progress[1].next_index, 101u);
+  EXPECT_EQ(l.progress[1].snapshot_index, 0u);
+}
+
+TEST(ConsensusProbePastSnapshot, FollowerThatReportedMoreThanTheSnapshotIsProbedFromItsMatch) {
+  Leader l;
+  l.progress[1] = {kSnapshot, 151, 150, 100, 0, 0, false};
+  progressToProbe(&l.r, 1);
+  EXPECT_EQ(l.progress[1].state, kProbe);
+  EXPECT_EQ(l.progress[1].next_index, 151u);
+}
+
+TEST(ConsensusProbePastSnapshot, FollowerOutsideTheSnapshotStateIsProbedFromItsMatchAsBefore) {
+  Leader l;
+  l.progress[0] = {kPipeline, 90, 70, 0, 0, 0, false};
+  progressToProbe(&l.r, 0);
+  EXPECT_EQ(l.progress[0].state, kProbe);
+  EXPECT_EQ(l.progress[0].next_index, 71u);
+}
+
+}  // namespace
