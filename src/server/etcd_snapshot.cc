@@ -1,9 +1,8 @@
 #include "server/etcd_snapshot.h"
 
-#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
-#include <set>
 
 #include "bbolt/snapshot_file.h"
 #include "bbolt/writer.h"
@@ -152,7 +151,12 @@ Error write_etcd_buckets(const Context& ctx, const mvcc::ReadView& view, BucketS
   std::map<std::string, std::string> alarms;
   for (const auto& a : ctx.alarms->list(0, etcdserverpb::NONE)) alarms[a.SerializeAsString()] = "";
   if (Error e = sorted_bucket(out, "alarm", alarms)) return e;
-  for (const char* name : {"auth", "authRoles", "authUsers"}) {
+  // A fresh etcd 3.4 auth store commits revision 1 (auth/store.go
+  // NewAuthStore); no authEnabled key: auth disabled.
+  std::string auth_rev;
+  put_be64(&auth_rev, 1);
+  if (Error e = sorted_bucket(out, "auth", {{"authRevision", auth_rev}})) return e;
+  for (const char* name : {"authRoles", "authUsers"}) {
     if (Error e = empty_bucket(out, name)) return e;
   }
   if (Error e = sorted_bucket(out, "cluster", {{"clusterVersion", "3.4.0"}})) return e;

@@ -4,7 +4,9 @@
 // auth/store.go), from one ReadView (one RocksDB snapshot):
 //
 //   alarm            marshalled AlarmMember -> ""            (active alarms)
-//   auth, authRoles, authUsers                 empty         (etcdq has no auth: disabled)
+//   auth             "authRevision" -> 8-byte BE 1         (etcdq has no auth: disabled,
+//                                                            as a fresh etcd 3.4 writes it)
+//   authRoles, authUsers                       empty
 //   cluster          "clusterVersion" -> "3.4.0"
 //   key              mvcc/etcd_keys.h: every retained revision, tombstones
 //   lease            8-byte BE id -> leasepb.Lease{ID, TTL}  (RemainingTTL 0: etcd 3.4
