@@ -39,7 +39,7 @@ struct Kept {
 // live at `upto`.
 void scan_kept(const ReadView& view, int64_t compact, int64_t upto, std::vector<Kept>* kept, bool* any_live) {
   *any_live = false;
-  storage::Iterator it = view.iterator(storage::Cf::kHistory);
+  storage::Iterator it = view.bulk_iterator(storage::Cf::kHistory);
   std::string user_key;
   Revision r;
   it.seek_to_first();
@@ -52,7 +52,7 @@ void scan_kept(const ReadView& view, int64_t compact, int64_t upto, std::vector<
     bool put_upto = false, put_compact = false;
     bool has_upto = newest_at(it, user_key, upto, &at_upto, &put_upto);
     if (has_upto && put_upto) *any_live = true;
-    if (compact > 0 && newest_at(it, user_key, compact, &at_compact, &put_compact) && put_compact) {
+    if (newest_at(it, user_key, compact, &at_compact, &put_compact) && put_compact) {
       kept->push_back({at_compact, user_key, has_upto && at_upto == at_compact});
     }
     it.seek(history_key_after(user_key));
@@ -93,12 +93,12 @@ Error for_each_etcd_revision(const ReadView& view, int64_t upto, const std::func
   const int64_t compact = view.compact_revision();
   std::vector<Kept> kept;
   bool any_live = false;
-  scan_kept(view, compact, upto, &kept, &any_live);
+  if (compact > 0) scan_kept(view, compact, upto, &kept, &any_live);
 
   std::string record, value, bucket_key;
   for (auto& k : kept) {
     if (k.rev.main > upto) break;
-    if (!view.get(storage::Cf::kHistory, history_key(k.key, k.rev), &record) || !is_put(record) ||
+    if (!view.bulk_get(storage::Cf::kHistory, history_key(k.key, k.rev), &record) || !is_put(record) ||
         !etcd_value(k.key, record, &value)) {
       return corrupt_record(k.key, k.rev);
     }
@@ -109,7 +109,7 @@ Error for_each_etcd_revision(const ReadView& view, int64_t upto, const std::func
   }
   std::vector<Kept>().swap(kept);
 
-  storage::Iterator log = view.iterator(storage::Cf::kRevlog);
+  storage::Iterator log = view.bulk_iterator(storage::Cf::kRevlog);
   const std::string stop = revlog_key({upto + 1, 0});
   for (log.seek(revlog_key({compact + 1, 0})); log.valid() && log.key().compare(stop) < 0; log.next()) {
     Revision r = decode_revlog_key(log.key());
@@ -117,7 +117,7 @@ Error for_each_etcd_revision(const ReadView& view, int64_t upto, const std::func
     if (entry.empty()) return corrupt_record("", r);
     std::string user_key(entry.substr(1));
     bool tombstone = static_cast<RecordType>(entry[0]) == RecordType::kDelete;
-    if (!view.get(storage::Cf::kHistory, history_key(user_key, r), &record) || is_put(record) == tombstone ||
+    if (!view.bulk_get(storage::Cf::kHistory, history_key(user_key, r), &record) || is_put(record) == tombstone ||
         !etcd_value(user_key, record, &value)) {
       return corrupt_record(user_key, r);
     }

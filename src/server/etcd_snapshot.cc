@@ -172,7 +172,7 @@ Error write_etcd_buckets(const Context& ctx, const mvcc::ReadView& view, BucketS
   if (Error e = out->begin_bucket("lease")) return e;
   {
     const std::string prefix(mvcc::kLeaseTablePrefix);
-    storage::Iterator it = view.iterator(storage::Cf::kMeta);
+    storage::Iterator it = view.bulk_iterator(storage::Cf::kMeta);
     for (it.seek(prefix); it.valid() && it.key().starts_with(prefix); it.next()) {
       std::string_view id_bytes = it.key().substr(prefix.size());
       if (id_bytes.size() != 8 || it.value().size() != 8) continue;
