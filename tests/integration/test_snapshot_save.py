@@ -204,6 +204,15 @@ class SnapshotSave(harness.CleanupTestCase):
         self.assertEqual(kvs(r.endpoint), kvs(ours.endpoint, rev))
         self.assertEqual(hashkv(r.endpoint)[:2], hashkv(ours.endpoint, rev)[:2])
 
+    def test_leftover_temp_file_is_removed_at_start(self):
+        m = self.track(harness.Member(name="etcdq"))
+        m.stop()
+        left = os.path.join(m.data_dir, "member", "etcd-snapshot-1-0.tmp")
+        with open(left, "wb") as f:
+            f.write(b"x" * 4096)
+        m.start()
+        self.assertFalse(os.path.exists(left))
+
     def test_three_members_agree_on_hashkv_and_hash(self):
         import cluster as clusterlib
         c = self.track(clusterlib.Cluster(3))
