@@ -101,6 +101,32 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
   return reactor;
 }
 
+namespace {
+
+// Hash and HashKV each make a full pass (and, after a compaction, hold the
+// kept revisions in memory, mvcc/etcd_keys.h): at most kMaxHashes at once.
+// The slot frees itself when the last copy of the pointer goes.
+struct HashSlot {
+  std::shared_ptr<std::atomic<int>> running;
+  ~HashSlot() {
+    if (running) running->fetch_sub(1);
+  }
+};
+
+std::shared_ptr<HashSlot> hash_slot(const std::shared_ptr<std::atomic<int>>& running) {
+  if (running->fetch_add(1) >= MaintenanceService::kMaxHashes) {
+    running->fetch_sub(1);
+    return nullptr;
+  }
+  auto slot = std::make_shared<HashSlot>();
+  slot->running = running;
+  return slot;
+}
+
+Error too_many_hashes() { return Error(Code::kResourceExhausted, "etcdserver: too many hash requests in progress"); }
+
+}  // namespace
+
 grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::HashKVRequest* req,
                                                      etcdserverpb::HashKVResponse* resp) {
@@ -108,8 +134,13 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   int64_t rev = req->revision();
+  auto slot = hash_slot(hashes_);
+  if (!slot) {
+    finish(reactor, too_many_hashes());
+    return reactor;
+  }
   // A full pass over the key space: off the gRPC thread.
-  std::thread([ctx, reactor, resp, rev] {
+  std::thread([ctx, reactor, resp, rev, slot] {
     auto view = ctx->store->view();
     uint32_t hash = 0;
     if (Error e = mvcc::etcd_hash_kv(*view, rev, &hash)) return finish(reactor, e);
@@ -127,7 +158,12 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
-  std::thread([ctx, reactor, resp] {
+  auto slot = hash_slot(hashes_);
+  if (!slot) {
+    finish(reactor, too_many_hashes());
+    return reactor;
+  }
+  std::thread([ctx, reactor, resp, slot] {
     auto view = ctx->store->view();
     uint32_t hash = 0;
     if (Error e = etcd_hash(*ctx, *view, &hash)) return finish(reactor, e);

@@ -39,6 +39,7 @@ class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance>
   }
 
   static constexpr int kMaxSnapshots = 2;
+  static constexpr int kMaxHashes = 2;  // Hash and HashKV at once; more: RESOURCE_EXHAUSTED
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* c, const etcdserverpb::StatusRequest* req,
                                    etcdserverpb::StatusResponse* resp) override;
@@ -61,6 +62,7 @@ class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance>
 
   Context* ctx_;
   std::shared_ptr<std::atomic<int>> snapshots_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> hashes_ = std::make_shared<std::atomic<int>>(0);
 };
 
 

@@ -204,6 +204,44 @@ class SnapshotSave(harness.CleanupTestCase):
         self.assertEqual(kvs(r.endpoint), kvs(ours.endpoint, rev))
         self.assertEqual(hashkv(r.endpoint)[:2], hashkv(ours.endpoint, rev)[:2])
 
+    def test_concurrent_hashes_and_snapshots_are_bounded(self):
+        """More than two Hash/HashKV or Snapshot calls at once: the extra ones get
+        RESOURCE_EXHAUSTED, the others their answer; the slots come back."""
+        import grpc
+        ours = self.track(harness.Member(name="etcdq"))
+        kv = ours.kv()
+        for start in range(0, 30000, 100):
+            kv.Txn(rpc_pb2.TxnRequest(success=[
+                rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"k%05d" % i, value=b"v" * 100))
+                for i in range(start, start + 100)]))
+        kv.Compact(rpc_pb2.CompactionRequest(revision=200))
+        ms = ours.maintenance()
+        futures = [ms.HashKV.future(rpc_pb2.HashKVRequest(), timeout=60) for _ in range(8)]
+        ok, refused = set(), 0
+        for f in futures:
+            try:
+                ok.add(f.result().hash)
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+                refused += 1
+        self.assertEqual(len(ok), 1)
+        self.assertGreater(refused, 0)
+        procs = [subprocess.Popen([ETCDCTL, "--endpoints", ours.endpoint, "snapshot", "save",
+                                   os.path.join(self.tmp, "c%d.db" % i)], env=dict(os.environ, ETCDCTL_API="3"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(5)]
+        results = []
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            results.append((p.returncode, err))
+        self.assertTrue(any(rc == 0 for rc, _ in results), results)
+        for rc, err in results:
+            if rc != 0:
+                self.assertIn("too many snapshots", err)
+        # Every slot came back (nothing was written meanwhile: the same hash).
+        for _ in range(3):
+            self.assertEqual({ms.HashKV(rpc_pb2.HashKVRequest(), timeout=60).hash}, ok)
+        etcdctl("snapshot", "save", os.path.join(self.tmp, "after.db"), endpoint=ours.endpoint)
+
     def test_leftover_temp_file_is_removed_at_start(self):
         m = self.track(harness.Member(name="etcdq"))
         m.stop()
