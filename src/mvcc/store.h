@@ -34,6 +34,12 @@ class ReadView final : public Reader {
     return snap_.get(cf, key, value);
   }
 
+  // storage::Snapshot's bulk reads (no block cache fill), for whole passes.
+  storage::Iterator bulk_iterator(storage::Cf cf) const { return snap_.bulk_iterator(cf); }
+  bool bulk_get(storage::Cf cf, std::string_view key, std::string* value) const {
+    return snap_.bulk_get(cf, key, value);
+  }
+
   uint64_t applied_index() const { return applied_index_; }
   int64_t revision() const { return revision_; }                  // current revision
   int64_t compact_revision() const { return compact_revision_; }  // reads below fail

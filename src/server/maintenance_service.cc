@@ -1,11 +1,21 @@
 #include "server/maintenance_service.h"
 
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
-#include <zlib.h>
-
-#include "mvcc/range.h"
+#include "bbolt/snapshot_file.h"
 #include "member/pipeline.h"
+#include "mvcc/etcd_keys.h"
+#include "server/etcd_snapshot.h"
 
 namespace etcdq::server {
 
@@ -91,54 +101,205 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
   return reactor;
 }
 
+namespace {
+
+// Hash and HashKV each make a full pass (and, after a compaction, hold the
+// kept revisions in memory, mvcc/etcd_keys.h): at most kMaxHashes at once.
+// The slot frees itself when the last copy of the pointer goes.
+struct HashSlot {
+  std::shared_ptr<std::atomic<int>> running;
+  ~HashSlot() {
+    if (running) running->fetch_sub(1);
+  }
+};
+
+std::shared_ptr<HashSlot> hash_slot(const std::shared_ptr<std::atomic<int>>& running) {
+  if (running->fetch_add(1) >= MaintenanceService::kMaxHashes) {
+    running->fetch_sub(1);
+    return nullptr;
+  }
+  auto slot = std::make_shared<HashSlot>();
+  slot->running = running;
+  return slot;
+}
+
+Error too_many_hashes() { return Error(Code::kResourceExhausted, "etcdserver: too many hash requests in progress"); }
+
+}  // namespace
+
 grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::HashKVRequest* req,
                                                      etcdserverpb::HashKVResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  auto view = ctx_->store->view();
-  int64_t rev = req->revision() > 0 ? req->revision() : view->revision();
-  uint32_t hash = 0;
-  if (Error e = hash_kv(*view, rev, &hash)) {
-    finish(reactor, e);
+  Context* ctx = ctx_;
+  int64_t rev = req->revision();
+  auto slot = hash_slot(hashes_);
+  if (!slot) {
+    finish(reactor, too_many_hashes());
     return reactor;
   }
-  resp->set_hash(hash);
-  resp->set_compact_revision(view->compact_revision());
-  ctx_->fill_header(resp->mutable_header());
-  resp->mutable_header()->set_revision(view->revision());
-  finish(reactor, {});
+  // A full pass over the key space: off the gRPC thread.
+  std::thread([ctx, reactor, resp, rev, slot] {
+    auto view = ctx->store->view();
+    uint32_t hash = 0;
+    if (Error e = mvcc::etcd_hash_kv(*view, rev, &hash)) return finish(reactor, e);
+    resp->set_hash(hash);
+    resp->set_compact_revision(view->compact_revision());
+    resp->mutable_header()->set_revision(view->revision());
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  }).detach();
   return reactor;
 }
 
-Error hash_kv(const mvcc::ReadView& view, int64_t rev, uint32_t* out) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  auto add = [&](const void* p, size_t n) { crc = crc32(crc, static_cast<const Bytef*>(p), static_cast<uInt>(n)); };
-  auto add_i64 = [&](int64_t v) { add(&v, sizeof v); };
-  std::string from(1, '\0');
-  for (;;) {
-    mvcc::RangeOptions o;
-    o.rev = rev;
-    o.limit = 4096;
-    mvcc::RangeResult r;
-    if (Error e = mvcc::range(view, from, std::string(1, '\0'), o, view.revision(), view.compact_revision(), &r)) {
-      return e;
-    }
-    for (const auto& kv : r.kvs) {
-      add_i64(static_cast<int64_t>(kv.key().size()));
-      add(kv.key().data(), kv.key().size());
-      add_i64(kv.create_revision());
-      add_i64(kv.mod_revision());
-      add_i64(kv.version());
-      add_i64(kv.lease());
-      add_i64(static_cast<int64_t>(kv.value().size()));
-      add(kv.value().data(), kv.value().size());
-    }
-    if (r.kvs.empty() || static_cast<int64_t>(r.kvs.size()) < o.limit) break;
-    from = r.kvs.back().key() + '\0';
+grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* c, const etcdserverpb::HashRequest*,
+                                                   etcdserverpb::HashResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
+  Context* ctx = ctx_;
+  auto slot = hash_slot(hashes_);
+  if (!slot) {
+    finish(reactor, too_many_hashes());
+    return reactor;
   }
-  *out = static_cast<uint32_t>(crc);
-  return {};
+  std::thread([ctx, reactor, resp, slot] {
+    auto view = ctx->store->view();
+    uint32_t hash = 0;
+    if (Error e = etcd_hash(*ctx, *view, &hash)) return finish(reactor, e);
+    resp->set_hash(hash);
+    resp->mutable_header()->set_revision(view->revision());
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  }).detach();
+  return reactor;
+}
+
+namespace {
+
+constexpr std::string_view kTempPrefix = "etcd-snapshot-";
+constexpr std::string_view kTempSuffix = ".tmp";
+constexpr size_t kChunkBytes = 32 * 1024;  // etcd's snapshotSendBufferSize
+// A client that takes no chunk for this long is dropped (its temp file and
+// read view would otherwise stay).
+constexpr auto kSendStallLimit = std::chrono::minutes(2);
+
+std::filesystem::path temp_dir(const Context& ctx) {
+  return std::filesystem::path(ctx.store->engine()->dir()).parent_path();
+}
+
+class SnapshotStream final : public grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse> {
+ public:
+  SnapshotStream(grpc::CallbackServerContext* call, Context* ctx, std::shared_ptr<std::atomic<int>> running)
+      : call_(call), ctx_(ctx), running_(std::move(running)) {
+    if (running_->fetch_add(1) >= MaintenanceService::kMaxSnapshots) {
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "etcdserver: too many snapshots in progress"));
+      return;
+    }
+    static std::atomic<uint64_t> seq{0};
+    path_ = (temp_dir(*ctx_) / (std::string(kTempPrefix) + std::to_string(getpid()) + "-" +
+                                std::to_string(seq.fetch_add(1)) + std::string(kTempSuffix)))
+                .string();
+    std::thread([this] { run(); }).detach();
+  }
+  ~SnapshotStream() override { running_->fetch_sub(1); }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written_ = true;
+      write_ok_ = ok;
+    }
+    cv_.notify_all();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  bool send() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written_ = false;
+    }
+    StartWrite(&chunk_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, kSendStallLimit, [this] { return written_; })) {
+      call_->TryCancel();  // OnWriteDone(false) follows
+      cv_.wait(lock, [this] { return written_; });
+    }
+    return write_ok_;
+  }
+
+  grpc::Status stream_file() {
+    auto view = ctx_->store->view();
+    auto start = std::chrono::steady_clock::now();
+    if (Error e = write_etcd_snapshot(*ctx_, *view, path_)) return to_grpc(e);
+    view.reset();  // the file holds it now; let RocksDB drop what it pinned
+    std::ifstream in(path_, std::ios::binary);
+    std::error_code ec;
+    uint64_t size = std::filesystem::file_size(path_, ec);
+    if (!in || ec || size < bbolt::kSha256Bytes) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+    const uint64_t total = size - bbolt::kSha256Bytes;
+    spdlog::info("sending database snapshot to client: {} bytes, built in {} ms", total,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    std::string buf(kChunkBytes, '\0');
+    uint64_t sent = 0;
+    while (sent < total) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, total - sent));
+      if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+      }
+      sent += n;
+      chunk_.set_remaining_bytes(total - sent);
+      chunk_.set_blob(buf.data(), n);
+      if (!send()) return grpc::Status::CANCELLED;
+    }
+    // The sha256 of the database, as the last message.
+    if (!in.read(buf.data(), bbolt::kSha256Bytes)) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+    chunk_.set_remaining_bytes(0);
+    chunk_.set_blob(buf.data(), bbolt::kSha256Bytes);
+    if (!send()) return grpc::Status::CANCELLED;
+    return grpc::Status::OK;
+  }
+
+  void run() {
+    grpc::Status s = stream_file();
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
+      spdlog::warn("snapshot for a client failed: {}", s.error_message());
+    }
+    Finish(s);
+    // Finish may have run OnDone (and deleted this) already: nothing after it.
+  }
+
+  grpc::CallbackServerContext* call_;
+  Context* ctx_;
+  std::shared_ptr<std::atomic<int>> running_;
+  std::string path_;
+  etcdserverpb::SnapshotResponse chunk_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool written_ = false;
+  bool write_ok_ = false;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse>* MaintenanceService::Snapshot(
+    grpc::CallbackServerContext* c, const etcdserverpb::SnapshotRequest*) {
+  return new SnapshotStream(c, ctx_, snapshots_);
+}
+
+void MaintenanceService::remove_leftover_snapshots() {
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(temp_dir(*ctx_), ec)) {
+    std::string name = f.path().filename().string();
+    if (name.starts_with(kTempPrefix) && name.ends_with(kTempSuffix)) {
+      std::error_code rm;
+      std::filesystem::remove(f.path(), rm);
+      spdlog::info("removed the leftover snapshot file {}", f.path().string());
+    }
+  }
 }
 
 }  // namespace etcdq::server

@@ -1,9 +1,21 @@
 // etcd's Maintenance service: Status (what `etcdctl endpoint status` shows),
 // Alarm (get, activate, deactivate; apply/alarms.h) and Defragment
 // (RocksDB compacts its files in the background; nothing stops meanwhile).
-// MoveLeader (on the leader: libraft's leadership transfer) and HashKV.
-// Hash, Snapshot and Downgrade answer Unimplemented.
+// MoveLeader (on the leader: libraft's leadership transfer). HashKV and
+// Hash as etcd 3.4 computes them, over the state in etcd's layout
+// (mvcc/etcd_keys.h, server/etcd_snapshot.h). Snapshot streams etcd's
+// snapshot file (server/etcd_snapshot.h) as etcd 3.4 does
+// (etcdserver/api/v3rpc/maintenance.go): SnapshotResponse chunks of 32 KiB
+// with the bytes still to come, then one chunk with the sha256 of the
+// database (remaining_bytes 0). The file is built first, from one read
+// view, in a temporary file beside the database ("etcd-snapshot-*.tmp" in
+// the parent of the RocksDB dir, removed when the call ends; leftovers are
+// removed when the service starts); at most kMaxSnapshots at once, more get
+// RESOURCE_EXHAUSTED. Downgrade answers Unimplemented.
 #pragma once
+
+#include <atomic>
+#include <memory>
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
@@ -22,7 +34,12 @@ class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance>
     strict_parsing("Defragment", &MaintenanceService::Defragment, {});
     strict_parsing("HashKV", &MaintenanceService::HashKV, {});
     strict_parsing("MoveLeader", &MaintenanceService::MoveLeader, {});
+    strict_parsing("Hash", &MaintenanceService::Hash, {});
+    remove_leftover_snapshots();
   }
+
+  static constexpr int kMaxSnapshots = 2;
+  static constexpr int kMaxHashes = 2;  // Hash and HashKV at once; more: RESOURCE_EXHAUSTED
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* c, const etcdserverpb::StatusRequest* req,
                                    etcdserverpb::StatusResponse* resp) override;
@@ -35,16 +52,18 @@ class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance>
                                        etcdserverpb::MoveLeaderResponse* resp) override;
   grpc::ServerUnaryReactor* HashKV(grpc::CallbackServerContext* c, const etcdserverpb::HashKVRequest* req,
                                    etcdserverpb::HashKVResponse* resp) override;
+  grpc::ServerUnaryReactor* Hash(grpc::CallbackServerContext* c, const etcdserverpb::HashRequest* req,
+                                 etcdserverpb::HashResponse* resp) override;
+  grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse>* Snapshot(grpc::CallbackServerContext* c,
+                                                                     const etcdserverpb::SnapshotRequest* req) override;
 
  private:
+  void remove_leftover_snapshots();
+
   Context* ctx_;
+  std::shared_ptr<std::atomic<int>> snapshots_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> hashes_ = std::make_shared<std::atomic<int>>(0);
 };
 
-// HashKV's hash: CRC-32 (zlib) over every key live at `rev` with its
-// create/mod revision, version, lease and value, in key order. Equal on
-// members that applied the same log, whatever their physical compaction
-// did; not equal to etcd's number (its hash walks its own bbolt layout).
-// Errors: compacted() / future_rev() for `rev`.
-Error hash_kv(const mvcc::ReadView& view, int64_t rev, uint32_t* out);
 
 }  // namespace etcdq::server

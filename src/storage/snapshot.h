@@ -39,10 +39,21 @@ class Snapshot {
   // `cf` at the snapshot. Valid while the snapshot lives.
   Iterator iterator(Cf cf) const { return Iterator(engine_->db()->NewIterator(options(), engine_->cf(cf))); }
 
+  // The same for one pass over much of the data (a snapshot file, a hash):
+  // what it reads does not go into the block cache, so the pass neither
+  // grows the process by the cache's size nor evicts what serves clients.
+  bool bulk_get(Cf cf, std::string_view key, std::string* value) const {
+    return engine_->db()->Get(options(false), engine_->cf(cf), to_slice(key), value).ok();
+  }
+  Iterator bulk_iterator(Cf cf) const {
+    return Iterator(engine_->db()->NewIterator(options(false), engine_->cf(cf)));
+  }
+
  private:
-  rocksdb::ReadOptions options() const {
+  rocksdb::ReadOptions options(bool fill_cache = true) const {
     rocksdb::ReadOptions ro;
     ro.snapshot = snap_;
+    ro.fill_cache = fill_cache;
     return ro;
   }
   const Engine* engine_;
