@@ -217,12 +217,26 @@ int main(int argc, char** argv) {
   {
     std::vector<std::pair<std::string, int>> listen_http;
     for (const auto& u : cfg.listen_client_http_urls) listen_http.emplace_back(u.host, u.port);
-    for (const auto& u : cfg.listen_metrics_urls) listen_http.emplace_back(u.host, u.port);
     if (Error e = http_server.start(listen_http)) {
       m->stop();
       return fail(e.message());
     }
-    for (const auto& [host, port] : listen_http) spdlog::info("serving /metrics, /health and /version on http://{}:{}", host, port);
+    for (const auto& [host, port] : listen_http) spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
+  }
+  // --listen-metrics-urls: metrics and health only, as etcd's metrics
+  // listener (embed/etcd.go serveMetrics); no JSON gateway there.
+  http::HttpOptions metrics_opts = ho;
+  metrics_opts.gateway_channel = nullptr;
+  std::unique_ptr<http::HttpServer> metrics_server;
+  if (!cfg.listen_metrics_urls.empty()) {
+    metrics_server = std::make_unique<http::HttpServer>(metrics_opts);
+    std::vector<std::pair<std::string, int>> listen_metrics;
+    for (const auto& u : cfg.listen_metrics_urls) listen_metrics.emplace_back(u.host, u.port);
+    if (Error e = metrics_server->start(listen_metrics)) {
+      m->stop();
+      return fail(e.message());
+    }
+    for (const auto& [host, port] : listen_metrics) spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
   }
 
   server::ClientServer* cs = client_server.get();
@@ -255,6 +269,7 @@ int main(int argc, char** argv) {
   // Unavailable (clients resume from their last revision).
   client_mux.stop();  // no new connections for the servers below
   http_server.stop();
+  if (metrics_server) metrics_server->stop();
   m->stop();
   peer_mux.stop();  // after consensus stopped: libraft talked to the others until then
   peer_server.reset();

@@ -146,6 +146,36 @@ class ClientPortHttpTest(harness.MemberTestCase):
         r = etcdctl(m, "put", "a", "1")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_listen_metrics_urls_serve_metrics_and_health_but_no_gateway(self):
+        # etcd's metrics listener (embed/etcd.go serveMetrics) has /metrics
+        # and /health only; the JSON gateway lives on the client URLs.
+        mp = harness.free_port()
+        m = self.new_member(["--listen-metrics-urls", "http://127.0.0.1:%d" % mp])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                status, body = get(mp, "/health")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.assertEqual(status, 200, body)
+        status, body = get(mp, "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn(b"etcd_server_has_leader", body)
+
+        def post(port):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=ANSWER_S)
+            try:
+                c.request("POST", "/v3/kv/range", body=b'{"key":"YQ=="}')
+                r = c.getresponse()
+                return r.status
+            finally:
+                c.close()
+        self.assertEqual(post(mp), 404)
+        self.assertEqual(post(m.client_port), 200)
+
     def test_one_address_for_two_listeners_is_refused_at_start(self):
         if harness.is_reference_etcd():
             self.skipTest("--listen-client-http-urls is etcd 3.5's; the oracle is etcd 3.4")
