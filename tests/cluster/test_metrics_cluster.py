@@ -42,9 +42,13 @@ class MetricsCluster(ClusterTestCase):
         follower = c.members[(li + 1) % 3]
         follower.kv().Put(rpc_pb2.PutRequest(key=b"metrics-cluster", value=b"v"), timeout=10)
 
+        # The put counter moves inside the apply, the applied index as the
+        # apply returns: wait for both (a scrape can fall between them).
         def applied_everywhere():
-            return all(scrape(m)["etcd_mvcc_put_total"] >= b["etcd_mvcc_put_total"] + 1
-                       for m, b in zip(c.members, before))
+            now = [scrape(m) for m in c.members]
+            return all(s["etcd_mvcc_put_total"] >= b["etcd_mvcc_put_total"] + 1 and
+                       s["etcd_server_proposals_applied_total"] >= b["etcd_server_proposals_applied_total"] + 1
+                       for s, b in zip(now, before))
         deadline = time.time() + 10
         while not applied_everywhere() and time.time() < deadline:
             time.sleep(0.1)
