@@ -15,6 +15,7 @@
 #include "bbolt/snapshot_file.h"
 #include "member/pipeline.h"
 #include "mvcc/etcd_keys.h"
+#include "server/blocking_writer.h"
 #include "server/etcd_snapshot.h"
 
 namespace etcdq::server {
@@ -188,10 +189,10 @@ std::filesystem::path temp_dir(const Context& ctx) {
   return std::filesystem::path(ctx.store->engine()->dir()).parent_path();
 }
 
-class SnapshotStream final : public grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse> {
+class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotResponse> {
  public:
   SnapshotStream(grpc::CallbackServerContext* call, Context* ctx, std::shared_ptr<std::atomic<int>> running)
-      : call_(call), ctx_(ctx), running_(std::move(running)) {
+      : BlockingWriter(call, kSendStallLimit), ctx_(ctx), running_(std::move(running)) {
     if (running_->fetch_add(1) >= MaintenanceService::kMaxSnapshots) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "etcdserver: too many snapshots in progress"));
       return;
@@ -204,31 +205,9 @@ class SnapshotStream final : public grpc::ServerWriteReactor<etcdserverpb::Snaps
   }
   ~SnapshotStream() override { running_->fetch_sub(1); }
 
-  void OnWriteDone(bool ok) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      written_ = true;
-      write_ok_ = ok;
-    }
-    cv_.notify_all();
-  }
   void OnDone() override { delete this; }
 
  private:
-  bool send() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      written_ = false;
-    }
-    StartWrite(&chunk_);
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, kSendStallLimit, [this] { return written_; })) {
-      call_->TryCancel();  // OnWriteDone(false) follows
-      cv_.wait(lock, [this] { return written_; });
-    }
-    return write_ok_;
-  }
-
   grpc::Status stream_file() {
     auto view = ctx_->store->view();
     auto start = std::chrono::steady_clock::now();
@@ -251,13 +230,13 @@ class SnapshotStream final : public grpc::ServerWriteReactor<etcdserverpb::Snaps
       sent += n;
       chunk_.set_remaining_bytes(total - sent);
       chunk_.set_blob(buf.data(), n);
-      if (!send()) return grpc::Status::CANCELLED;
+      if (!send(&chunk_)) return grpc::Status::CANCELLED;
     }
     // The sha256 of the database, as the last message.
     if (!in.read(buf.data(), bbolt::kSha256Bytes)) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
     chunk_.set_remaining_bytes(0);
     chunk_.set_blob(buf.data(), bbolt::kSha256Bytes);
-    if (!send()) return grpc::Status::CANCELLED;
+    if (!send(&chunk_)) return grpc::Status::CANCELLED;
     return grpc::Status::OK;
   }
 
@@ -272,15 +251,10 @@ class SnapshotStream final : public grpc::ServerWriteReactor<etcdserverpb::Snaps
     // Finish may have run OnDone (and deleted this) already: nothing after it.
   }
 
-  grpc::CallbackServerContext* call_;
   Context* ctx_;
   std::shared_ptr<std::atomic<int>> running_;
   std::string path_;
   etcdserverpb::SnapshotResponse chunk_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool written_ = false;
-  bool write_ok_ = false;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "apply/command_check.h"
 #include "member/pipeline.h"
+#include "server/blocking_writer.h"
 
 namespace etcdq::server {
 namespace {
@@ -18,14 +19,14 @@ constexpr size_t kChunkBytes = 1 << 20;
 // (or hostile) caller cannot hold one of the kMaxSnapshotSenders for good.
 constexpr std::chrono::seconds kSendStallLimit{30};
 
-class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk> {
+class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
  public:
   // `senders` counts the writers alive; one over `limit` finishes at once
   // with RESOURCE_EXHAUSTED (the installing member tries another source,
   // and libraft retries the snapshot later).
   SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, uint64_t index,
                  std::shared_ptr<std::atomic<int>> senders, int limit)
-      : call_(call), ctx_(ctx), index_(index), senders_(std::move(senders)) {
+      : BlockingWriter(call, kSendStallLimit), ctx_(ctx), index_(index), senders_(std::move(senders)) {
     if (senders_->fetch_add(1) >= limit) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many snapshot transfers at once"));
       return;
@@ -34,32 +35,9 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
   }
   ~SnapshotWriter() override { senders_->fetch_sub(1); }
 
-  void OnWriteDone(bool ok) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      written_ = true;
-      write_ok_ = ok;
-    }
-    cv_.notify_all();
-  }
   void OnDone() override { delete this; }
 
  private:
-  // Blocks until the receiver took `chunk_`; false if the call ended.
-  bool send() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      written_ = false;
-    }
-    StartWrite(&chunk_);
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, kSendStallLimit, [this] { return written_; })) {
-      call_->TryCancel();  // OnWriteDone(false) follows
-      cv_.wait(lock, [this] { return written_; });
-    }
-    return write_ok_;
-  }
-
   void run() {
     size_t bytes = 0;
     bool gone = false;
@@ -70,7 +48,7 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
       p->set_value(value.data(), value.size());
       bytes += key.size() + value.size() + 8;
       if (bytes < kChunkBytes) return {};
-      if (!send()) {
+      if (!send(&chunk_)) {
         gone = true;
         return Error(Code::kCancelled, "the receiver went away");
       }
@@ -80,7 +58,7 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
     });
     if (!e) {
       chunk_.set_last(true);
-      if (!send()) gone = true;
+      if (!send(&chunk_)) gone = true;
     }
     if (e && !gone) {
       Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, e.message()));
@@ -90,15 +68,10 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<peer::SnapshotChunk
     // Finish may have run OnDone (and deleted this) already: nothing after it.
   }
 
-  grpc::CallbackServerContext* call_;
   Context* ctx_;
   uint64_t index_;
   std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunk_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool written_ = false;
-  bool write_ok_ = false;
 };
 
 }  // namespace
