@@ -179,6 +179,9 @@ bool WireCheck::check_install_snapshot() {
 bool WireCheck::check_header() {
   payload_left_ = 0;
   entries_.clear();
+  // Every libraft 0.15 header starts with the sender's term.
+  if (uint64_t term = get64(buf_, 0); term >= kMaxTerm)
+    return fail(fmt::format("message type {} with term {}", type_, term));
   if (type_ == kAppendEntries)
     return check_append_entries();
   if (type_ == kInstallSnapshot)

@@ -11,7 +11,8 @@
 //             (libraft steps over padding that the length does not count);
 //             InstallSnapshot: the snapshot data.
 // Only framing is checked (sizes, counts, entry types, the configuration's
-// encoding); what the fields mean (terms, indexes) is Raft's business.
+// encoding), and that the term is below kMaxTerm; what the other fields
+// mean (indexes) is Raft's business.
 //
 // Not thread-safe: one WireCheck per stream, fed in order.
 #pragma once
@@ -46,6 +47,11 @@ public:
   static constexpr uint64_t kMaxSnapshotDataBytes = 1 << 20;
   // An InstallSnapshot's configuration: members' ids, peer addresses, roles.
   static constexpr uint64_t kMaxConfigurationBytes = 1 << 20;
+  // The term every message starts with. A term near 2^64 taken from a
+  // forged message leaves the cluster no next term (an election would wrap
+  // it), so every member stalls for good; 2^48 elections are ~9000 years
+  // of one election a millisecond.
+  static constexpr uint64_t kMaxTerm = 1ull << 48;
 
   // Feeds the next bytes of the stream. True while everything fed so far
   // is a well-formed prefix of a sequence of messages; false from the first

@@ -155,6 +155,25 @@ TEST(WireCheck, AppendEntriesClaimingAnEntryWithoutItsHeaderIsRefused) {
       << padded.error();
 }
 
+// A forged term near 2^64 left a whole cluster without a next term (every
+// put timed out, for good): every message type's term is capped.
+TEST(WireCheck, TermsAtOrAboveTheCapAreRefusedForEveryMessageType) {
+  const uint64_t cap = WireCheck::kMaxTerm;
+  for (uint64_t term : std::vector<uint64_t>{cap, cap + 1, ~0ull}) {
+    for (const std::string &m : std::vector<std::string>{
+             message(1, words({term, 100, 6, 99, 0, 0})),
+          message(2, words({term, 0, 120})), message(3, words({term, 2, 120, 7})),
+          message(4, words({term, 1})), message(6, words({term, 120, 7}))}) {
+      WireCheck c;
+      EXPECT_FALSE(c.feed(m)) << term;
+      EXPECT_NE(c.error().find("with term"), std::string::npos) << c.error();
+    }
+  }
+  WireCheck below;
+  EXPECT_TRUE(below.feed(message(2, words({cap - 1, 0, 120}))));
+  EXPECT_EQ(below.messages(), 1u);
+}
+
 TEST(WireCheck, AppendEntriesWithAHugeEntryCountIsRefused) {
   for (uint64_t n : {uint64_t{WireCheck::kMaxEntries} + 1, uint64_t{1} << 32,
                      ~uint64_t{0}}) {
