@@ -2,6 +2,7 @@
 // On the consensus thread (raft/node_impl.h).
 #include "raft/node_impl.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "apply/entry.h"
@@ -113,8 +114,12 @@ int Node::Impl::fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf) {
   apply::SnapshotMeta meta;
   if (!apply::next_framed(&rest, &bytes, &corrupt) ||
       !meta.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    spdlog::error("cannot read a Raft snapshot's metadata");
-    return RAFT_CORRUPT;
+    // libraft 0.15 stored the snapshot before this call and does not undo
+    // it: going on would claim its index (a forged one wins elections and
+    // spreads to every member). Stop this member only, as etcd's raft
+    // panics on a snapshot it cannot read.
+    spdlog::critical("cannot read a Raft snapshot's metadata ({} bytes), stopping", buf->len);
+    std::_Exit(70);
   }
   if (meta.applied_index() > self->sm->applied_index()) {
     if (Error e = self->install(meta)) {
