@@ -34,6 +34,9 @@ class PeerUvIo final : public RaftIo {
   struct raft_io* get() override { return uv_.get(); }
   void close() override { uv_.close(); }
   void adopt(int fd) override { transport_.adopt(fd); }
+  void set_sender_filter(std::function<bool(raft_id)> accepts) override {
+    transport_.set_sender_filter(std::move(accepts));
+  }
 
  private:
   PeerTransport transport_;

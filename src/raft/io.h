@@ -43,6 +43,9 @@ class RaftIo {
   // raft::PeerTransport::kMagic; net/mux.h consumed nothing), from any
   // thread. An I/O whose messages travel some other way closes it.
   virtual void adopt(int fd);
+  // Loop thread: who may send Raft messages here (PeerTransport's
+  // set_sender_filter). An I/O without peers ignores it.
+  virtual void set_sender_filter(std::function<bool(raft_id)> /*accepts*/) {}
 };
 
 // raft_uv on `loop` with messages through `transport`: the base of every

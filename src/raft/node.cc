@@ -64,6 +64,17 @@ Error Node::start() {
   }
   opened = kRaft;
   m->raft.data = m;
+  // Raft messages only from the members of the configuration this member
+  // knows (etcd's rafthttp refuses unknown senders). A member that knows
+  // none yet (joining, before its first entries) takes any sender.
+  m->io->set_sender_filter([m](raft_id from) {
+    const struct raft_configuration& c = m->raft.configuration;
+    if (c.n == 0) return true;
+    for (unsigned i = 0; i < c.n; ++i) {
+      if (c.servers[i].id == from) return true;
+    }
+    return false;
+  });
   m->uv_start = m->io->get()->start;
   m->io->get()->start = Impl::start_hook;
   m->uv_append = m->io->get()->append;

@@ -3,6 +3,8 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <atomic>
 #include <map>
 #include <unordered_set>
@@ -68,6 +70,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
 
   uv_loop_t* loop;
   Options opts;
+  std::function<bool(raft_id)> accepts;  // set_sender_filter; loop thread
   uv_timer_t sweep{};
   bool sweep_open = false;
   std::map<uint64_t, Outgoing*> outgoing;
@@ -229,7 +232,14 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
     arm_sweep();
   }
 
-  void hand_to_libraft(raft_id from, const std::string& address, int fd) override { accept(from, address, fd); }
+  void hand_to_libraft(raft_id from, const std::string& address, int fd) override {
+    if (accepts && !accepts(from)) {
+      spdlog::warn("refused a Raft connection from {:x} ({}): not in this member's configuration", from, address);
+      ::close(fd);
+      return;
+    }
+    accept(from, address, fd);
+  }
 
   void gone(Inbound* in) override {
     incoming.erase(in);
@@ -306,6 +316,8 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
 PeerTransport::PeerTransport(uv_loop_t* loop, Options opts) : shared_(std::make_shared<Shared>(loop, opts)) {}
 
 PeerTransport::~PeerTransport() = default;
+
+void PeerTransport::set_sender_filter(std::function<bool(raft_id)> accepts) { shared_->accepts = std::move(accepts); }
 
 struct raft_uv_transport* PeerTransport::raw() { return shared_->raw(); }
 

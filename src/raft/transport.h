@@ -66,6 +66,7 @@ extern "C" {
 #include <uv.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -114,6 +115,12 @@ class PeerTransport {
 
   // Loop thread, for tests: incoming connections alive now.
   size_t incoming() const;
+
+  // Loop thread (before libraft listens, or on it): who may send to
+  // libraft. A hello naming an id `accepts` refuses is closed with a
+  // warning, as etcd's rafthttp refuses a stream from a member it does not
+  // know. Without one, every well-formed hello is taken.
+  void set_sender_filter(std::function<bool(raft_id)> accepts);
 
  private:
   struct Shared;

@@ -458,5 +458,53 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
         self.assertEqual(revision(c), rev + len(c))
         c.assert_same_hashkv(self)
 
+    def test_a_sender_outside_the_configuration_is_refused(self):
+        # One InstallSnapshot from a made-up member (garbage data, a later
+        # term, an index of 2^30) once made its receiver win elections and
+        # spread the snapshot until no member could start. etcd's rafthttp
+        # refuses unknown senders; so does the transport now.
+        c = self.c
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"stranger", value=b"before"), timeout=10)
+        rev = revision(c)
+        words = lambda *ws: struct.pack("<%dQ" % len(ws), *ws)  # noqa: E731
+        conf = b"\x01" + struct.pack("<QQ", 1, 0x777) + b"127.0.0.1:9\x00\x01"
+        conf += b"\0" * (-len(conf) % 8)
+        data = b"\xab" * 64
+        header = words(1 << 20, 1 << 30, 1 << 20, 1, len(conf)) + conf + words(len(data), 0)
+        snap = struct.pack("<QQ", 5, len(header)) + header + data
+        for i in range(len(c)):
+            log_before = os.path.getsize(c[i].log_path)
+            with raft_connect(c[i].peer_url, raft_hello(0x777, b"127.0.0.1:9") + snap) as s:
+                self.assertTrue(closed_by_peer(s, 5))
+            with open(c[i].log_path, "rb") as f:
+                f.seek(log_before)
+                self.assertIn(b"not in this member's configuration", f.read())
+        time.sleep(2 * ELECTION_MS / 1000)
+        for i in range(len(c)):
+            self.assertTrue(c[i].running(), "%r stopped" % c[i])
+        c.wait_leader()
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"stranger", value=b"after"), timeout=10)
+        self.assertEqual(revision(c), rev + 1)
+        c.assert_same_hashkv(self)
+
+    def test_a_term_near_two_to_the_64_is_cut_before_libraft(self):
+        # One AppendEntries with term 2^64-1 left the cluster without a next
+        # term (every put timed out, across restarts): terms are capped.
+        c = self.c
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"bigterm", value=b"before"), timeout=10)
+        rev = revision(c)
+        ae = struct.pack("<QQ", 1, 48) + struct.pack("<6Q", (1 << 64) - 1, 0, 0, 0, 0, 0)
+        for i in range(len(c)):
+            other = (i + 1) % len(c)
+            hello = raft_hello(c.member_id(other), c[other].peer_url[7:].encode())
+            with raft_connect(c[i].peer_url, hello + ae) as s:
+                self.assertTrue(closed_by_peer(s, 5))
+        time.sleep(2 * ELECTION_MS / 1000)
+        c.wait_leader()
+        for i in range(len(c)):
+            c.kv(i).Put(rpc_pb2.PutRequest(key=b"bigterm", value=b"after %d" % i), timeout=10)
+        self.assertEqual(revision(c), rev + len(c))
+        c.assert_same_hashkv(self)
+
 if __name__ == "__main__":
     main()
