@@ -60,6 +60,20 @@ bool content_length(const std::string& in, size_t end, size_t* n) {
   return true;
 }
 
+// Whether the header block (up to `end`) names a Transfer-Encoding. Bodies
+// are framed by Content-Length only: a chunked body read as if it had none
+// would leave its bytes to be parsed as further requests (smuggling), so
+// such a request is refused and its connection closed (RFC 9112 6.1: 501
+// for a transfer coding the server does not implement).
+bool has_transfer_encoding(const std::string& in, size_t end) {
+  static const char kName[] = "\r\ntransfer-encoding:";
+  const size_t name_len = sizeof(kName) - 1;
+  for (size_t i = 0; i + name_len <= end; ++i) {
+    if (strncasecmp(in.data() + i, kName, name_len) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Connections::Connections(Classifier slow, size_t max_body_bytes)
@@ -226,6 +240,8 @@ void Connections::on_readable(Conn* c) {
   const char* refusal = nullptr;
   if ((end == std::string::npos && c->in.size() > kMaxHeaderBytes) || (end != std::string::npos && end > kMaxHeaderBytes)) {
     refusal = "431 Request Header Fields Too Large";
+  } else if (end != std::string::npos && has_transfer_encoding(c->in, end)) {
+    refusal = "501 Not Implemented";
   } else if (end != std::string::npos && !content_length(c->in, end, &body)) {
     refusal = "400 Bad Request";
   } else if (end != std::string::npos && body > max_body_bytes_) {
