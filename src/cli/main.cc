@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -29,6 +30,26 @@
 using namespace etcdq;
 
 namespace {
+
+// zap's level names (etcd's log lines say "warn" and "fatal"; spdlog's own
+// %l says "warning" and "critical"); a member logs critical only as it
+// stops for a fault, which is zap's fatal.
+class ZapLevel final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string_view name = "info";
+    switch (msg.level) {
+      case spdlog::level::trace:
+      case spdlog::level::debug: name = "debug"; break;
+      case spdlog::level::warn: name = "warn"; break;
+      case spdlog::level::err: name = "error"; break;
+      case spdlog::level::critical: name = "fatal"; break;
+      default: break;
+    }
+    dest.append(name.data(), name.data() + name.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<ZapLevel>(); }
+};
 
 // etcd's --logger/--log-outputs/--log-level (embed/config_logging.go): one
 // logger writing etcd's JSON lines to every output. Errors: a file output
@@ -55,8 +76,10 @@ Error setup_logging(const cli::Config& cfg) {
     }
   }
   auto logger = std::make_shared<spdlog::logger>("etcdq", sinks.begin(), sinks.end());
-  // JSON lines, as etcd logs.
-  logger->set_pattern(R"({"level":"%l","ts":"%Y-%m-%dT%H:%M:%S.%f%z","msg":"%v"})");
+  // JSON lines, as etcd logs, with zap's level names (%*: ZapLevel).
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<ZapLevel>('*').set_pattern(R"({"level":"%*","ts":"%Y-%m-%dT%H:%M:%S.%f%z","msg":"%v"})");
+  logger->set_formatter(std::move(formatter));
   spdlog::set_default_logger(logger);
   const std::string& level = cfg.log_level;
   if (level == "debug") spdlog::set_level(spdlog::level::debug);

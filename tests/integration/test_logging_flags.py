@@ -76,7 +76,7 @@ class LoggingFlagsTest(harness.MemberTestCase):
         lines = json_lines(m.text("stderr"))
         self.assertGreater(len(lines), 3)
         for line in lines:
-            self.assertIn(line["level"], ("debug", "info", "warn", "warning", "error"), line)
+            self.assertIn(line["level"], ("debug", "info", "warn", "error"), line)
             self.assertIn("msg", line)
             self.assertIn("ts", line)
 
