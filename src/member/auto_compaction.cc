@@ -99,8 +99,7 @@ Error parse_compaction_retention(CompactionMode mode, const std::string& text, i
 }
 
 PeriodicSchedule::PeriodicSchedule(int64_t retention_ms, int64_t now_ms)
-    : retention_ms_(retention_ms),
-      tick_ms_(std::max<int64_t>(1, std::min(retention_ms, kHourMs) / 10)),
+    : tick_ms_(std::max<int64_t>(1, std::min(retention_ms, kHourMs) / 10)),
       compact_every_ms_(std::min(retention_ms, kHourMs)),
       keep_(static_cast<size_t>(retention_ms / tick_ms_ + 1)),
       last_success_ms_(now_ms),

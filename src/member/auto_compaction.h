@@ -54,7 +54,6 @@ class PeriodicSchedule {
   void compacted(int64_t revision, int64_t now_ms);
 
  private:
-  int64_t retention_ms_;
   int64_t tick_ms_;
   int64_t compact_every_ms_;
   size_t keep_;
