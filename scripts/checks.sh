@@ -87,7 +87,7 @@ case "$stage" in
     # clang, so that the same build also makes the fuzz targets (FUZZ=ON).
     configure build-asan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
       -DSANITIZE=address,undefined -DFUZZ=ON
-    cmake --build build-asan --target etcdq etcdq_unit_tests
+    cmake --build build-asan --target etcdq etcdq_unit_tests etcdq_bbolt_tool
     san_env build-asan asan
     run_ctest build-asan -LE fuzz -j2 "$@"
     ;;
