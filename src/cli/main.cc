@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
   member::Member* raft_member = m.get();
   peer_routes.http2 = [ps](int fd) { ps->adopt(fd); };
   peer_routes.prefixed.push_back(
-      {std::string(raft::PeerTransport::kMagic), [raft_member](int fd) { raft_member->adopt_raft_connection(fd); }});
+      {std::string(etcdq::raft::PeerTransport::kMagic), [raft_member](int fd) { raft_member->adopt_raft_connection(fd); }});
   net::Mux peer_mux(std::move(peer_routes), "peer");
   {
     std::vector<std::pair<std::string, int>> listen_peer;
