@@ -40,6 +40,18 @@ def get(port, path, timeout=ANSWER_S):
         c.close()
 
 
+def wait_http(port, path, within_s=10):
+    """(status, body) of the first GET that connects within `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return get(port, path)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def etcdctl(member, *args):
     return subprocess.run(["etcdctl", "--endpoints", member.endpoint, "--command-timeout=5s"] + list(args),
                           env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, text=True, timeout=30)
@@ -130,15 +142,7 @@ class ClientPortHttpTest(harness.MemberTestCase):
             self.skipTest("--listen-client-http-urls is etcd 3.5's; the oracle is etcd 3.4")
         hp = harness.free_port()
         m = self.new_member(["--listen-client-http-urls", "http://127.0.0.1:%d" % hp])
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                status, body = get(hp, "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        status, body = wait_http(hp, "/health")
         self.assertEqual(status, 200, body)
         # The client URL serves gRPC only: an HTTP/1.1 request is closed unanswered.
         with self.assertRaises((http.client.HTTPException, OSError)):
@@ -151,15 +155,7 @@ class ClientPortHttpTest(harness.MemberTestCase):
         # and /health only; the JSON gateway lives on the client URLs.
         mp = harness.free_port()
         m = self.new_member(["--listen-metrics-urls", "http://127.0.0.1:%d" % mp])
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                status, body = get(mp, "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        status, body = wait_http(mp, "/health")
         self.assertEqual(status, 200, body)
         status, body = get(mp, "/metrics")
         self.assertEqual(status, 200)
