@@ -11,6 +11,7 @@
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
 #include "member/leader_duties.h"
+#include "member/peer_prober.h"
 #include "member/pipeline.h"
 #include "mvcc/range.h"
 #include "queue/book.h"
@@ -45,6 +46,7 @@ struct Member::Parts {
   std::unique_ptr<queue::Scheduler> scheduler;
   std::unique_ptr<queue::ClickHouseSink> clickhouse;
   std::unique_ptr<AutoCompactor> auto_compactor;
+  std::unique_ptr<PeerProber> prober;  // every member probes the others
   bool stopped = false;
   // Reads the parts above at each scrape: declared last, destroyed first.
   std::unique_ptr<metrics::SourceHandle> metrics;
@@ -303,6 +305,8 @@ bool Member::join() {
     compactor->start();
   }
   p.duties.start();
+  p.prober = std::make_unique<PeerProber>(p.node.get());
+  p.prober->start();
   p.metrics = add_member_metrics(&ctx_, p.state->engine());
   return true;
 }
@@ -345,6 +349,7 @@ void Member::stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.duties.stop();
+  if (p.prober) p.prober->stop();
   if (p.auto_compactor) p.auto_compactor->stop();
   if (p.expiry) p.expiry->stop();
   if (p.clickhouse) p.clickhouse->stop();

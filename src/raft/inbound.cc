@@ -1,5 +1,7 @@
 #include "raft/inbound.h"
 
+#include "raft/metrics.h"
+
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -108,6 +110,7 @@ void Inbound::on_read(ssize_t n, const uv_buf_t* buf) {
     close("dropped the Raft connection from " + who() + ": " + check_.error());
     return;
   }
+  if (received_ != nullptr) received_->Increment(static_cast<double>(n));
   deliver(buf->base, static_cast<size_t>(n));
 }
 
@@ -176,6 +179,8 @@ bool Inbound::open_pipe() {
         if (n < 0) static_cast<Inbound*>(s->data)->close("");
       });
   host_->hand_to_libraft(from_, address_, fds[0]);
+  // Counted once the sender filter let it in (hand_to_libraft closes it if not).
+  if (stage_ != Stage::kClosed) received_ = &peer_received_bytes(from_);
   return true;
 }
 

@@ -20,6 +20,10 @@ extern "C" {
 
 #include "raft/wire_check.h"
 
+namespace prometheus {
+class Counter;
+}
+
 namespace etcdq::raft {
 
 class Inbound {
@@ -87,6 +91,7 @@ class Inbound {
   char eof_probe_[8];       // the pipe is read only to learn libraft closed it
   uint64_t started_ms_ = 0;
   uint64_t active_ms_ = 0;
+  prometheus::Counter* received_ = nullptr;  // etcd_network_peer_received_bytes_total{From}, once streaming
 };
 
 }  // namespace etcdq::raft

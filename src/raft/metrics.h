@@ -16,6 +16,25 @@
 //       followed by fdatasync), so it is the fsync's latency plus any wait
 //       behind the append before it, never less than the fsync
 //
+// and the peer network's (etcd's server/etcdserver/api/rafthttp/metrics.go),
+// labelled with a member id in hex as etcd's types.ID prints it:
+//
+//   etcd_network_peer_received_bytes_total{From}  counter: libraft's bytes
+//       from a member that passed the wire check (raft/inbound.h)
+//   etcd_network_peer_sent_failures_total{To}     counter: a connection to a
+//       member that could not be made, so what libraft had to send was
+//       dropped (etcd counts each dropped message; libraft drops the
+//       messages of a failed connect and retries 100 ms later)
+//   etcd_network_peer_round_trip_time_seconds{To} histogram (etcd's buckets,
+//       0.1 ms to 3.3 s): member/peer_prober.h's probe of each member
+//
+// Not kept: etcd_network_peer_sent_bytes_total, as libraft writes to the
+// socket itself (raft/transport.h) and etcdq never sees the bytes.
+//
+// Label values are member ids that passed the sender filter (in this
+// member's configuration) or ones libraft connects to: bounded by the
+// configuration, not by what a remote party sends.
+//
 // Process-wide (several nodes in one test process add up). Any thread.
 #pragma once
 
@@ -31,5 +50,9 @@ struct RaftMetrics {
 };
 
 RaftMetrics& raft_metrics();
+
+prometheus::Counter& peer_received_bytes(uint64_t from);
+prometheus::Counter& peer_sent_failures(uint64_t to);
+prometheus::Histogram& peer_round_trip_seconds(uint64_t to);
 
 }  // namespace etcdq::raft

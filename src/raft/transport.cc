@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "raft/inbound.h"
+#include "raft/metrics.h"
 #include "raft/uv_bridge.h"
 
 namespace etcdq::raft {
@@ -55,6 +56,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
   struct Outgoing {
     Shared* t;
     uint64_t key;
+    raft_id to;
     uint64_t deadline_ms;
     std::string hello;
     uv_tcp_t* tcp = nullptr;  // raft_malloc'd: libraft frees it once it is libraft's
@@ -80,8 +82,8 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
 
   // ---- outgoing -------------------------------------------------------------
 
-  void start_connect(uint64_t key, raft_id, const char* address) override {
-    auto* o = new Outgoing{this, key, uv_now(loop) + static_cast<uint64_t>(opts.connect_timeout.count()),
+  void start_connect(uint64_t key, raft_id to, const char* address) override {
+    auto* o = new Outgoing{this, key, to, uv_now(loop) + static_cast<uint64_t>(opts.connect_timeout.count()),
                            hello(id(), UvBridge::address())};
     outgoing[key] = o;
     arm_sweep();
@@ -186,6 +188,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
   void fail(Outgoing* o, int status, bool answer = true) {
     if (o->done) return;
     o->done = true;
+    if (status == RAFT_NOCONNECTION) peer_sent_failures(o->to).Increment();
     outgoing.erase(o->key);
     if (o->tcp != nullptr) {
       // Pending connect and write callbacks run with UV_ECANCELED.
@@ -198,6 +201,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
 
   void fail_later(Outgoing* o, int status) {
     o->done = true;
+    if (status == RAFT_NOCONNECTION) peer_sent_failures(o->to).Increment();
     outgoing.erase(o->key);
     uint64_t key = o->key;
     maybe_free(o);

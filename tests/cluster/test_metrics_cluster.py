@@ -3,11 +3,14 @@
 one member says it leads, all say a leader exists; a put is counted by every
 member that applies it (etcd_mvcc_put_total, "seen by this member") and
 raises every member's WAL fsync count (followers append too); a leader's
-death raises the survivors' leader changes.
+death raises the survivors' leader changes. The peer network's series: each
+member's round trip to the others and the bytes libraft received from them
+move, and a member that cannot reach a killed one counts send failures.
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_metrics_cluster.py
 """
 import os
+import re
 import sys
 import time
 import unittest
@@ -25,6 +28,17 @@ def scrape(m):
         if line and not line.startswith("#") and "{" not in line:
             name, v = line.rsplit(" ", 1)
             out[name] = float(v)
+    return out
+
+
+def scrape_labelled(m, name):
+    """{label value: sample} for the series `name` with one label."""
+    out = {}
+    text = urllib.request.urlopen(m.client_url + "/metrics", timeout=15).read().decode()
+    for line in text.splitlines():
+        match = re.match(r'^%s\{\w+="([^"]*)"\} (\S+)$' % re.escape(name), line)
+        if match:
+            out[match.group(1)] = float(match.group(2))
     return out
 
 
@@ -73,6 +87,43 @@ class MetricsCluster(ClusterTestCase):
             self.assertEqual(s["etcd_server_has_leader"], 1)
             self.assertGreater(s["etcd_server_leader_changes_seen_total"],
                                after[i]["etcd_server_leader_changes_seen_total"])
+
+    def test_peer_network_series(self):
+        c = self.new_cluster(3)
+        li = c.leader_index()
+        ids = ["%x" % c.member_id(i) for i in range(3)]
+        rtt = "etcd_network_peer_round_trip_time_seconds_count"
+        received = "etcd_network_peer_received_bytes_total"
+
+        # Every member probes the others every 4 s (member/peer_prober.h).
+        def probed():
+            return all(all(scrape_labelled(c.members[i], rtt).get(ids[j], 0) >= 1 for j in range(3) if j != i)
+                       for i in range(3))
+        deadline = time.time() + 15
+        while not probed() and time.time() < deadline:
+            time.sleep(0.5)
+        for i in range(3):
+            counts = scrape_labelled(c.members[i], rtt)
+            self.assertNotIn(ids[i], counts, "a member does not probe itself")
+            for j in range(3):
+                if j != i:
+                    self.assertGreaterEqual(counts.get(ids[j], 0), 1, "member %d's probes of %d" % (i, j))
+        # The leader hears from both followers (their answers), each follower
+        # from the leader (its heartbeats).
+        on_leader = scrape_labelled(c.members[li], received)
+        for j in range(3):
+            if j != li:
+                self.assertGreater(on_leader.get(ids[j], 0), 0)
+                self.assertGreater(scrape_labelled(c.members[j], received).get(ids[li], 0), 0)
+
+        # A killed follower: the leader's connects to it fail.
+        f = (li + 1) % 3
+        c.kill9(f)
+        failures = "etcd_network_peer_sent_failures_total"
+        deadline = time.time() + 10
+        while scrape_labelled(c.members[li], failures).get(ids[f], 0) == 0 and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertGreater(scrape_labelled(c.members[li], failures).get(ids[f], 0), 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+#include "member/peer_prober.h"
+
+#include <vector>
+
+#include "raft/metrics.h"
+#include "raft/node.h"
+
+namespace etcdq::member {
+
+PeerProber::PeerProber(raft::Node* node) : node_(node) {}
+
+PeerProber::~PeerProber() { stop(); }
+
+void PeerProber::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void PeerProber::stop() {
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    stop_ = true;
+    cv_.notify_all();
+    // The callbacks use this object: wait for them (gRPC ends each call
+    // by its deadline).
+    cv_.wait(l, [this] { return in_flight_ == 0; });
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void PeerProber::run() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    if (cv_.wait_for(l, kInterval, [this] { return stop_; })) break;
+    l.unlock();
+    probe_all();
+    l.lock();
+  }
+}
+
+void PeerProber::probe_all() {
+  uint64_t self = node_->id();
+  for (const raft::MemberState& m : node_->members()) {
+    if (m.id == self || m.address.empty()) continue;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stop_) return;
+      ++in_flight_;
+    }
+    auto sent = std::chrono::steady_clock::now();
+    uint64_t to = m.id;
+    node_->forwarder().configuration(
+        m.address, std::chrono::duration_cast<std::chrono::milliseconds>(kTimeout),
+        [this, sent, to](Error e, const peer::ConfigurationResponse&) {
+          if (!e) {
+            std::chrono::duration<double> rtt = std::chrono::steady_clock::now() - sent;
+            raft::peer_round_trip_seconds(to).Observe(rtt.count());
+          }
+          std::lock_guard<std::mutex> l(mu_);
+          --in_flight_;
+          cv_.notify_all();
+        });
+  }
+}
+
+}  // namespace etcdq::member

@@ -1,0 +1,52 @@
+// Round-trip time to every other member, as etcd's prober measures it for
+// etcd_network_peer_round_trip_time_seconds{To} (rafthttp/probing_status.go:
+// a small request to each peer's URL every few seconds). Every kInterval,
+// a thread sends each member in libraft's configuration but this one a
+// Peer.Configuration call (a small answer from the member's own state, no
+// log access, served on its peer URL: raft/forwarder.h) and records the
+// time from sending to the answer (raft/metrics.h). A call that fails or
+// takes more than kTimeout records nothing; the members' next probes go on.
+//
+// Thread-safety: start() and stop() from one thread (the member's owner);
+// stop() waits for the calls in flight (at most kTimeout).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace etcdq::raft {
+class Node;
+}
+
+namespace etcdq::member {
+
+class PeerProber {
+ public:
+  // etcd probes every ConnReadTimeout - 1 s = 4 s.
+  static constexpr std::chrono::seconds kInterval{4};
+  static constexpr std::chrono::seconds kTimeout{5};
+
+  // `node` must outlive the prober (stop() first).
+  explicit PeerProber(raft::Node* node);
+  ~PeerProber();  // stop()
+  PeerProber(const PeerProber&) = delete;
+  PeerProber& operator=(const PeerProber&) = delete;
+
+  void start();
+  void stop();
+
+ private:
+  void run();
+  void probe_all();
+
+  raft::Node* node_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  int in_flight_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace etcdq::member
