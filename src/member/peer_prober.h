@@ -7,8 +7,10 @@
 // time from sending to the answer (raft/metrics.h). A call that fails or
 // takes more than kTimeout records nothing; the members' next probes go on.
 //
-// Thread-safety: start() and stop() from one thread (the member's owner);
-// stop() waits for the calls in flight (at most kTimeout).
+// Thread-safety: start() and stop() from one thread (the member's owner).
+// stop() does not wait for calls in flight: their callbacks touch only the
+// process-wide histogram, so a member stops at once even when a peer is
+// slow to answer.
 #pragma once
 
 #include <chrono>
@@ -45,7 +47,6 @@ class PeerProber {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  int in_flight_ = 0;
   std::thread thread_;
 };
 
