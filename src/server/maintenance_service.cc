@@ -50,10 +50,11 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
-  // etcd's alarm answers carry no revision in their header.
+  // etcd 3.5 fills the whole header, revision included (v3rpc/
+  // maintenance.go Alarm; 3.4 sent none).
   if (req->action() == etcdserverpb::AlarmRequest::GET) {
     for (auto& m : ctx->alarms->list(req->memberid(), req->alarm())) *resp->add_alarms() = std::move(m);
-    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
     return reactor;
   }
@@ -62,7 +63,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::AlarmResponse>(&r.response)) resp->Swap(out);
-    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
   });
   return reactor;
@@ -76,11 +77,9 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
   Context* ctx = ctx_;
   // A full RocksDB compaction reclaims what etcd's defrag reclaims, while
   // reads and writes go on. Run it off the gRPC thread.
-  std::thread([ctx, reactor, resp] {
-    Error e = ctx->store->engine()->compact_all();
-    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);  // etcd's carries none
-    finish(reactor, e);
-  }).detach();
+  // etcd's answer is empty: no header (v3rpc/maintenance.go Defragment).
+  (void)resp;
+  std::thread([ctx, reactor] { finish(reactor, ctx->store->engine()->compact_all()); }).detach();
   return reactor;
 }
 
@@ -95,8 +94,9 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
     finish(reactor, errors::not_leader());
     return reactor;
   }
-  ctx->node->transfer_leadership(req->targetid(), [ctx, reactor, resp](Error e) {
-    if (!e) ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);  // etcd's carries none
+  // etcd's answer is empty: no header (v3rpc/maintenance.go MoveLeader).
+  (void)resp;
+  ctx->node->transfer_leadership(req->targetid(), [reactor](Error e) {
     finish(reactor, e);
   });
   return reactor;
