@@ -87,6 +87,15 @@ def harness_rss(m):
     return 0
 
 
+def emit(lines, out):
+    """Prints a result table and appends it to the file `out` (if given)."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "a") as f:
+            f.write(text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--etcdq", default=os.path.join(ROOT, "build", "etcdq"))
@@ -118,11 +127,7 @@ def main():
         med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
         lines.append("| %s | %s | %.0f | %.1f | %.1f | %d | %d |" % (
             kind, name, med("rps"), med("p50"), med("p99"), med("errors"), med("rss_mib")))
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write(text)
+    emit(lines, a.out)
 
 
 if __name__ == "__main__":

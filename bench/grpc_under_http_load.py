@@ -85,11 +85,7 @@ def main():
         lines.append("| %s | %.0f | %.1f | %.0f | %.1f | %.2f | %.0f | %d |" % (
             name, med("alone_rps"), med("alone_p99"), med("mixed_rps"), med("mixed_p99"),
             med("mixed_rps") / med("alone_rps"), med("http_rps"), med("grpc_errors") + med("http_errors")))
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write(text)
+    gw.emit(lines, a.out)
 
 
 if __name__ == "__main__":
