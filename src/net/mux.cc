@@ -19,6 +19,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/log_limiter.h"
+
 namespace etcdq::net {
 namespace {
 
@@ -109,12 +111,10 @@ struct Mux::Impl {
   // Out of descriptors (or another accept failure): the listeners stay
   // readable, so waiting on them again at once would spin. Stop watching
   // them for kAcceptPause (the backlog keeps the connections), and warn at
-  // most once per kWarnEvery, as Go's net/http backs off.
+  // most once per 10 s, as Go's net/http backs off.
   static constexpr auto kAcceptPause = std::chrono::milliseconds(100);
-  static constexpr auto kWarnEvery = std::chrono::seconds(10);
   Clock::time_point resume_accept{};
-  Clock::time_point last_warning{};
-  uint64_t failures_since_warning = 0;
+  LogLimiter accept_warnings{1, std::chrono::seconds(10)};
 
   void arm_listeners(bool on) {
     for (int lfd : listeners) {
@@ -127,12 +127,9 @@ struct Mux::Impl {
 
   void pause_accepting(int err) {
     auto now = Clock::now();
-    ++failures_since_warning;
-    if (now - last_warning >= kWarnEvery) {
-      spdlog::warn("cannot accept {} connections ({} failures): {}; pausing {} ms at a time", role,
-                   failures_since_warning, system_error(err), kAcceptPause.count());
-      last_warning = now;
-      failures_since_warning = 0;
+    if (uint64_t left_out = 0; accept_warnings.allow(&left_out)) {
+      spdlog::warn("cannot accept {} connections ({} failures): {}; pausing {} ms at a time", role, left_out + 1,
+                   system_error(err), kAcceptPause.count());
     }
     // The longest-waiting silent connection gives its descriptor back.
     if (!pending.empty()) close_pending(pending.front().fd);

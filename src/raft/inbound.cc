@@ -1,7 +1,5 @@
 #include "raft/inbound.h"
 
-#include "raft/metrics.h"
-
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -9,6 +7,8 @@
 
 #include <cstring>
 
+#include "common/log_limiter.h"
+#include "raft/metrics.h"
 #include "raft/transport.h"
 
 namespace etcdq::raft {
@@ -235,10 +235,22 @@ void Inbound::written(Write* w, int status) {
   }
 }
 
+void warn_peer_connection(const std::string& what) {
+  // A remote party can open and drop connections in a loop.
+  static LogLimiter limiter(100, std::chrono::seconds(10));
+  uint64_t left_out = 0;
+  if (!limiter.allow(&left_out)) return;
+  if (left_out == 0) {
+    spdlog::warn("{}", what);
+  } else {
+    spdlog::warn("{} (and {} more Raft connection warnings left out)", what, left_out);
+  }
+}
+
 void Inbound::close(const std::string& why) {
   if (stage_ == Stage::kClosed) return;
   stage_ = Stage::kClosed;
-  if (!why.empty()) spdlog::warn("{}", why);
+  if (!why.empty()) warn_peer_connection(why);
   auto closed = [](uv_handle_t* h) { static_cast<Inbound*>(h->data)->handle_closed(); };
   uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), closed);
   if (open_handles_ == 2) uv_close(reinterpret_cast<uv_handle_t*>(&pipe_), closed);

@@ -94,4 +94,8 @@ class Inbound {
   prometheus::Counter* received_ = nullptr;  // etcd_network_peer_received_bytes_total{From}, once streaming
 };
 
+// Logs a warning about an incoming Raft connection, at most 100 per 10 s
+// (common/log_limiter.h): the next one says how many were left out.
+void warn_peer_connection(const std::string& what);
+
 }  // namespace etcdq::raft

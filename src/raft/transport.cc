@@ -238,7 +238,8 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
 
   void hand_to_libraft(raft_id from, const std::string& address, int fd) override {
     if (accepts && !accepts(from)) {
-      spdlog::warn("refused a Raft connection from {:x} ({}): not in this member's configuration", from, address);
+      warn_peer_connection(
+          fmt::format("refused a Raft connection from {:x} ({}): not in this member's configuration", from, address));
       ::close(fd);
       return;
     }

@@ -489,6 +489,25 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
         self.assertEqual(revision(c), rev + 1)
         c.assert_same_hashkv(self)
 
+    def test_z_a_flood_of_bad_connections_is_logged_within_a_bound(self):
+        # Each refused Raft connection is a warning; a client opening them in
+        # a loop once wrote one line each. Now at most 100 per 10 s
+        # (raft/inbound.h warn_peer_connection): 400 in a row add at most
+        # two windows' worth, and the member serves on. (Named to run last in
+        # its class: it uses up member 0's warning budget for 10 s.)
+        c = self.c
+        log_before = os.path.getsize(c[0].log_path)
+        for _ in range(400):
+            with raft_connect(c[0].peer_url, raft_hello(0x999, b"127.0.0.1:9", version=77)) as s:
+                self.assertTrue(closed_by_peer(s, 5))
+        with open(c[0].log_path, "rb") as f:
+            f.seek(log_before)
+            lines = [l for l in f.read().splitlines() if b"protocol version 77" in l]
+        self.assertGreaterEqual(len(lines), 1)
+        self.assertLessEqual(len(lines), 200)
+        self.assertTrue(c[0].running())
+        c.kv(0).Put(rpc_pb2.PutRequest(key=b"flood", value=b"after"), timeout=10)
+
     def test_a_term_near_two_to_the_64_is_cut_before_libraft(self):
         # One AppendEntries with term 2^64-1 left the cluster without a next
         # term (every put timed out, across restarts): terms are capped.
