@@ -286,6 +286,9 @@ Error restore_etcd_snapshot(const RestoreOptions& o, RestoreStats* stats) {
   fs::create_directories(tmp / "member", ec);
   if (ec) return errors::internal("cannot create " + tmp.string() + ": " + ec.message());
   Error e = build(o, reader, (tmp / "member" / "db").string(), stats);
+  if (e.code() == Code::kDataLoss && !e.message().starts_with("snapshot ")) {
+    e = corrupt(o.snapshot_path, e.message());  // the bbolt reader's (a damaged page)
+  }
   if (!e) {
     fsync_dir(tmp / "member");
     fsync_dir(tmp);
