@@ -32,6 +32,16 @@ from test_snapshot_save import ETCD, LEASE_ID, etcdctl, hashkv, history, kvs  # 
 RETAINED = (10, 11, 12, 13, 14, 15, 16)  # history() compacts at 10; head 16
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def etcdq_restore(*args):
     cmd = [harness.binary_under_test(), "snapshot", "restore"] + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -174,28 +184,28 @@ class SnapshotRestore(harness.CleanupTestCase):
         self.assertEqual(os.listdir(parent), [], "nothing left behind")
 
     def test_corrupt_truncated_and_existing_dir_refused(self):
-        data = open(self.snap, "rb").read()
+        data = read_bytes(self.snap)
         flipped = os.path.join(self.tmp, "flipped.db")
         b = bytearray(data)
         b[len(b) // 2] ^= 0x40
-        open(flipped, "wb").write(bytes(b))
+        write_bytes(flipped, bytes(b))
         self.assert_refused(flipped, "is corrupt: its sha256 does not match")
         # Without the hash check, damaged meta pages (both copies) are still caught.
         b = bytearray(data)
         b[16] ^= 0xff         # page 0's magic
         b[4096 + 16] ^= 0xff  # page 1's magic
-        open(flipped, "wb").write(bytes(b))
+        write_bytes(flipped, bytes(b))
         self.assert_refused(flipped, "is corrupt", "--skip-hash-check")
         truncated = os.path.join(self.tmp, "truncated.db")
-        open(truncated, "wb").write(data[:len(data) - 5000])
+        write_bytes(truncated, data[:len(data) - 5000])
         self.assert_refused(truncated, "truncated")
-        open(truncated, "wb").write(data[:len(data) // 2 // 4096 * 4096])
+        write_bytes(truncated, data[:len(data) // 2 // 4096 * 4096])
         self.assert_refused(truncated, "is corrupt", "--skip-hash-check")
         self.assert_refused(os.path.join(self.tmp, "missing.db"), "no such file")
 
         # An existing, non-empty data dir is refused and left as it was.
         d = tempfile.mkdtemp(dir=self.tmp)
-        open(os.path.join(d, "keep"), "w").write("x")
+        write_bytes(os.path.join(d, "keep"), b"x")
         p = etcdq_restore(self.snap, "--data-dir", d)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("not empty", p.stderr)
