@@ -45,7 +45,8 @@ def timed(cmd):
 
 
 def hashkv(endpoint):
-    out = subprocess.run([ETCDCTL, "--endpoints", endpoint, "endpoint", "hashkv", "-w", "json"],
+    out = subprocess.run([ETCDCTL, "--endpoints", endpoint, "--command-timeout", "300s",
+                          "endpoint", "hashkv", "-w", "json"],
                          env=ENV, check=True, capture_output=True, text=True).stdout
     h = json.loads(out)[0]["HashKV"]
     return h["hash"], h.get("compact_revision", 0), h["header"]["revision"]
@@ -53,6 +54,15 @@ def hashkv(endpoint):
 
 def du(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def print_table(a, head, load_s, snap_mb, e_s, e_rss, e_mb, q_s, q_rss, q_mb):
+    print("keys %d x %d B (+%d overwrites, compacted at %d), loaded in %.1f s; snapshot %.1f MB" % (
+        a.keys, a.value_bytes, (a.keys + 9) // 10, head - 1, load_s, snap_mb))
+    print("| tool | keys | restore s | peak RSS MiB | data dir MB |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| etcdctl snapshot restore (etcd 3.4) | %d | %.2f | %.0f | %.1f |" % (a.keys, e_s, e_rss, e_mb))
+    print("| etcdq snapshot restore | %d | %.2f | %.0f | %.1f |" % (a.keys, q_s, q_rss, q_mb), flush=True)
 
 
 def main():
@@ -97,16 +107,14 @@ def main():
                                 "--data-dir", m.data_dir, "--initial-cluster", "%s=%s" % (m.name, m.peer_url),
                                 "--initial-advertise-peer-urls", m.peer_url])
             q_mb = du(m.data_dir) / 1e6
-            m.start(timeout=120)
+            print_table(a, head, load_s, snap_mb, e_s, e_rss, e_mb, q_s, q_rss, q_mb)
+            t0 = time.monotonic()
+            m.start(timeout=300)
+            start_s = time.monotonic() - t0
             got = hashkv(m.endpoint)
         finally:
             m.cleanup()
-        print("keys %d x %d B (+%d overwrites, compacted at %d), loaded in %.1f s; snapshot %.1f MB" % (
-            a.keys, a.value_bytes, (a.keys + 9) // 10, head - 1, load_s, snap_mb))
-        print("| tool | keys | restore s | peak RSS MiB | data dir MB |")
-        print("| --- | ---: | ---: | ---: | ---: |")
-        print("| etcdctl snapshot restore (etcd 3.4) | %d | %.2f | %.0f | %.1f |" % (a.keys, e_s, e_rss, e_mb))
-        print("| etcdq snapshot restore | %d | %.2f | %.0f | %.1f |" % (a.keys, q_s, q_rss, q_mb))
+        print("etcdq started on the restored data dir in %.1f s" % start_s)
         print("hashkv after restore: etcd %s, etcdq %s: %s" % (want, got, "same" if want == got else "DIFFERENT"))
         return 0 if want == got else 1
     finally:

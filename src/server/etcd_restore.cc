@@ -14,6 +14,7 @@
 #include "mvcc/codec.h"
 #include "storage/batch.h"
 #include "storage/engine.h"
+#include "storage/snapshot.h"
 
 namespace etcdq::server {
 namespace {
@@ -155,7 +156,9 @@ Error copy_keys(const bbolt::Reader& r, const std::string& path, storage::Engine
 Error index_leases(storage::Engine* engine, RestoreStats* stats) {
   BatchWriter w(engine);
   mvccpb::KeyValue kv;
-  storage::Iterator it = engine->iterator(storage::Cf::kLatest);
+  // A bulk pass: what it reads stays out of the block cache.
+  storage::Snapshot snap(engine);
+  storage::Iterator it = snap.bulk_iterator(storage::Cf::kLatest);
   for (it.seek_to_first(); it.valid(); it.next()) {
     ++stats->keys;
     if (!mvcc::decode_record(it.value(), &kv)) return errors::internal("restore: unreadable record just written");
