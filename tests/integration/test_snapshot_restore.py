@@ -173,6 +173,9 @@ class SnapshotRestore(harness.CleanupTestCase):
             self.assertEqual(hashkv(m.endpoint), hashkv(self.etcd.endpoint), m.name)
         # The cluster takes writes on top of the restored revisions.
         etcdctl("put", "after", "1", endpoint=c[1].endpoint)
+        # HashKV answers from the member's applied state (as etcd's): a
+        # linearizable read on it first waits until it applied the put.
+        self.assertIn(("YWZ0ZXI=", 17, 17), [kv[:3] for kv in kvs(c[0].endpoint)])  # "after"
         self.assertEqual(hashkv(c[0].endpoint)[2], 17)
 
     def assert_refused(self, snap, needle, *extra):
