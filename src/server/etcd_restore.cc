@@ -1,9 +1,12 @@
 #include "server/etcd_restore.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <filesystem>
 #include <memory>
 
@@ -242,6 +245,22 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
+// Temporary dirs of earlier restores into the same target that were killed
+// (SIGKILL, power loss) before they could clean up: their process is gone.
+void remove_stale_temp_dirs(const fs::path& target) {
+  const std::string prefix = target.filename().string() + ".restore-tmp-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(target.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || !std::all_of(pid.begin(), pid.end(), ::isdigit)) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
 }  // namespace
 
 Error restore_etcd_snapshot(const RestoreOptions& o, RestoreStats* stats) {
@@ -285,6 +304,7 @@ Error restore_etcd_snapshot(const RestoreOptions& o, RestoreStats* stats) {
 
   const fs::path target = fs::absolute(o.data_dir).lexically_normal();
   const fs::path tmp = target.string() + ".restore-tmp-" + std::to_string(::getpid());
+  remove_stale_temp_dirs(target);
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp / "member", ec);
   if (ec) return errors::internal("cannot create " + tmp.string() + ": " + ec.message());

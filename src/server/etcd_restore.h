@@ -35,7 +35,9 @@
 //
 // Atomicity: everything is written into a temporary directory beside the
 // target (`<data_dir>.restore-tmp-<pid>`), synced, then renamed onto it. On
-// any error the temporary directory is removed and the target is untouched.
+// any error the temporary directory is removed and the target is untouched;
+// one left by a restore that was killed is removed by the next restore into
+// the same target (its pid no longer runs).
 //
 // Memory: streams. One bbolt page per tree level (bbolt/reader.h) and one
 // write batch (kBatchBytes) at a time; no per-key state is kept.

@@ -213,11 +213,15 @@ class SnapshotRestore(harness.CleanupTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("not empty", p.stderr)
         self.assertEqual(os.listdir(d), ["keep"])
-        # An empty one is fine (as etcdctl).
+        # An empty one is fine (as etcdctl); the temp dir of a restore that
+        # was killed (its pid is gone) is removed.
         e = tempfile.mkdtemp(dir=self.tmp)
+        stale = e + ".restore-tmp-999999999"
+        os.makedirs(os.path.join(stale, "member"))
         p = etcdq_restore(self.snap, "--data-dir", e)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(os.listdir(e), ["member"])
+        self.assertFalse(os.path.exists(stale))
         # A name missing from --initial-cluster.
         p = etcdq_restore(self.snap, "--name", "x", "--data-dir", os.path.join(self.tmp, "nox"))
         self.assertNotEqual(p.returncode, 0)
