@@ -59,9 +59,8 @@ struct RestoreFlags {
   bool skip_hash_check = false;
 };
 
-// "--flag value" or "--flag=value" (one dash too, as Go's pflag shorthand
-// is not used by these flags but "-flag" is accepted by etcdctl's cobra
-// only with two dashes: we take two).
+// "--flag value" or "--flag=value", as etcdctl (cobra/pflag) takes them;
+// --skip-hash-check alone means true.
 Error parse(int argc, char** argv, RestoreFlags* f, bool* help) {
   *help = false;
   for (int i = 0; i < argc; ++i) {
