@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/snapshot_restore.h"
 #include "http/server.h"
 #include "member/member.h"
 #include "net/mux.h"
@@ -106,6 +107,8 @@ bool stop_signal_pending(const sigset_t& sigs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `etcdq snapshot restore FILE ...`: an offline command (cli/snapshot_restore.h).
+  if (argc >= 2 && std::string_view(argv[1]) == "snapshot") return cli::snapshot_main(argc - 1, argv + 1);
   // Every thread inherits this mask; only main takes the stop signals.
   sigset_t sigs;
   sigemptyset(&sigs);

@@ -1,0 +1,85 @@
+// An etcdq member's data dir built from an etcd snapshot file (the inverse of
+// etcd_snapshot.h): what `etcdq snapshot restore` does (cli/snapshot_restore.h),
+// as `etcdctl snapshot restore` does for etcd (etcd 3.4
+// clientv3/snapshot/v3_snapshot.go Restore; etcdutl/snapshot in 3.5+).
+//
+// What is carried over, bucket by bucket (etcd_snapshot.h lists the layout):
+//   key       every revision the file holds, in revision order: history
+//             (create/mod revision, version, lease, value; tombstones),
+//             revlog (revisions at or above the finished compaction: the
+//             ones a watch may start from), the latest table, the lease ->
+//             key index. The current revision is the highest main revision,
+//             or the compact revision if that is higher (etcd's
+//             kvstore.restore); 1 when there is none.
+//   meta      finishedCompactRev / scheduledCompactRev -> our compact
+//             finished / scheduled (an unfinished compaction resumes at
+//             start, as etcd's restore resumes it). consistent_index and
+//             term are not carried: the new cluster's Raft log starts at 1.
+//   lease     id -> TTL (leasepb.Lease ID, TTL; RemainingTTL is dropped: a
+//             restored lease's clock starts at its full TTL, as etcd's does
+//             when RemainingTTL is unset).
+//   auth*     etcdq has no auth store yet: users, roles and the auth flags
+//             are kept verbatim in the meta column family under
+//             kImportedAuthPrefix ("<bucket>/<key>"), for the auth store to
+//             take over at its first start (the hook), and counted in
+//             RestoreStats so the command can say they are not enforced.
+//   members, members_removed, cluster, alarm   dropped: the new cluster's
+//             members are the flags' (etcdctl rewrites them the same way);
+//             the members publish their names and client URLs when they
+//             start. Alarms named the old members.
+// The member and cluster ids (member/identity.h) are stored as a new member
+// stores them, so the first start with the same flags finds its own ids.
+// The data dir has no Raft log: the member bootstraps it from
+// --initial-cluster at its first start (initial-cluster-state new), every
+// member of the new cluster with the same state, at applied index 0.
+//
+// Atomicity: everything is written into a temporary directory beside the
+// target (`<data_dir>.restore-tmp-<pid>`), synced, then renamed onto it. On
+// any error the temporary directory is removed and the target is untouched;
+// one left by a restore that was killed is removed by the next restore into
+// the same target (its pid no longer runs).
+//
+// Memory: streams. One bbolt page per tree level (bbolt/reader.h) and one
+// write batch (kBatchBytes) at a time; no per-key state is kept.
+//
+// Errors: FailedPrecondition when the data dir exists and is not empty
+// (etcdctl's words); DataLoss when the file is corrupt, truncated or lacks
+// its sha256 trailer (unless skip_hash_check), the message saying which;
+// Internal for I/O and storage errors.
+//
+// Thread-safety: a free function; run it once per data dir.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+
+namespace etcdq::server {
+
+// Imported etcd auth buckets (see above), in the meta column family.
+inline constexpr std::string_view kImportedAuthPrefix = "etcd_import/auth/";
+
+struct RestoreOptions {
+  std::string snapshot_path;
+  std::string data_dir;
+  uint64_t member_id = 0;
+  uint64_t cluster_id = 0;
+  bool skip_hash_check = false;
+};
+
+struct RestoreStats {
+  int64_t revisions = 0;         // entries of the key bucket
+  int64_t keys = 0;              // live keys at the current revision
+  int64_t revision = 0;          // current revision
+  int64_t compact_revision = 0;  // finished compaction (0: none)
+  int64_t leases = 0;
+  int64_t auth_users = 0;
+  int64_t auth_roles = 0;
+  bool auth_enabled = false;
+};
+
+Error restore_etcd_snapshot(const RestoreOptions& opts, RestoreStats* stats);
+
+}  // namespace etcdq::server
