@@ -131,8 +131,12 @@ struct TlsPump::Impl {
 
     std::string handshake_error(Conn& c, int err) {
       long verify = SSL_get_verify_result(c.ssl);
-      if (verify != X509_V_OK) return std::string("tls: client certificate: ") + X509_verify_cert_error_string(verify);
+      if (verify != X509_V_OK) {
+        return std::string("tls: failed to verify client certificate: ") + X509_verify_cert_error_string(verify);
+      }
       unsigned long e = ERR_peek_error();
+      // etcd's (Go's) words for the common case.
+      if (ERR_GET_REASON(e) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) return "tls: client didn't provide a certificate";
       if (e != 0) {
         char buf[256];
         ERR_error_string_n(e, buf, sizeof(buf));
@@ -459,6 +463,13 @@ void TlsPump::reject_plaintext(int fd, const std::string& role) {
     spdlog::warn("rejected connection on {} URL from {}: tls: first record does not look like a TLS handshake", role,
                  remote_address(fd));
   }
+  // What the client sent is read first (the mux only peeked it): closing
+  // with unread bytes would reset the connection, where etcd's ends it
+  // (curl: "Empty reply from server").
+  char buf[4096];
+  for (int i = 0; i < 4 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; ++i) {
+  }
+  shutdown(fd, SHUT_RDWR);
   ::close(fd);
 }
 
