@@ -259,6 +259,43 @@ class TlsOptionsTest(harness.MemberTestCase):
                                            self.pki.client, "-key", self.pki.client_key)
         self.assertEqual(pem, "")
 
+    def test_config_file_client_transport_security_block(self):
+        p = self.pki
+        m = self.track(tlslib.TlsMember(p, tls_args=[], start=False))
+        path = os.path.join(m.dir, "etcd.conf.yml")
+        with open(path, "w") as f:
+            f.write("name: %s\ndata-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\n"
+                    "listen-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: %s=%s\n"
+                    "client-transport-security:\n  cert-file: %s\n  key-file: %s\n  trusted-ca-file: %s\n"
+                    "  client-cert-auth: true\ncipher-suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]\n"
+                    % (m.name, m.data_dir, m.client_url, m.client_url, m.peer_url, m.peer_url, m.name, m.peer_url,
+                       p.server, p.server_key, p.ca))
+        m.args = lambda: [m.binary, "--config-file", path]
+        m.start()
+        r = tlslib.etcdctl_tls(m.endpoint, p.ca, p.client, p.client_key, "put", "from-config", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = tlslib.etcdctl_tls(m.endpoint, p.ca, None, None, "get", "from-config")
+        self.assertNotEqual(r.returncode, 0)
+
+    def test_etcd_environment_variables(self):
+        p = self.pki
+        m = tlslib.TlsMember(p, tls_args=[], start=False)
+        self.track(m)
+        env = dict(os.environ, ETCD_CERT_FILE=p.server, ETCD_KEY_FILE=p.server_key, ETCD_TRUSTED_CA_FILE=p.ca,
+                   ETCD_CLIENT_CERT_AUTH="true")
+        real_popen = subprocess.Popen
+
+        def popen(*a, **kw):
+            kw["env"] = env
+            return real_popen(*a, **kw)
+        subprocess.Popen = popen
+        try:
+            m.start()
+        finally:
+            subprocess.Popen = real_popen
+        r = tlslib.etcdctl_tls(m.endpoint, p.ca, p.client, p.client_key, "put", "from-env", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def start_fails(self, tls_args, *wanted):
         m = self.track(tlslib.TlsMember(self.pki, tls_args=tls_args, start=False))
         proc = subprocess.run(m.args(), capture_output=True, text=True, timeout=30)
