@@ -142,6 +142,27 @@ class ClientTlsTest(harness.MemberTestCase):
         r = curl("http://%s/health" % plain)
         self.assertEqual(json.loads(r.stdout)["health"], "true")
 
+    def test_stalled_handshake_is_closed_and_blocks_nobody(self):
+        import socket
+        stalled = []
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", self.m.client_port))
+            sock.sendall(b"\x16\x03\x01\x00\x40")  # a handshake record's header, then nothing
+            stalled.append(sock)
+        try:
+            r = self.ctl("put", "while-stalled", "1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            if harness.is_reference_etcd():
+                return  # etcd 3.4 sets no handshake deadline of its own
+            sock = stalled[0]
+            sock.settimeout(20)
+            t0 = time.monotonic()
+            self.assertEqual(sock.recv(100), b"")  # closed by the server (kHandshakeTimeout, 10 s)
+            self.assertLess(time.monotonic() - t0, 15)
+        finally:
+            for sock in stalled:
+                sock.close()
+
     def test_member_list_reports_https_client_url(self):
         r = self.ctl("member", "list")
         self.assertEqual(r.returncode, 0, r.stderr)
