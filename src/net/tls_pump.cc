@@ -29,6 +29,11 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kPrefaceBytes = 24;  // HTTP/2's client preface (net/mux.h)
 constexpr uint64_t kWakeTag = 0;
 
+// Process-wide (every pump): route fd -> (owner key, CN) of the live
+// connection that handed that fd out.
+std::mutex names_mu;
+std::unordered_map<int, std::pair<uint64_t, std::string>> names;
+
 std::string remote_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -364,10 +369,6 @@ struct TlsPump::Impl {
   std::atomic<uint64_t> next_worker{0};
   bool started = false;
 
-  // route fd -> (owner key, CN) of the connection that handed it out.
-  mutable std::mutex names_mu;
-  std::unordered_map<int, std::pair<uint64_t, std::string>> names;
-
   void remember_name(int fd, uint64_t key, std::string cn) {
     std::lock_guard<std::mutex> lock(names_mu);
     names[fd] = {key, std::move(cn)};
@@ -439,10 +440,10 @@ void TlsPump::stop() {
   impl_->workers.clear();
 }
 
-std::string TlsPump::common_name(int fd) const {
-  std::lock_guard<std::mutex> lock(impl_->names_mu);
-  auto it = impl_->names.find(fd);
-  return it == impl_->names.end() ? "" : it->second.second;
+std::string TlsPump::peer_common_name(int fd) {
+  std::lock_guard<std::mutex> lock(names_mu);
+  auto it = names.find(fd);
+  return it == names.end() ? "" : it->second.second;
 }
 
 void TlsPump::reject_plaintext(int fd, const std::string& role) {

@@ -28,12 +28,14 @@
 // warnings, at most kRejectLogsPerSecond a second per thread.
 //
 // Client identity: with client-cert-auth, the verified certificate's
-// subject Common Name is kept per connection; common_name(fd) answers it
-// for the gRPC side's fd (the socketpair end handed to the route) while the
+// subject Common Name is kept per connection; peer_common_name(fd) answers
+// it for the fd a route was handed (the socketpair end) while the
 // connection lives. TODO(auth): etcd uses that CN as the user when the
-// request carries no token (etcdserver/api/v3rpc AuthInfoFromTLS); the gRPC
-// server sees adopted connections with peer "fd:N", from which auth can
-// ask common_name(N). Nothing reads it yet.
+// request carries no token (etcdserver/v3_server.go AuthInfoFromCtx ->
+// AuthStore.AuthInfoFromTLS). gRPC 1.51 names a connection given to
+// AddInsecureChannelFromFd "fd:N" (ServerContext::peer()), so the server
+// can parse N and ask peer_common_name(N) (server/ then links net/).
+// Nothing reads it yet.
 //
 // Thread-safety: start() then adopt() from any thread, then stop() from the
 // owner; routes run on the pump threads and must not block.
@@ -79,10 +81,10 @@ class TlsPump {
   // Closes every connection and joins the threads.
   void stop();
 
-  // The verified client certificate's CN of the live connection whose
-  // plaintext end `fd` went to a route; "" when none (no client cert, or
-  // no such connection).
-  std::string common_name(int fd) const;
+  // The verified client certificate's CN of the live TLS connection (of
+  // any pump) whose plaintext end `fd` went to a route; "" when none (no
+  // client certificate, or no such connection). Any thread.
+  static std::string peer_common_name(int fd);
 
   // A connection on a TLS port that does not open with a TLS record:
   // closed, as etcd 3.4 closes it (curl sees "Empty reply from server"),
