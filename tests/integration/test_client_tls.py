@@ -280,6 +280,17 @@ class TlsOptionsTest(harness.MemberTestCase):
                                            self.pki.client, "-key", self.pki.client_key)
         self.assertEqual(pem, "")
 
+    def test_https_metrics_url(self):
+        p = self.pki
+        port = harness.free_port()
+        m = self.track(tlslib.TlsMember(p, ["--listen-metrics-urls", "https://127.0.0.1:%d" % port]))
+        auth = ["--cacert", p.ca, "--cert", p.client, "--key", p.client_key]
+        r = curl(*auth, "https://127.0.0.1:%d/metrics" % port)
+        self.assertEqual(r.returncode, 0, r.stderr + m.log_tail())
+        self.assertIn("etcd_server_has_leader", r.stdout)
+        r = curl(*auth, "https://127.0.0.1:%d/health" % port)
+        self.assertEqual(json.loads(r.stdout)["health"], "true")
+
     def test_config_file_client_transport_security_block(self):
         p = self.pki
         m = self.track(tlslib.TlsMember(p, tls_args=[], start=False))
