@@ -348,13 +348,14 @@ int main(int argc, char** argv) {
   // stopped"; then the servers close, and every watch stream ends with
   // Unavailable (clients resume from their last revision).
   client_mux.stop();  // no new connections for the servers below
-  for (auto& l : tls_listeners) l->stop();
+  for (auto& l : tls_listeners) l->stop_accepting();
   http_server.stop();
   if (metrics_server) metrics_server->stop();
   m->stop();
   peer_mux.stop();  // after consensus stopped: libraft talked to the others until then
   peer_server.reset();
   client_server->shutdown(1000);
+  for (auto& l : tls_listeners) l->stop();  // after the servers ended their streams
   // The services (watch progress, lock/election waits) use the member's
   // parts: they go first.
   client_server.reset();

@@ -21,6 +21,11 @@ Error TlsListener::start() {
   return mux_->start();
 }
 
+void TlsListener::stop_accepting() {
+  mux_->stop();
+  pump_->stop_routing();
+}
+
 void TlsListener::stop() {
   mux_->stop();  // first: no more connections for the pump
   pump_->stop();

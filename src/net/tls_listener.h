@@ -4,7 +4,8 @@
 // routes the plaintext as a plain Mux would). Anything else (plain HTTP,
 // an insecure gRPC client) is closed, as etcd 3.4 closes it.
 //
-// Thread-safety: listen(), start(), stop() from one thread, in that order.
+// Thread-safety: listen(), start(), stop_accepting(), stop() from one
+// thread, in that order.
 #pragma once
 
 #include <memory>
@@ -26,6 +27,11 @@ class TlsListener {
   // As Mux::listen: errors name the address.
   Error listen(const std::vector<std::pair<std::string, int>>& addresses);
   Error start();
+  // Closes the listeners and hands no more connections to the routes
+  // (their servers may stop after this returns); the routed ones go on, so
+  // their servers can end them (gRPC's GOAWAY, a watch's Unavailable).
+  void stop_accepting();
+  // stop_accepting(), then closes every connection and joins the pump.
   void stop();
   const TlsPump& pump() const { return *pump_; }
 

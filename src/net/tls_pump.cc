@@ -217,7 +217,6 @@ struct TlsPump::Impl {
           return;
         }
         c.plain = sv[0];
-        c.route_fd = sv[1];
         c.routed = true;
         handshaking.erase(c.waiting);
         epoll_event ev{};
@@ -225,12 +224,21 @@ struct TlsPump::Impl {
         ev.data.u64 = c.id;
         if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.plain, &ev) != 0) {
           ::close(sv[1]);
-          c.route_fd = -1;
           close_conn(c);
           return;
         }
+        c.route_fd = sv[1];
         owner->remember_name(sv[1], owner_key(c.id), common_name_of(c.ssl));
-        route(sv[1]);
+        {
+          // After stop_routing() the servers may be gone.
+          std::lock_guard<std::mutex> lock(owner->route_mu);
+          if (owner->routing_stopped) {
+            ::close(sv[1]);  // nobody took it
+            close_conn(c);
+            return;
+          }
+          route(sv[1]);
+        }
       }
       pump(c);
     }
@@ -367,6 +375,8 @@ struct TlsPump::Impl {
   std::vector<std::unique_ptr<Worker>> workers;
   std::atomic<bool> stop_requested{false};
   std::atomic<uint64_t> next_worker{0};
+  std::mutex route_mu;  // held while a route runs
+  bool routing_stopped = false;  // guarded by route_mu
   bool started = false;
 
   void remember_name(int fd, uint64_t key, std::string cn) {
@@ -424,6 +434,11 @@ void TlsPump::adopt(int fd) {
   uint64_t one = 1;
   ssize_t ignored = write(w.wake, &one, sizeof(one));
   (void)ignored;
+}
+
+void TlsPump::stop_routing() {
+  std::lock_guard<std::mutex> lock(impl_->route_mu);
+  impl_->routing_stopped = true;
 }
 
 void TlsPump::stop() {

@@ -78,6 +78,10 @@ class TlsPump {
   // Takes ownership of an accepted TCP socket (non-blocking) whose first
   // bytes are a TLS record.
   void adopt(int fd);
+  // No route is called after this returns (one running finishes first);
+  // connections that finish their handshake later are closed. Live routed
+  // connections go on pumping, so their servers can end them.
+  void stop_routing();
   // Closes every connection and joins the threads.
   void stop();
 

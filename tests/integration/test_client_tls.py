@@ -280,6 +280,34 @@ class TlsOptionsTest(harness.MemberTestCase):
                                            self.pki.client, "-key", self.pki.client_key)
         self.assertEqual(pem, "")
 
+    def test_sigterm_with_live_tls_watch_stops_cleanly(self):
+        p = self.pki
+        m = self.track(tlslib.TlsMember(p))
+        c = etcd3.client(host="127.0.0.1", port=m.client_port, ca_cert=p.ca, cert_key=p.client_key,
+                         cert_cert=p.client, timeout=10)
+        try:
+            events, cancel = c.watch("live-watch")
+            c.put("live-watch", "1")
+            self.assertEqual(next(events).value, b"1")
+            # New handshakes race the shutdown too.
+            stop = threading.Event()
+
+            def dial():
+                while not stop.is_set():
+                    tlslib.served_certificate(m.client_port)
+            t = threading.Thread(target=dial)
+            t.start()
+            try:
+                time.sleep(0.5)
+                # etcd 3.4 re-raises SIGTERM; etcdq exits 0.
+                self.assertEqual(m.stop(), -15 if harness.is_reference_etcd() else 0, m.log_tail())
+            finally:
+                stop.set()
+                t.join()
+            cancel()
+        finally:
+            c.close()
+
     def test_https_metrics_url(self):
         p = self.pki
         port = harness.free_port()
