@@ -14,6 +14,8 @@ PACKAGES=(
   prometheus-cpp-dev
   # tests: the oracle and the real clients
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk
+  # the TLS tests make their certificates and talk HTTPS (test_client_tls.py)
+  openssl curl
   # promtool, which checks /metrics (test_metrics.py)
   prometheus
   # the queue sink's test starts a ClickHouse of its own on loopback

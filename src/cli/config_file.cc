@@ -44,6 +44,9 @@ const std::map<std::string, Kind>& keys() {
       {"log-outputs", Kind::kStrings},
       // A time.Duration, which etcd's JSON step reads as nanoseconds.
       {"experimental-watch-progress-notify-interval", Kind::kDurationNs},
+      {"cipher-suites", Kind::kStrings},
+      {"tls-min-version", Kind::kString},
+      {"tls-max-version", Kind::kString},
       // etcdq's own.
       {"clickhouse-url", Kind::kString},
       {"clickhouse-db", Kind::kString},

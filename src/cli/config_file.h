@@ -9,7 +9,8 @@
 //     key a negative or fractional number or a string, `log-outputs` must be
 //     a list; the error names the key, in etcd's words;
 //   - client-transport-security / peer-transport-security are maps, kept
-//     here for TLS (flags.cc refuses them while TLS is not implemented).
+//     here for TLS (flags.cc: the client block is served, the peer block
+//     refused while peer TLS is not implemented).
 //
 // The values become "--key=value" arguments that flags.cc parses with the
 // same option definitions as the command line (one definition a flag).

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "net/tls_context.h"
+
 namespace etcdq::cli {
 namespace {
 
@@ -38,8 +40,8 @@ Error parse_url(const std::string& s, Url* out) {
   if (p == std::string::npos) return {Code::kInvalidArgument, "URL " + s + " has no scheme"};
   out->text = s;
   out->scheme = s.substr(0, p);
-  if (out->scheme != "http") {
-    return {Code::kInvalidArgument, "URL " + s + ": only http:// is supported (TLS is not implemented yet)"};
+  if (out->scheme != "http" && out->scheme != "https") {
+    return {Code::kInvalidArgument, "URL " + s + ": only http:// and https:// are supported"};
   }
   std::string rest = s.substr(p + 3);
   if (auto slash = rest.find('/'); slash != std::string::npos) rest = rest.substr(0, slash);
@@ -94,6 +96,7 @@ struct Raw {
   std::string auto_compaction_mode = "periodic";
   std::string auto_compaction_retention = "0";
   std::string log_outputs;
+  std::string cipher_suites;
 };
 
 // Every flag, defined once: the command line and the config file both go
@@ -167,6 +170,28 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--log-outputs", r->log_outputs,
                  "Where logs go, comma-separated: default (stderr), stderr, stdout, journal, or file paths")
       ->envname(env("ETCD_LOG_OUTPUTS"));
+  // Client TLS (net/tls_context.h); in a config file these come from its
+  // client-transport-security block instead (etcd's yaml has no such keys).
+  app.add_option("--cert-file", c->client_security.cert_file, "Path to the client server TLS cert file")
+      ->envname(env("ETCD_CERT_FILE"));
+  app.add_option("--key-file", c->client_security.key_file, "Path to the client server TLS key file")
+      ->envname(env("ETCD_KEY_FILE"));
+  app.add_option("--trusted-ca-file", c->client_security.trusted_ca_file,
+                 "Path to the client server TLS trusted CA cert file")
+      ->envname(env("ETCD_TRUSTED_CA_FILE"));
+  app.add_flag("--client-cert-auth", c->client_security.client_cert_auth, "Enable client cert authentication")
+      ->envname(env("ETCD_CLIENT_CERT_AUTH"));
+  app.add_option("--client-crl-file", c->client_crl_file, "Path to the client certificate revocation list file")
+      ->envname(env("ETCD_CLIENT_CRL_FILE"));
+  app.add_flag("--auto-tls", c->client_security.auto_tls, "Client TLS using generated certificates")
+      ->envname(env("ETCD_AUTO_TLS"));
+  app.add_option("--cipher-suites", r->cipher_suites,
+                 "Comma-separated list of supported TLS cipher suites (Go's names; empty: OpenSSL's defaults)")
+      ->envname(env("ETCD_CIPHER_SUITES"));
+  app.add_option("--tls-min-version", c->tls_min_version, "Minimum TLS version: TLS1.2 or TLS1.3")
+      ->envname(env("ETCD_TLS_MIN_VERSION"));
+  app.add_option("--tls-max-version", c->tls_max_version, "Maximum TLS version: TLS1.2 or TLS1.3 (empty: the highest)")
+      ->envname(env("ETCD_TLS_MAX_VERSION"));
 }
 
 Error parse_args(CLI::App& app, std::vector<std::string> args) {
@@ -175,6 +200,55 @@ Error parse_args(CLI::App& app, std::vector<std::string> args) {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
     return {Code::kInvalidArgument, e.what()};
+  }
+  return {};
+}
+
+// The TLS flags, in etcd's words (embed/etcd.go configureClientListeners,
+// embed/config.go Validate and ClientSelfCert).
+Error finish_tls(Config* c, const Raw& r) {
+  if (c->peer_security.requested()) {
+    return {Code::kInvalidArgument,
+            "peer-transport-security: peer TLS is not supported yet (etcdq serves http:// peer URLs only); remove the "
+            "block's cert-file, key-file, trusted-ca-file, client-cert-auth and auto-tls settings"};
+  }
+  TransportSecurity& sec = c->client_security;
+  if (!sec.allowed_cn.empty() || !sec.allowed_hostname.empty()) {
+    return {Code::kInvalidArgument, "client-transport-security: allowed-cn and allowed-hostname are not supported yet"};
+  }
+  for (const auto* urls : {&c->listen_peer_urls, &c->initial_advertise_peer_urls}) {
+    for (const auto& u : *urls) {
+      if (u.scheme == "https") {
+        return {Code::kInvalidArgument, "peer URL " + u.text + ": peer TLS is not supported yet (use http://)"};
+      }
+    }
+  }
+  if (c->initial_cluster.find("https://") != std::string::npos) {
+    return {Code::kInvalidArgument, "--initial-cluster: peer TLS is not supported yet (use http:// peer URLs)"};
+  }
+  c->cipher_suites = split(r.cipher_suites, ',');
+  if (Error e = net::validate_tls_settings(c->cipher_suites, c->tls_min_version, c->tls_max_version)) return e;
+  bool certs = !sec.cert_file.empty() || !sec.key_file.empty();
+  if (sec.auto_tls && certs) {
+    c->warnings.push_back("ignoring client auto TLS since certs given");
+    sec.auto_tls = false;
+  }
+  for (const auto* urls : {&c->listen_client_urls, &c->listen_client_http_urls}) {
+    for (const auto& u : *urls) {
+      if (u.scheme == "https" && !certs && !sec.auto_tls) {
+        return {Code::kInvalidArgument, "TLS key/cert (--cert-file, --key-file) must be provided for client url " +
+                                            u.text + " with HTTPS scheme"};
+      }
+    }
+  }
+  for (const auto& u : c->listen_metrics_urls) {
+    if (u.scheme == "https" && !certs && !sec.auto_tls) {
+      return {Code::kInvalidArgument,
+              "client TLS key/cert (--cert-file, --key-file) must be provided for metrics secure url"};
+    }
+  }
+  if (certs && !c->client_tls()) {
+    c->warnings.push_back("scheme is HTTP while key and cert files are present; ignoring key and cert files");
   }
   return {};
 }
@@ -273,18 +347,20 @@ Error finish(Config* c, const Raw& r) {
              std::find(c->log_outputs.begin(), c->log_outputs.end(), "default") != c->log_outputs.end()) {
     return {Code::kInvalidArgument, "multi logoutput for \"default\" is not supported yet"};
   }
-  for (const auto* sec : {&c->client_security, &c->peer_security}) {
-    if (sec->requested()) {
-      return {Code::kInvalidArgument,
-              std::string(sec == &c->client_security ? "client" : "peer") +
-                  "-transport-security: TLS is not supported yet (etcdq serves http:// URLs only); remove the "
-                  "block's cert-file, key-file, trusted-ca-file, client-cert-auth and auto-tls settings"};
-    }
-  }
+  if (Error e = finish_tls(c, r)) return e;
   return {};
 }
 
 }  // namespace
+
+bool Config::client_tls() const {
+  for (const auto* urls : {&listen_client_urls, &listen_client_http_urls, &listen_metrics_urls}) {
+    for (const auto& u : *urls) {
+      if (u.scheme == "https") return true;
+    }
+  }
+  return false;
+}
 
 Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   *exit_now = false;
@@ -329,6 +405,7 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   if (Error e = parse_args(file_app, args)) return {Code::kInvalidArgument, "config file " + path + ": " + e.message()};
   c->client_security = file.client_security;
   c->peer_security = file.peer_security;
+  c->client_crl_file.clear();  // not a key of etcd's config file
   c->notes.push_back("loaded server configuration from " + path +
                      ", other configuration command line flags and environment variables will be ignored if provided");
   if (!file.ignored.empty()) {

@@ -17,7 +17,7 @@
 namespace etcdq::cli {
 
 struct Url {
-  std::string scheme;  // "http" (https: TLS is not supported yet)
+  std::string scheme;  // "http" or "https" (client URLs only; net/tls_pump.h)
   std::string host;
   int port = 0;
   std::string text;  // as given
@@ -60,10 +60,18 @@ struct Config {
   std::string logger = "zap";
   std::vector<std::string> log_outputs = {"default"};
   std::string log_level = "info";
-  // The config file's TLS blocks, kept for the TLS issue; refused while TLS
-  // is not implemented.
+  // Client TLS, etcd's flags: --cert-file, --key-file, --trusted-ca-file,
+  // --client-cert-auth, --auto-tls (or the config file's
+  // client-transport-security block), --client-crl-file, --cipher-suites,
+  // --tls-min-version, --tls-max-version (net/tls_context.h). The peer
+  // block is refused while peer TLS is not implemented.
   TransportSecurity client_security;
   TransportSecurity peer_security;
+  std::string client_crl_file;
+  std::vector<std::string> cipher_suites;  // Go's names
+  std::string tls_min_version = "TLS1.2";
+  std::string tls_max_version;  // "": the highest
+  bool client_tls() const;  // an https:// URL serves clients (or HTTP/metrics)
   // Notes and warnings for the log once it is set up (which the flags pick).
   std::vector<std::string> notes;
   std::vector<std::string> warnings;

@@ -23,6 +23,8 @@
 #include "http/server.h"
 #include "member/member.h"
 #include "net/mux.h"
+#include "net/tls_context.h"
+#include "net/tls_listener.h"
 #include "raft/transport.h"
 #include "server/peer_server.h"
 #include "server/maintenance_service.h"
@@ -92,6 +94,38 @@ Error setup_logging(const cli::Config& cfg) {
   return {};
 }
 
+// Client TLS (net/tls_context.h) from etcd's flags; with --auto-tls, a
+// self-signed certificate in <data-dir>/fixtures/client, as etcd's
+// ClientSelfCert. Every file is read here, so a bad one stops the start
+// before the data dir is opened.
+Error open_client_tls(const cli::Config& cfg, std::shared_ptr<net::TlsContext>* out) {
+  net::TlsOptions o;
+  o.cert_file = cfg.client_security.cert_file;
+  o.key_file = cfg.client_security.key_file;
+  o.trusted_ca_file = cfg.client_security.trusted_ca_file;
+  o.client_cert_auth = cfg.client_security.client_cert_auth;
+  o.crl_file = cfg.client_crl_file;
+  o.cipher_suites = cfg.cipher_suites;
+  o.min_version = cfg.tls_min_version;
+  o.max_version = cfg.tls_max_version;
+  if (cfg.client_security.auto_tls) {
+    std::vector<std::string> hosts;
+    for (const auto& u : cfg.listen_client_urls) hosts.push_back(u.host);
+    std::string dir = (std::filesystem::path(cfg.data_dir) / "fixtures" / "client").string();
+    if (Error e = net::self_signed_cert(dir, hosts, &o.cert_file, &o.key_file)) return e;
+  }
+  return net::TlsContext::open(std::move(o), out);
+}
+
+// (host, port) of the URLs with the given scheme.
+std::vector<std::pair<std::string, int>> addresses(const std::vector<cli::Url>& urls, const std::string& scheme) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& u : urls) {
+    if (u.scheme == scheme) out.emplace_back(u.host, u.port);
+  }
+  return out;
+}
+
 int fail(const std::string& msg) {
   spdlog::critical("{}", msg);
   std::fprintf(stderr, "etcdq: %s\n", msg.c_str());
@@ -139,6 +173,11 @@ int main(int argc, char** argv) {
   for (const auto& warning : cfg.warnings) spdlog::warn("{}", warning);
   if (std::find(cfg.log_outputs.begin(), cfg.log_outputs.end(), "journal") != cfg.log_outputs.end()) {
     spdlog::warn("--log-outputs=journal: etcdq writes to stderr, which systemd puts in the journal");
+  }
+
+  std::shared_ptr<net::TlsContext> client_tls;
+  if (cfg.client_tls()) {
+    if (Error e = open_client_tls(cfg, &client_tls)) return fail(e.message());
   }
 
   // Flags -> member -> servers.
@@ -240,14 +279,30 @@ int main(int argc, char** argv) {
   ho.gateway_channel = client_server->in_process_channel();
   ho.max_request_bytes = cfg.max_request_bytes;
   http::HttpServer http_server(ho);
+  // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
+  // plain URL's would (each kind below gets a TlsListener of its own).
+  std::vector<std::unique_ptr<net::TlsListener>> tls_listeners;
+  auto listen_tls = [&](const std::vector<cli::Url>& urls, net::TlsPump::Routes routes, const char* role) -> Error {
+    auto tls = addresses(urls, "https");
+    if (tls.empty()) return {};
+    auto l = std::make_unique<net::TlsListener>(client_tls, std::move(routes), role);
+    Error e = l->listen(tls);
+    if (!e) e = l->start();
+    tls_listeners.push_back(std::move(l));
+    return e;
+  };
   {
-    std::vector<std::pair<std::string, int>> listen_http;
-    for (const auto& u : cfg.listen_client_http_urls) listen_http.emplace_back(u.host, u.port);
+    auto listen_http = addresses(cfg.listen_client_http_urls, "http");
     if (Error e = http_server.start(listen_http)) {
       m->stop();
       return fail(e.message());
     }
     for (const auto& [host, port] : listen_http) spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
+    if (Error e = listen_tls(cfg.listen_client_http_urls, {nullptr, [&http_server](int fd) { http_server.adopt(fd); }},
+                             "client HTTP")) {
+      m->stop();
+      return fail(e.message());
+    }
   }
   // --listen-metrics-urls: metrics and health only, as etcd's metrics
   // listener (embed/etcd.go serveMetrics); no JSON gateway there.
@@ -256,9 +311,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<http::HttpServer> metrics_server;
   if (!cfg.listen_metrics_urls.empty()) {
     metrics_server = std::make_unique<http::HttpServer>(metrics_opts);
-    std::vector<std::pair<std::string, int>> listen_metrics;
-    for (const auto& u : cfg.listen_metrics_urls) listen_metrics.emplace_back(u.host, u.port);
-    if (Error e = metrics_server->start(listen_metrics)) {
+    auto listen_metrics = addresses(cfg.listen_metrics_urls, "http");
+    http::HttpServer* ms = metrics_server.get();
+    Error e = metrics_server->start(listen_metrics);
+    if (!e) e = listen_tls(cfg.listen_metrics_urls, {nullptr, [ms](int fd) { ms->adopt(fd); }}, "metrics");
+    if (e) {
       m->stop();
       return fail(e.message());
     }
@@ -269,12 +326,12 @@ int main(int argc, char** argv) {
   net::Mux::Routes routes;
   routes.http2 = [cs](int fd) { cs->adopt(fd); };
   if (cfg.listen_client_http_urls.empty()) routes.http1 = [&http_server](int fd) { http_server.adopt(fd); };
+  net::TlsPump::Routes tls_routes{routes.http2, routes.http1};
   net::Mux client_mux(std::move(routes));
   {
-    std::vector<std::pair<std::string, int>> listen;
-    for (const auto& u : cfg.listen_client_urls) listen.emplace_back(u.host, u.port);
-    Error e = client_mux.listen(listen);
+    Error e = client_mux.listen(addresses(cfg.listen_client_urls, "http"));
     if (!e) e = client_mux.start();
+    if (!e) e = listen_tls(cfg.listen_client_urls, std::move(tls_routes), "client");
     if (e) {
       m->stop();
       return fail(e.message());
@@ -294,12 +351,14 @@ int main(int argc, char** argv) {
   // stopped"; then the servers close, and every watch stream ends with
   // Unavailable (clients resume from their last revision).
   client_mux.stop();  // no new connections for the servers below
+  for (auto& l : tls_listeners) l->stop_accepting();
   http_server.stop();
   if (metrics_server) metrics_server->stop();
   m->stop();
   peer_mux.stop();  // after consensus stopped: libraft talked to the others until then
   peer_server.reset();
   client_server->shutdown(1000);
+  for (auto& l : tls_listeners) l->stop();  // after the servers ended their streams
   // The services (watch progress, lock/election waits) use the member's
   // parts: they go first.
   client_server.reset();

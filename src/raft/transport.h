@@ -43,7 +43,10 @@
 // Peer TLS (issue #13): gRPC 1.51 serves adopted sockets in plaintext only
 // (AddInsecureChannelFromFd), so the peer mux will terminate TLS itself for
 // gRPC connections (a ClientHello rather than the preface) and pump the
-// plaintext into a socketpair it hands to the peer gRPC server. libraft's
+// plaintext into a socketpair it hands to the peer gRPC server. The client
+// URLs do exactly that already: net/tls_pump.h (a Mux route on the TLS
+// record's first bytes, net/tls_listener.h) with a net::TlsContext built
+// from the --peer-* flags (TlsOptions::flag_prefix "peer-"). libraft's
 // connections keep the plaintext magic and version (so the mux routes them
 // without parsing TLS) and then run TLS on the loop thread with OpenSSL
 // memory BIOs: incoming, the pump feeds what it reads to SSL through the

@@ -4,7 +4,8 @@ and etcdq; the file's values win over every other flag and ETCD_* variable
 (etcd ignores those when a config file is given); unknown keys are ignored;
 a value of the wrong type or a bad value stops the member at start with the
 key named. Every expectation holds for Debian's etcd 3.4 too (the default
-binary), except the TLS refusal, which is etcdq's (TLS is not implemented).
+binary), except the peer TLS refusal, which is etcdq's (peer TLS is not
+implemented; client TLS from the file: test_client_tls.py).
 
     /usr/bin/python3 tests/integration/test_config_file.py
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_config_file.py
@@ -215,13 +216,13 @@ class ConfigFileTest(harness.MemberTestCase):
                 self.assertNotEqual(rc, 0, out)
                 self.assertIn(words, out)
 
-    def test_tls_settings_are_refused_until_tls_is_implemented(self):
+    def test_peer_tls_settings_are_refused_until_peer_tls_is_implemented(self):
         if harness.is_reference_etcd():
-            self.skipTest("etcd implements TLS")
-        body = BASE + "client-transport-security:\n  cert-file: /etc/ssl/server.pem\n  key-file: /etc/ssl/server.key\n"
+            self.skipTest("etcd implements peer TLS")
+        body = BASE + "peer-transport-security:\n  cert-file: /etc/ssl/server.pem\n  key-file: /etc/ssl/server.key\n"
         rc, out = refusal(self, body)
         self.assertNotEqual(rc, 0, out)
-        self.assertIn("client-transport-security: TLS is not supported yet", out)
+        self.assertIn("peer-transport-security: peer TLS is not supported yet", out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,492 @@
+#include "net/tls_pump.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "net/mux.h"
+
+namespace etcdq::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kPrefaceBytes = 24;  // HTTP/2's client preface (net/mux.h)
+constexpr uint64_t kWakeTag = 0;
+
+// Process-wide (every pump): route fd -> (owner key, CN) of the live
+// connection that handed that fd out.
+std::mutex names_mu;
+std::unordered_map<int, std::pair<uint64_t, std::string>> names;
+
+std::string remote_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+std::string common_name_of(SSL* ssl) {
+  X509* peer = SSL_get1_peer_certificate(ssl);
+  if (!peer) return "";
+  std::string cn;
+  if (SSL_get_verify_result(ssl) == X509_V_OK) {
+    X509_NAME* subject = X509_get_subject_name(peer);
+    int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+    if (i >= 0) {
+      unsigned char* utf8 = nullptr;
+      int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
+      if (n > 0) cn.assign(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+      OPENSSL_free(utf8);
+    }
+  }
+  X509_free(peer);
+  return cn;
+}
+
+}  // namespace
+
+struct TlsPump::Impl {
+  struct Conn {
+    uint64_t id = 0;
+    int tcp = -1;
+    int plain = -1;     // the pump's end of the socketpair
+    int route_fd = -1;  // the end the route got (the key of `names`)
+    SSL* ssl = nullptr;
+    bool routed = false;
+    Clock::time_point since;
+    std::list<uint64_t>::iterator waiting;  // in handshaking, until routed
+    // TLS -> plain, and plain -> TLS; [off, len) is what is left to write.
+    std::unique_ptr<char[]> in{new char[kBufferBytes]};
+    std::unique_ptr<char[]> out{new char[kBufferBytes]};
+    size_t in_off = 0, in_len = 0, out_off = 0, out_len = 0;
+    bool tls_eof = false, plain_eof = false, plain_shut = false;
+  };
+
+  struct Worker {
+    Impl* owner = nullptr;
+    int epoll = -1;
+    int wake = -1;
+    std::thread thread;
+    std::mutex mu;  // guards incoming
+    std::vector<int> incoming;
+    // Everything below: the worker thread only.
+    std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
+    std::list<uint64_t> handshaking;  // oldest first
+    std::vector<uint64_t> ready;      // stopped after kBurst steps with more to do
+    uint64_t next_id = 1;
+    Clock::time_point log_second{};
+    int logs_this_second = 0;
+
+    ~Worker() {
+      for (int fd : incoming) ::close(fd);
+      if (wake >= 0) ::close(wake);
+      if (epoll >= 0) ::close(epoll);
+    }
+
+    void close_conn(Conn& c) {
+      if (c.ssl) SSL_free(c.ssl);
+      if (c.tcp >= 0) ::close(c.tcp);
+      if (c.plain >= 0) ::close(c.plain);
+      if (!c.routed) handshaking.erase(c.waiting);
+      if (c.route_fd >= 0) owner->forget_name(c.route_fd, owner_key(c.id));
+      conns.erase(c.id);  // c is gone
+    }
+
+    uint64_t owner_key(uint64_t id) const { return (reinterpret_cast<uintptr_t>(this) << 16) ^ id; }
+
+    void reject(Conn& c, const std::string& why) {
+      auto now = Clock::now();
+      if (now - log_second >= std::chrono::seconds(1)) {
+        log_second = now;
+        logs_this_second = 0;
+      }
+      if (++logs_this_second > kRejectLogsPerSecond) return;
+      spdlog::warn("rejected connection on {} URL from {}: {}", owner->role, remote_address(c.tcp), why);
+    }
+
+    std::string handshake_error(Conn& c, int err) {
+      long verify = SSL_get_verify_result(c.ssl);
+      if (verify != X509_V_OK) {
+        return std::string("tls: failed to verify client certificate: ") + X509_verify_cert_error_string(verify);
+      }
+      unsigned long e = ERR_peek_error();
+      // etcd's (Go's) words for the common case.
+      if (ERR_GET_REASON(e) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) return "tls: client didn't provide a certificate";
+      if (e != 0) {
+        char buf[256];
+        ERR_error_string_n(e, buf, sizeof(buf));
+        return buf;
+      }
+      if (err == SSL_ERROR_SYSCALL) return errno ? std::strerror(errno) : "EOF";
+      return "TLS handshake failed";
+    }
+
+    void add(int fd) {
+      SSL_CTX* ctx = owner->context->current();
+      SSL* ssl = SSL_new(ctx);
+      SSL_CTX_free(ctx);
+      if (!ssl) {
+        ::close(fd);
+        return;
+      }
+      auto conn = std::make_unique<Conn>();
+      Conn& c = *conn;
+      c.id = next_id++;
+      c.tcp = fd;
+      c.ssl = ssl;
+      c.since = Clock::now();
+      SSL_set_fd(ssl, fd);
+      SSL_set_accept_state(ssl);
+      handshaking.push_back(c.id);
+      c.waiting = std::prev(handshaking.end());
+      conns.emplace(c.id, std::move(conn));
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+      ev.data.u64 = c.id;
+      if (epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        close_conn(c);
+        return;
+      }
+      if (handshaking.size() > kMaxHandshaking) {
+        uint64_t oldest = handshaking.front();
+        close_conn(*conns.at(oldest));
+        if (oldest == c.id) return;
+      }
+      step(c);
+    }
+
+    // Handshake, then route on the first plaintext bytes, then pump.
+    void step(Conn& c) {
+      if (!c.routed) {
+        ERR_clear_error();
+        int r = SSL_do_handshake(c.ssl);
+        if (r != 1) {
+          int err = SSL_get_error(c.ssl, r);
+          if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
+          reject(c, handshake_error(c, err));
+          close_conn(c);
+          return;
+        }
+        // The first bytes say HTTP/2 (gRPC) or HTTP/1.1, as on a plain port.
+        while (sniff(c.in.get(), c.in_len) == Sniffed::kNeedMore) {
+          ERR_clear_error();
+          int n = SSL_read(c.ssl, c.in.get() + c.in_len, static_cast<int>(kPrefaceBytes - c.in_len));
+          if (n <= 0) {
+            int err = SSL_get_error(c.ssl, n);
+            if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
+            close_conn(c);
+            return;
+          }
+          c.in_len += static_cast<size_t>(n);
+        }
+        bool h2 = sniff(c.in.get(), c.in_len) == Sniffed::kHttp2;
+        const Route& route = h2 ? owner->routes.http2 : owner->routes.http1;
+        int sv[2];
+        if (!route || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+          close_conn(c);
+          return;
+        }
+        c.plain = sv[0];
+        c.routed = true;
+        handshaking.erase(c.waiting);
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.data.u64 = c.id;
+        if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.plain, &ev) != 0) {
+          ::close(sv[1]);
+          close_conn(c);
+          return;
+        }
+        c.route_fd = sv[1];
+        owner->remember_name(sv[1], owner_key(c.id), common_name_of(c.ssl));
+        {
+          // After stop_routing() the servers may be gone.
+          std::lock_guard<std::mutex> lock(owner->route_mu);
+          if (owner->routing_stopped) {
+            ::close(sv[1]);  // nobody took it
+            close_conn(c);
+            return;
+          }
+          route(sv[1]);
+        }
+      }
+      pump(c);
+    }
+
+    // Copies both ways until both sides would block, a buffer waits on the
+    // other side, or kBurst rounds passed (then it goes on the ready list).
+    void pump(Conn& c) {
+      for (int round = 0; round < kBurst; ++round) {
+        bool progress = false;
+        if (!c.tls_eof && c.in_len == 0) {
+          ERR_clear_error();
+          int n = SSL_read(c.ssl, c.in.get(), static_cast<int>(kBufferBytes));
+          if (n > 0) {
+            c.in_off = 0;
+            c.in_len = static_cast<size_t>(n);
+            progress = true;
+          } else {
+            int err = SSL_get_error(c.ssl, n);
+            if (err == SSL_ERROR_ZERO_RETURN) {
+              c.tls_eof = true;
+              progress = true;
+            } else if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+              close_conn(c);
+              return;
+            }
+          }
+        }
+        if (c.in_off < c.in_len) {
+          ssize_t w = send(c.plain, c.in.get() + c.in_off, c.in_len - c.in_off, MSG_NOSIGNAL);
+          if (w > 0) {
+            c.in_off += static_cast<size_t>(w);
+            if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
+            progress = true;
+          } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            close_conn(c);
+            return;
+          }
+        }
+        if (c.tls_eof && c.in_len == 0 && !c.plain_shut) {
+          shutdown(c.plain, SHUT_WR);  // the server sees the client's end
+          c.plain_shut = true;
+        }
+        if (!c.plain_eof && c.out_len == 0) {
+          ssize_t r = recv(c.plain, c.out.get(), kBufferBytes, 0);
+          if (r > 0) {
+            c.out_off = 0;
+            c.out_len = static_cast<size_t>(r);
+            progress = true;
+          } else if (r == 0) {
+            c.plain_eof = true;
+            progress = true;
+          } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            close_conn(c);
+            return;
+          }
+        }
+        if (c.out_off < c.out_len) {
+          ERR_clear_error();
+          int n = SSL_write(c.ssl, c.out.get() + c.out_off, static_cast<int>(c.out_len - c.out_off));
+          if (n > 0) {
+            c.out_off += static_cast<size_t>(n);
+            if (c.out_off == c.out_len) c.out_off = c.out_len = 0;
+            progress = true;
+          } else {
+            int err = SSL_get_error(c.ssl, n);
+            if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+              close_conn(c);
+              return;
+            }
+          }
+        }
+        // The server closed its end and everything it wrote went out.
+        if (c.plain_eof && c.out_len == 0) {
+          ERR_clear_error();
+          SSL_shutdown(c.ssl);  // close_notify, best effort
+          close_conn(c);
+          return;
+        }
+        if (!progress) return;
+      }
+      ready.push_back(c.id);
+    }
+
+    void expire() {
+      auto deadline = Clock::now() - kHandshakeTimeout;
+      while (!handshaking.empty()) {
+        Conn& c = *conns.at(handshaking.front());
+        if (c.since >= deadline) break;
+        reject(c, "TLS handshake timeout");
+        close_conn(c);
+      }
+    }
+
+    void loop() {
+      epoll_event events[64];
+      while (!owner->stop_requested.load()) {
+        int n = epoll_wait(epoll, events, 64, ready.empty() ? 1000 : 0);
+        if (n < 0 && errno != EINTR) {
+          spdlog::error("{} TLS pump: epoll_wait failed: {}", owner->role, std::strerror(errno));
+          return;
+        }
+        for (int i = 0; i < n; ++i) {
+          uint64_t id = events[i].data.u64;
+          if (id == kWakeTag) {
+            uint64_t v;
+            ssize_t ignored = read(wake, &v, sizeof(v));
+            (void)ignored;
+            std::vector<int> fds;
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              fds.swap(incoming);
+            }
+            for (int fd : fds) add(fd);
+            continue;
+          }
+          auto it = conns.find(id);
+          if (it != conns.end()) step(*it->second);
+        }
+        std::vector<uint64_t> again;
+        again.swap(ready);
+        for (uint64_t id : again) {
+          auto it = conns.find(id);
+          if (it != conns.end()) step(*it->second);
+        }
+        expire();
+      }
+      while (!conns.empty()) close_conn(*conns.begin()->second);
+    }
+  };
+
+  std::shared_ptr<TlsContext> context;
+  Routes routes;
+  std::string role;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::atomic<bool> stop_requested{false};
+  std::atomic<uint64_t> next_worker{0};
+  std::mutex route_mu;  // held while a route runs
+  bool routing_stopped = false;  // guarded by route_mu
+  bool started = false;
+
+  void remember_name(int fd, uint64_t key, std::string cn) {
+    std::lock_guard<std::mutex> lock(names_mu);
+    names[fd] = {key, std::move(cn)};
+  }
+  // Only the connection that set it: the fd number may already be reused.
+  void forget_name(int fd, uint64_t key) {
+    std::lock_guard<std::mutex> lock(names_mu);
+    auto it = names.find(fd);
+    if (it != names.end() && it->second.first == key) names.erase(it);
+  }
+};
+
+TlsPump::TlsPump(std::shared_ptr<TlsContext> context, Routes routes, std::string role)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->context = std::move(context);
+  impl_->routes = std::move(routes);
+  impl_->role = std::move(role);
+}
+
+TlsPump::~TlsPump() { stop(); }
+
+Error TlsPump::start() {
+  for (int i = 0; i < kThreads; ++i) {
+    auto w = std::make_unique<Impl::Worker>();
+    w->owner = impl_.get();
+    w->epoll = epoll_create1(EPOLL_CLOEXEC);
+    w->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->epoll < 0 || w->wake < 0) return {Code::kInternal, impl_->role + " TLS pump: " + std::strerror(errno)};
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWakeTag;
+    epoll_ctl(w->epoll, EPOLL_CTL_ADD, w->wake, &ev);
+    impl_->workers.push_back(std::move(w));
+  }
+  for (auto& w : impl_->workers) {
+    Impl::Worker* p = w.get();
+    p->thread = std::thread([p] { p->loop(); });
+  }
+  impl_->started = true;
+  return {};
+}
+
+void TlsPump::adopt(int fd) {
+  if (!impl_->started || impl_->stop_requested.load()) {
+    ::close(fd);
+    return;
+  }
+  auto& w = *impl_->workers[impl_->next_worker++ % impl_->workers.size()];
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.incoming.push_back(fd);
+  }
+  uint64_t one = 1;
+  ssize_t ignored = write(w.wake, &one, sizeof(one));
+  (void)ignored;
+}
+
+void TlsPump::stop_routing() {
+  std::lock_guard<std::mutex> lock(impl_->route_mu);
+  impl_->routing_stopped = true;
+}
+
+void TlsPump::stop() {
+  if (!impl_) return;
+  impl_->stop_requested = true;
+  for (auto& w : impl_->workers) {
+    uint64_t one = 1;
+    ssize_t ignored = write(w->wake, &one, sizeof(one));
+    (void)ignored;
+  }
+  for (auto& w : impl_->workers) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  impl_->workers.clear();
+}
+
+std::string TlsPump::peer_common_name(int fd) {
+  std::lock_guard<std::mutex> lock(names_mu);
+  auto it = names.find(fd);
+  return it == names.end() ? "" : it->second.second;
+}
+
+void TlsPump::reject_plaintext(int fd, const std::string& role) {
+  static std::mutex mu;
+  static Clock::time_point second{};
+  static int logged = 0;
+  bool log = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto now = Clock::now();
+    if (now - second >= std::chrono::seconds(1)) {
+      second = now;
+      logged = 0;
+    }
+    log = ++logged <= kRejectLogsPerSecond;
+  }
+  if (log) {
+    spdlog::warn("rejected connection on {} URL from {}: tls: first record does not look like a TLS handshake", role,
+                 remote_address(fd));
+  }
+  // What the client sent is read first (the mux only peeked it): closing
+  // with unread bytes would reset the connection, where etcd's ends it
+  // (curl: "Empty reply from server").
+  char buf[4096];
+  for (int i = 0; i < 4 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; ++i) {
+  }
+  shutdown(fd, SHUT_RDWR);
+  ::close(fd);
+}
+
+}  // namespace etcdq::net
