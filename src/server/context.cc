@@ -54,17 +54,6 @@ Error check_read_write(const Context* ctx, const grpc::ServerContextBase* call, 
   });
 }
 
-std::string prefix_end(std::string p) {
-  while (!p.empty()) {
-    if (static_cast<uint8_t>(p.back()) < 0xff) {
-      p.back() = static_cast<char>(static_cast<uint8_t>(p.back()) + 1);
-      return p;
-    }
-    p.pop_back();
-  }
-  return std::string(1, '\0');  // every key from the prefix on
-}
-
 grpc::Status to_grpc(const Error& e) {
   if (e.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(e.code()), e.message());

@@ -52,8 +52,6 @@ bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc:
 // for every key they may touch (their own proposals are then internal).
 Error check_read_write(const Context* ctx, const grpc::ServerContextBase* call, std::string_view key,
                        std::string_view range_end);
-// The range_end of the prefix `p` (clientv3.GetPrefixRangeEnd).
-std::string prefix_end(std::string p);
 
 // A stream refused before it started (a learner's Watch or LeaseKeepAlive).
 template <typename Req, typename Resp>
