@@ -333,7 +333,7 @@ TEST_F(AuthStoreTest, TxnNeedsEveryCompareAndOpIncludingNestedOnes) {
 
 TEST_F(AuthStoreTest, PutWithPrevKvNeedsReadAndLeaseRevokeNeedsWriteOnEveryKey) {
   setup_root_and_user();
-  ASSERT_FALSE(apply(grant_perm("r", perm(authpb::Permission::WRITE, "w"))));
+  ASSERT_FALSE(apply(grant_perm("r", perm(authpb::Permission::WRITE, "w")), "root"));
   // The grant moved the revision: stamp anew.
   auth::Caller u{"u", store()->revision()};
   etcdserverpb::PutRequest p;
