@@ -13,7 +13,7 @@
 namespace etcdq::apply {
 
 Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members,
-                 queue::Book* queues)
+                 queue::Book* queues, auth::Store* auth)
     : store_(store),
       lessor_(lessor),
       alarms_(alarms),
@@ -29,7 +29,7 @@ Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Memb
     keys_ = &q->keys();
     add(std::move(q));
   }
-  add(std::make_unique<AuthLayer>(head_));
+  add(std::make_unique<AuthLayer>(auth, head_));
   add(std::make_unique<CappedLayer>(alarms, head_));
   add(std::make_unique<CorruptLayer>(alarms, head_));
 }

@@ -31,13 +31,19 @@
 namespace etcdq::queue {
 class Book;
 }
+namespace etcdq::auth {
+class Store;
+}
 
 namespace etcdq::apply {
 
 class Applier {
  public:
   // `queues`: null leaves /q/ and /queue/ keys plain (no queue layer).
-  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members, queue::Book* queues);
+  // `auth`: null leaves every command unchecked and refuses auth management
+  // (auth_layer.h).
+  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members, queue::Book* queues,
+          auth::Store* auth = nullptr);
   ~Applier();
 
   // The chain's layers, top first, by name (Layer::name).

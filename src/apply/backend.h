@@ -44,6 +44,9 @@ class BackendLayer final : public Layer {
   Error alarm(ApplyCtx& c, const etcdserverpb::AlarmRequest& r, etcdserverpb::AlarmResponse* resp) override;
   Error queue_assign(ApplyCtx& c, const QueueAssign& a) override;
   Error member_attributes(ApplyCtx& c, const MemberAttributes& m) override;
+  Error auth_management(ApplyCtx&) override {
+    return errors::internal("an auth command reached an apply chain without an auth store");
+  }
 
  private:
   Env env(const ApplyCtx& c) const { return Env{leases_, c.cmd.time_ms()}; }

@@ -65,6 +65,19 @@ void run(Layer& head, ApplyCtx& c, Result* out) {
     case Command::kMemberAttributes:
       out->error = head.member_attributes(c, cmd.member_attributes());
       break;
+    case Command::kAuthEnable:
+    case Command::kAuthDisable:
+    case Command::kUserAdd:
+    case Command::kUserDelete:
+    case Command::kUserChangePassword:
+    case Command::kUserGrantRole:
+    case Command::kUserRevokeRole:
+    case Command::kRoleAdd:
+    case Command::kRoleDelete:
+    case Command::kRoleGrantPermission:
+    case Command::kRoleRevokePermission:
+      out->error = head.auth_management(c);
+      break;
     default:
       out->error = errors::internal("unknown command in the log");
       break;

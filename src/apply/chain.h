@@ -7,7 +7,7 @@
 //
 //   corrupt  (corrupt_layer.h)  a CORRUPT alarm refuses all but Alarm
 //   capped   (capped_layer.h)   a NOSPACE alarm refuses what adds data
-//   auth     (auth_layer.h)     the slot for permission checks (issue #13)
+//   auth     (auth_layer.h)     permissions and auth revision; auth management
 //   queue    (queue_layer.h)    gives /q/ and /queue/ keys their meaning
 //   backend  (backend.h)        the KV, lease, alarm and member operations
 //
@@ -80,6 +80,10 @@ class Layer {
   virtual Error queue_assign(ApplyCtx& c, const QueueAssign& a) = 0;
   // A member publishing its attributes (members.h); no client answer.
   virtual Error member_attributes(ApplyCtx& c, const MemberAttributes& m) = 0;
+  // Auth management (c.cmd is one of the auth_* / user_* / role_*
+  // commands): the auth layer applies it to the auth store (auth/store.h);
+  // the answer is the error alone (etcd's responses carry only a header).
+  virtual Error auth_management(ApplyCtx& c) = 0;
 };
 
 // A layer that hands everything to the next one: a layer derives from it
@@ -123,6 +127,7 @@ class Forwarding : public Layer {
   Error member_attributes(ApplyCtx& c, const MemberAttributes& m) override {
     return next_->member_attributes(c, m);
   }
+  Error auth_management(ApplyCtx& c) override { return next_->auth_management(c); }
 
  protected:
   Layer& next() const { return *next_; }

@@ -58,6 +58,24 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
       if (forwarded) return malformed("queue assignments are the leader's own");
       if (cmd.queue_assign().queue().empty()) return malformed("queue assignment without a queue");
       return {};
+    // Auth management (auth/store.h): the proposer hashed the password;
+    // a clear one must never reach the log.
+    case Command::kUserAdd:
+      if (!cmd.user_add().password().empty()) return malformed("a clear password in a user add");
+      return {};
+    case Command::kUserChangePassword:
+      if (!cmd.user_change_password().password().empty()) return malformed("a clear password in a password change");
+      return {};
+    case Command::kAuthEnable:
+    case Command::kAuthDisable:
+    case Command::kUserDelete:
+    case Command::kUserGrantRole:
+    case Command::kUserRevokeRole:
+    case Command::kRoleAdd:
+    case Command::kRoleDelete:
+    case Command::kRoleGrantPermission:
+    case Command::kRoleRevokePermission:
+      return {};
     case Command::REQUEST_NOT_SET: break;
   }
   return malformed("no request");

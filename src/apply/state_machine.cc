@@ -22,6 +22,7 @@ StateMachine::~StateMachine() {
   // the order is the point (the applier points into all the others, and
   // they all into the engine).
   applier_.reset();
+  auth_.reset();
   queues_.reset();
   members_.reset();
   alarms_.reset();
@@ -37,7 +38,9 @@ void StateMachine::build(const StateMachineOptions& o) {
   members_ = std::make_unique<Members>(engine_);
   queues_ = std::make_unique<queue::Book>(engine_);
   queues_->set_self(o.member_id);
-  applier_ = std::make_unique<Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get(), queues_.get());
+  auth_ = std::make_unique<auth::Store>(engine_);
+  applier_ = std::make_unique<Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get(), queues_.get(),
+                                       auth_.get());
 }
 
 }  // namespace etcdq::apply

@@ -1,6 +1,7 @@
 // One member's replicated state, built in one place: the database and
 // everything that lives on it, in dependency order — storage::Engine, then
 // the MVCC store, the lessor, the alarm and member tables, the queue book,
+// the auth store,
 // and the Applier with its chain (applier.h) over all of them — and
 // destroyed in the reverse order, so that nothing outlives what it points
 // into. Each part reads its state from the database when it is built (a
@@ -17,6 +18,7 @@
 #include "apply/alarms.h"
 #include "apply/applier.h"
 #include "apply/members.h"
+#include "auth/store.h"
 #include "common/error.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
@@ -54,6 +56,7 @@ class StateMachine {
   Alarms* alarms() const { return alarms_.get(); }
   Members* members() const { return members_.get(); }
   queue::Book* queues() const { return queues_.get(); }
+  auth::Store* auth() const { return auth_.get(); }
   Applier* applier() const { return applier_.get(); }
 
  private:
@@ -67,6 +70,7 @@ class StateMachine {
   std::unique_ptr<Alarms> alarms_;
   std::unique_ptr<Members> members_;
   std::unique_ptr<queue::Book> queues_;
+  std::unique_ptr<auth::Store> auth_;
   std::unique_ptr<Applier> applier_;
 };
 

@@ -139,6 +139,13 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--quota-backend-bytes", c->quota_backend_bytes,
                  "Raise the NOSPACE alarm when the database exceeds this many bytes (0: 2 GiB)")
       ->envname(env("ETCD_QUOTA_BACKEND_BYTES"));
+  app.add_option("--auth-token", c->auth_token, "Auth token type: simple")->envname(env("ETCD_AUTH_TOKEN"));
+  app.add_option("--auth-token-ttl", c->auth_token_ttl, "Seconds a simple token lives after its last use")
+      ->envname(env("ETCD_AUTH_TOKEN_TTL"))
+      ->check(CLI::PositiveNumber);
+  app.add_option("--bcrypt-cost", c->bcrypt_cost, "bcrypt cost of password hashes (4..31)")
+      ->envname(env("ETCD_BCRYPT_COST"))
+      ->check(CLI::Range(4, 31));
   app.add_option("--heartbeat-interval", c->heartbeat_ms, "Time (ms) of a heartbeat interval")
       ->envname(env("ETCD_HEARTBEAT_INTERVAL"));
   app.add_option("--election-timeout", c->election_ms, "Time (ms) for an election to time out")
@@ -315,6 +322,12 @@ Error finish(Config* c, const Raw& r) {
   }
   // etcd 3.4's checks and messages (embed/config.go Validate, embed/etcd.go
   // parseCompactionRetention, embed/config_logging.go).
+  // etcd's auth.NewTokenProvider: "simple" or "jwt,<options>". JWT is not
+  // built yet (the auth README says so): refused rather than ignored.
+  if (c->auth_token != "simple") {
+    if (c->auth_token.starts_with("jwt")) return {Code::kInvalidArgument, "--auth-token jwt is not supported yet (use simple)"};
+    return {Code::kInvalidArgument, "unknown token type: " + c->auth_token};
+  }
   if (c->initial_cluster_state != "new" && c->initial_cluster_state != "existing") {
     return {Code::kInvalidArgument, "unexpected clusterState \"" + c->initial_cluster_state + "\""};
   }

@@ -43,6 +43,9 @@ struct Config {
   int64_t max_request_bytes = 1572864;
   int64_t max_txn_ops = 128;
   int64_t quota_backend_bytes = 0;  // 0: etcd's default (2 GiB); < 0: no quota
+  std::string auth_token = "simple";  // --auth-token: "simple" (jwt: not yet, refused at start)
+  int64_t auth_token_ttl = 300;       // --auth-token-ttl, seconds
+  int bcrypt_cost = 10;               // --bcrypt-cost, 4..31
   uint64_t snapshot_count = 8192;  // Raft log entries between snapshots
   bool strict_reconfig_check = true;
   bool pre_vote = true;

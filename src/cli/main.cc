@@ -202,6 +202,8 @@ int main(int argc, char** argv) {
   for (const auto& u : cfg.advertise_client_urls) mo.advertise_client_urls.push_back(u.text);
   mo.limits.max_request_bytes = cfg.max_request_bytes;
   mo.limits.max_txn_ops = cfg.max_txn_ops;
+  mo.limits.bcrypt_cost = cfg.bcrypt_cost;
+  mo.auth_token_ttl_seconds = cfg.auth_token_ttl;
   mo.limits.quota_bytes = cfg.quota_backend_bytes == 0 ? (2LL << 30) : cfg.quota_backend_bytes;
   mo.heartbeat_ms = cfg.heartbeat_ms;
   mo.election_ms = cfg.election_ms;

@@ -49,6 +49,27 @@ Error too_many_learners() { return {Code::kFailedPrecondition, "etcdserver: too 
 Error unhealthy() { return {Code::kUnavailable, "etcdserver: unhealthy cluster"}; }
 Error bad_leader_transferee() { return {Code::kFailedPrecondition, "etcdserver: bad leader transferee"}; }
 Error not_supported_for_learner() { return {Code::kUnavailable, "etcdserver: rpc not supported for learner"}; }
+Error root_user_not_exist() { return {Code::kFailedPrecondition, "etcdserver: root user does not exist"}; }
+Error root_role_not_exist() { return {Code::kFailedPrecondition, "etcdserver: root user does not have root role"}; }
+Error user_already_exist() { return {Code::kFailedPrecondition, "etcdserver: user name already exists"}; }
+Error user_empty() { return {Code::kInvalidArgument, "etcdserver: user name is empty"}; }
+Error user_not_found() { return {Code::kFailedPrecondition, "etcdserver: user name not found"}; }
+Error role_already_exist() { return {Code::kFailedPrecondition, "etcdserver: role name already exists"}; }
+Error role_not_found() { return {Code::kFailedPrecondition, "etcdserver: role name not found"}; }
+Error role_empty() { return {Code::kInvalidArgument, "etcdserver: role name is empty"}; }
+Error auth_failed() {
+  return {Code::kInvalidArgument, "etcdserver: authentication failed, invalid user ID or password"};
+}
+Error permission_not_given() { return {Code::kInvalidArgument, "etcdserver: permission not given"}; }
+Error permission_denied() { return {Code::kPermissionDenied, "etcdserver: permission denied"}; }
+Error role_not_granted() { return {Code::kFailedPrecondition, "etcdserver: role is not granted to the user"}; }
+Error permission_not_granted() {
+  return {Code::kFailedPrecondition, "etcdserver: permission is not granted to the role"};
+}
+Error auth_not_enabled() { return {Code::kFailedPrecondition, "etcdserver: authentication is not enabled"}; }
+Error invalid_auth_token() { return {Code::kUnauthenticated, "etcdserver: invalid auth token"}; }
+Error invalid_auth_mgmt() { return {Code::kInvalidArgument, "etcdserver: invalid auth management"}; }
+Error auth_old_revision() { return {Code::kInvalidArgument, "etcdserver: revision of auth store is old"}; }
 Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }
 
 }  // namespace etcdq::errors

@@ -28,6 +28,7 @@ enum class Code : int {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 class Error {
@@ -80,6 +81,24 @@ Error too_many_learners();   // FailedPrecondition "etcdserver: too many learner
 Error unhealthy();           // Unavailable "etcdserver: unhealthy cluster"
 Error bad_leader_transferee();
 Error not_supported_for_learner();  // Unavailable "etcdserver: rpc not supported for learner"  // FailedPrecondition "etcdserver: bad leader transferee"
+// Authentication and authorization (etcd's rpctypes ErrGRPC*, auth/store.go).
+Error root_user_not_exist();     // FailedPrecondition "etcdserver: root user does not exist"
+Error root_role_not_exist();     // FailedPrecondition "etcdserver: root user does not have root role"
+Error user_already_exist();      // FailedPrecondition "etcdserver: user name already exists"
+Error user_empty();              // InvalidArgument "etcdserver: user name is empty"
+Error user_not_found();          // FailedPrecondition "etcdserver: user name not found"
+Error role_already_exist();      // FailedPrecondition "etcdserver: role name already exists"
+Error role_not_found();          // FailedPrecondition "etcdserver: role name not found"
+Error role_empty();              // InvalidArgument "etcdserver: role name is empty"
+Error auth_failed();             // InvalidArgument "etcdserver: authentication failed, invalid user ID or password"
+Error permission_not_given();    // InvalidArgument "etcdserver: permission not given"
+Error permission_denied();       // PermissionDenied "etcdserver: permission denied"
+Error role_not_granted();        // FailedPrecondition "etcdserver: role is not granted to the user"
+Error permission_not_granted();  // FailedPrecondition "etcdserver: permission is not granted to the role"
+Error auth_not_enabled();        // FailedPrecondition "etcdserver: authentication is not enabled"
+Error invalid_auth_token();      // Unauthenticated "etcdserver: invalid auth token"
+Error invalid_auth_mgmt();       // InvalidArgument "etcdserver: invalid auth management"
+Error auth_old_revision();       // InvalidArgument "etcdserver: revision of auth store is old"
 Error internal(std::string what);  // Internal, for bugs and storage failures
 }  // namespace errors
 

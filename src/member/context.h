@@ -13,6 +13,8 @@
 #include <string>
 
 #include "apply/applier.h"
+#include "auth/simple_tokens.h"
+#include "auth/store.h"
 #include "common/error.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
 #include "etcdq/command.pb.h"
@@ -31,6 +33,7 @@ struct Limits {
   int64_t max_request_bytes = 1572864;  // --max-request-bytes, etcd's default 1.5 MiB
   int64_t max_txn_ops = 128;            // --max-txn-ops
   int64_t quota_bytes = 2LL << 30;      // --quota-backend-bytes (etcd's default 2 GiB; <= 0: none)
+  int bcrypt_cost = 10;                 // --bcrypt-cost (auth/bcrypt.h)
 };
 
 struct Context {
@@ -47,6 +50,8 @@ struct Context {
   // watches go through its read side, so they see what the same read
   // inside a write txn sees (a /queue/ Range reads /q/, QUEUES.md).
   apply::KeySpace* keys = &apply::plain_keys();
+  auth::Store* auth = nullptr;           // replicated users, roles, permissions (auth/store.h)
+  auth::SimpleTokens* tokens = nullptr;  // this member's tokens (--auth-token simple)
   storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)
   MemberInfo self;
   // What this member publishes (set before any server starts, then

@@ -36,6 +36,7 @@ struct Member::Parts {
   std::unique_ptr<storage::Checkpoints> checkpoints;
   std::unique_ptr<raft::ApplierFsm> fsm;  // the applier as consensus sees it
   std::unique_ptr<lease::IdGenerator> lease_ids;
+  std::unique_ptr<auth::SimpleTokens> tokens;
   queue::Host queue_host;
   std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
   LeaderDuties duties;
@@ -189,6 +190,9 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ctx.lease_ids = p.lease_ids.get();
   ctx.alarms = state.alarms();
   ctx.members = state.members();
+  ctx.auth = state.auth();
+  p.tokens = std::make_unique<auth::SimpleTokens>(std::chrono::seconds(std::max<int64_t>(1, o.auth_token_ttl_seconds)));
+  ctx.tokens = p.tokens.get();
   ctx.checkpoints = p.checkpoints.get();
   ctx.queues = state.queues();
   ctx.keys = &state.applier()->keys();
@@ -233,6 +237,7 @@ bool Member::join() {
     for (int attempt = 1; !same; ++attempt) {
       apply::Command cmd;
       *cmd.mutable_member_attributes() = a;
+      cmd.set_internal(true);
       auto done = std::make_shared<std::promise<Error>>();
       auto fut = done->get_future();
       propose(ctx, std::move(cmd), [done](apply::Result&& r) { done->set_value(r.error); });
@@ -257,6 +262,7 @@ bool Member::join() {
   raft::Node* n = p.node.get();
   Context* c = &ctx_;
   so.propose = [c](apply::Command cmd, std::function<void(Error)> done) {
+    cmd.set_internal(true);  // the leader's queue decisions and the sink's deletes
     propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
   };
   so.leader_target = [n] { return n->leader_target(); };
@@ -280,6 +286,7 @@ bool Member::join() {
   p.expiry = std::make_unique<lease::Expiry>(p.state->lessor(), [c](int64_t id, std::function<void()> done) {
     apply::Command cmd;
     cmd.mutable_lease_revoke()->set_id(id);
+    cmd.set_internal(true);  // an expiry (etcd revokes it as root)
     propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
   });
   lease::Expiry* expiry = p.expiry.get();
@@ -295,6 +302,7 @@ bool Member::join() {
     hooks.compact = [c](int64_t revision, std::function<void(Error)> done) {
       apply::Command cmd;
       cmd.mutable_compaction()->set_revision(revision);
+      cmd.set_internal(true);
       propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
     };
     p.auto_compactor =

@@ -57,6 +57,7 @@ struct Options {
   // retention of 0 leaves auto-compaction off, as etcd's default.
   CompactionMode auto_compaction_mode = CompactionMode::kPeriodic;
   int64_t auto_compaction_retention = 0;  // ms (periodic) or revisions
+  int64_t auth_token_ttl_seconds = 300;  // --auth-token-ttl (simple tokens)
   std::string clickhouse_url;  // queue/clickhouse.h; "": not set up
   std::string clickhouse_db = "default";
   std::string version;  // for the log

@@ -4,6 +4,7 @@
 
 #include "apply/command_check.h"
 #include "apply/validate.h"
+#include "member/auth.h"
 
 namespace etcdq::member {
 
@@ -39,6 +40,7 @@ Error check_quota(Context& ctx, const apply::Command& cmd) {
   raise.mutable_alarm()->set_action(etcdserverpb::AlarmRequest::ACTIVATE);
   raise.mutable_alarm()->set_memberid(ctx.self.id);
   raise.mutable_alarm()->set_alarm(etcdserverpb::NOSPACE);
+  raise.set_internal(true);
   ctx.node->propose(std::move(raise), [](apply::Result&&) {});
   return errors::no_space();
 }
@@ -51,8 +53,9 @@ Error admit(Context& ctx, const apply::Command& cmd, Source source) {
   if (Error e = check_request_size(ctx, cmd)) return e;
   if (source == Source::kForwarded) return {};
   if (Error e = check_quota(ctx, cmd)) return e;
-  // Authentication and permission checks go here (the auth issue).
-  return {};
+  // The caller's permission, at the auth revision its token gave
+  // (member/auth.h); the apply chain's auth layer checks it again.
+  return check_permission(ctx, cmd);
 }
 
 void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done) {

@@ -8,7 +8,8 @@
 //      checks, and etcdq's command sanity),
 //   2. size (--max-request-bytes, etcd's ErrRequestTooLarge),
 //   3. quota and alarms (etcd's quota.go: NOSPACE, CORRUPT),
-//   4. (authentication and permissions: the auth issue plugs in here),
+//   4. permissions (member/auth.h: the user a token named, stamped on the
+//      command by the service, against auth/request_checks.h's rules),
 //
 // then it is handed to consensus. Services translate requests and answer;
 // they do not check writes themselves.

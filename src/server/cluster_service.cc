@@ -54,6 +54,12 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
                                                     const etcdserverpb::MemberAddRequest* req,
                                                     etcdserverpb::MemberAddResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  // Membership changes need the root role (etcd's authApplierV3 for
+  // cluster changes; checked on the member the client called).
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   PeerUrls peer;
   if (Error e = parse_peer_urls({req->peerurls().begin(), req->peerurls().end()}, &peer)) {
@@ -88,6 +94,10 @@ template <typename Req, typename Resp, typename Proxy, typename Op>
 grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerContext* c, const Req* req,
                                             Resp* resp, Proxy proxy, Op op) {
   auto* reactor = c->DefaultReactor();
+  if (Error e = check_caller(ctx, c, [ctx](const auth::Caller& who) { return member::check_admin(*ctx, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   if (refuse_call(*ctx, c, reactor)) return reactor;
   if (proxy_to_leader(ctx, reactor, resp, [req, resp, proxy](auto* stub, auto* cctx, auto cb) {
         proxy(stub, cctx, req, resp, std::move(cb));
@@ -125,6 +135,12 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
                                                        const etcdserverpb::MemberUpdateRequest* req,
                                                        etcdserverpb::MemberUpdateResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  // Membership changes need the root role (etcd's authApplierV3 for
+  // cluster changes; checked on the member the client called).
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   PeerUrls peer;
   if (Error e = parse_peer_urls({req->peerurls().begin(), req->peerurls().end()}, &peer)) {

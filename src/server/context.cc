@@ -23,6 +23,37 @@ bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::Se
 
 
 
+Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out) {
+  *out = {};
+  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+  const auto& md = call->client_metadata();
+  auto it = md.find("token");
+  if (it == md.end()) it = md.find("authorization");
+  if (it == md.end()) return {};
+  // A bounded copy: a token is 16 letters, a dot and an index.
+  std::string_view token(it->second.data(), std::min<size_t>(it->second.size(), 1024));
+  return member::caller_of_token(ctx, token, out);
+}
+
+bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc::ServerUnaryReactor* reactor,
+                  apply::Command* cmd) {
+  auth::Caller who;
+  if (Error e = caller_of(*ctx, call, &who)) {
+    reactor->Finish(to_grpc(e));
+    return false;
+  }
+  member::stamp(cmd, who);
+  return true;
+}
+
+Error check_read_write(const Context* ctx, const grpc::ServerContextBase* call, std::string_view key,
+                       std::string_view range_end) {
+  return check_caller(ctx, call, [&](const auth::Caller& who) -> Error {
+    if (Error e = member::check_read(*ctx, who, key, range_end)) return e;
+    return ctx->auth->check_op(who.user, who.revision, key, range_end, auth::Access::kWrite);
+  });
+}
+
 grpc::Status to_grpc(const Error& e) {
   if (e.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(e.code()), e.message());

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "auth/request_checks.h"
+#include "member/auth.h"
 #include "member/context.h"
 #include "member/pipeline.h"
 
@@ -25,6 +27,31 @@ grpc::Status to_grpc(const Error& e);
 // call was finished here.
 bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::ServerUnaryReactor* reactor,
                  bool learner_ok = false);
+
+// Who makes `call` (member/auth.h): the token in its "token" metadata, as
+// etcd's clients send it, or in "authorization" (the JSON gateway passes the
+// HTTP header on; etcd's gateway does the same). Errors: invalid_auth_token().
+Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out);
+
+// caller_of, then `check(caller)` when auth is on; the first error.
+template <typename Check>
+Error check_caller(const Context* ctx, const grpc::ServerContextBase* call, Check check) {
+  if (ctx->auth == nullptr || !ctx->auth->enabled()) return {};
+  auth::Caller who;
+  if (Error e = caller_of(*ctx, call, &who)) return e;
+  return check(who);
+}
+
+// Stamps `cmd` with the call's caller (member::stamp); the pipeline checks
+// the permission. False when the call was finished here (a bad token).
+bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc::ServerUnaryReactor* reactor,
+                  apply::Command* cmd);
+
+// READ and WRITE over [key, range_end) (etcd's range_end convention) for
+// the call's caller: the Lock and Election recipes, checked once on entry
+// for every key they may touch (their own proposals are then internal).
+Error check_read_write(const Context* ctx, const grpc::ServerContextBase* call, std::string_view key,
+                       std::string_view range_end);
 
 // A stream refused before it started (a learner's Watch or LeaseKeepAlive).
 template <typename Req, typename Resp>

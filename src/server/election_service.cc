@@ -216,9 +216,14 @@ class ObserveCall final : public grpc::ServerWriteReactor<v3electionpb::LeaderRe
 
 }  // namespace
 
-grpc::ServerUnaryReactor* ElectionService::Campaign(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* ElectionService::Campaign(grpc::CallbackServerContext* c,
                                                     const v3electionpb::CampaignRequest* req,
                                                     v3electionpb::CampaignResponse* resp) {
+  if (Error e = check_read_write(client_->context(), c, req->name() + "/", prefix_end(req->name() + "/"))) {
+    auto* reactor = c->DefaultReactor();
+    reactor->Finish(to_grpc(e));
+    return reactor;
+  }
   auto st = std::make_shared<CampaignState>();
   st->c = client_;
   st->req = *req;
@@ -234,6 +239,10 @@ grpc::ServerUnaryReactor* ElectionService::Proclaim(grpc::CallbackServerContext*
     reactor->Finish(service_status(missing_leader_key()));
     return reactor;
   }
+  if (Error e = check_read_write(client_->context(), c, req->leader().key(), "")) {
+    reactor->Finish(to_grpc(e));
+    return reactor;
+  }
   proclaim(client_, req->leader(), req->value(), [reactor, resp](Error e, etcdserverpb::ResponseHeader h) {
     if (!e) *resp->mutable_header() = h;
     reactor->Finish(service_status(e));
@@ -245,6 +254,12 @@ grpc::ServerUnaryReactor* ElectionService::Leader(grpc::CallbackServerContext* c
                                                   const v3electionpb::LeaderRequest* req,
                                                   v3electionpb::LeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (Error e = check_caller(client_->context(), c, [&](const auth::Caller& who) {
+        return member::check_read(*client_->context(), who, req->name() + "/", prefix_end(req->name() + "/"));
+      })) {
+    reactor->Finish(to_grpc(e));
+    return reactor;
+  }
   client_->range(by_create(req->name() + "/", /*newest=*/false), [reactor, resp](Error e, etcdserverpb::RangeResponse r) {
     if (e) return reactor->Finish(service_status(e));
     if (r.kvs_size() == 0) return reactor->Finish(service_status(no_leader()));
@@ -255,8 +270,20 @@ grpc::ServerUnaryReactor* ElectionService::Leader(grpc::CallbackServerContext* c
   return reactor;
 }
 
+// An Observe refused before it started (auth).
+class RefusedObserve final : public grpc::ServerWriteReactor<v3electionpb::LeaderResponse> {
+ public:
+  explicit RefusedObserve(const grpc::Status& s) { Finish(s); }
+  void OnDone() override { delete this; }
+};
+
 grpc::ServerWriteReactor<v3electionpb::LeaderResponse>* ElectionService::Observe(
-    grpc::CallbackServerContext*, const v3electionpb::LeaderRequest* req) {
+    grpc::CallbackServerContext* c, const v3electionpb::LeaderRequest* req) {
+  if (Error e = check_caller(client_->context(), c, [&](const auth::Caller& who) {
+        return member::check_read(*client_->context(), who, req->name() + "/", prefix_end(req->name() + "/"));
+      })) {
+    return new RefusedObserve(to_grpc(e));
+  }
   return new ObserveCall(client_, req->name());
 }
 
@@ -266,6 +293,10 @@ grpc::ServerUnaryReactor* ElectionService::Resign(grpc::CallbackServerContext* c
   auto* reactor = c->DefaultReactor();
   if (!req->has_leader()) {
     reactor->Finish(service_status(missing_leader_key()));
+    return reactor;
+  }
+  if (Error e = check_read_write(client_->context(), c, req->leader().key(), "")) {
+    reactor->Finish(to_grpc(e));
     return reactor;
   }
   auto t = if_leader(req->leader());

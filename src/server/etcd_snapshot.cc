@@ -151,14 +151,39 @@ Error write_etcd_buckets(const Context& ctx, const mvcc::ReadView& view, BucketS
   std::map<std::string, std::string> alarms;
   for (const auto& a : ctx.alarms->list(0, etcdserverpb::NONE)) alarms[a.SerializeAsString()] = "";
   if (Error e = sorted_bucket(out, "alarm", alarms)) return e;
-  // A fresh etcd 3.4 auth store commits revision 1 (auth/store.go
-  // NewAuthStore); no authEnabled key: auth disabled.
-  std::string auth_rev;
-  put_be64(&auth_rev, 1);
-  if (Error e = sorted_bucket(out, "auth", {{"authRevision", auth_rev}})) return e;
-  for (const char* name : {"authRoles", "authUsers"}) {
-    if (Error e = empty_bucket(out, name)) return e;
+  // etcd's auth buckets (auth/store.go): "auth" holds authEnabled (one
+  // byte) and authRevision (big-endian u64), "authUsers" and "authRoles"
+  // the authpb records by name. Read from the same view as the keys
+  // (auth/store.h keeps them under "auth/" in the meta column family).
+  std::map<std::string, std::string> auth_meta;
+  std::map<std::string, std::string> users;
+  std::map<std::string, std::string> roles;
+  {
+    storage::Iterator it = view.bulk_iterator(storage::Cf::kMeta);
+    for (it.seek("auth/"); it.valid() && it.key().starts_with("auth/"); it.next()) {
+      std::string_view k = it.key();
+      if (k.starts_with("auth/user/")) {
+        users[std::string(k.substr(10))] = std::string(it.value());
+      } else if (k.starts_with("auth/role/")) {
+        roles[std::string(k.substr(10))] = std::string(it.value());
+      } else {
+        auth_meta[std::string(k)] = std::string(it.value());
+      }
+    }
   }
+  std::string auth_rev;
+  if (auto r = auth_meta.find("auth/revision"); r != auth_meta.end() && r->second.size() == 8) {
+    auth_rev = r->second;  // stored big-endian already
+  } else {
+    put_be64(&auth_rev, 1);  // a fresh etcd auth store commits revision 1
+  }
+  std::map<std::string, std::string> auth_bucket = {{"authRevision", auth_rev}};
+  if (auto en = auth_meta.find("auth/enabled"); en != auth_meta.end()) {
+    auth_bucket["authEnabled"] = std::string(1, en->second == "1" ? '\1' : '\0');
+  }
+  if (Error e = sorted_bucket(out, "auth", auth_bucket)) return e;
+  if (Error e = sorted_bucket(out, "authRoles", roles)) return e;
+  if (Error e = sorted_bucket(out, "authUsers", users)) return e;
   if (Error e = sorted_bucket(out, "cluster", {{"clusterVersion", "3.4.0"}})) return e;
 
   if (Error e = out->begin_bucket("key")) return e;

@@ -63,6 +63,11 @@ grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* c, const
     return reactor;
   }
   if (refuse_call(*ctx_, c, reactor, /*learner_ok=*/req->serializable())) return reactor;
+  // etcd checks a read before serving it (v3_server.go's Range).
+  if (Error e = check_caller(ctx_, c, [&](const auth::Caller& who) { return auth::check_range(*ctx_->auth, who, *req); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   Context* ctx = ctx_;
   serve_read(ctx, req->serializable(), reactor, [ctx, req, resp](apply::ViewState& s) {
     Error e = apply::range(s, *req, resp);
@@ -78,6 +83,7 @@ grpc::ServerUnaryReactor* KvService::Put(grpc::CallbackServerContext* c, const e
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Command cmd;
   *cmd.mutable_put() = *req;
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   propose(ctx_, std::move(cmd), resp, reactor);
   return reactor;
 }
@@ -89,6 +95,7 @@ grpc::ServerUnaryReactor* KvService::DeleteRange(grpc::CallbackServerContext* c,
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Command cmd;
   *cmd.mutable_delete_range() = *req;
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   propose(ctx_, std::move(cmd), resp, reactor);
   return reactor;
 }
@@ -104,6 +111,12 @@ grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const e
       finish(reactor, e);
       return reactor;
     }
+    if (Error e = check_caller(ctx_, c, [&](const auth::Caller& who) {
+          return auth::check_txn(*ctx_->auth, who, *req, nullptr);
+        })) {
+      finish(reactor, e);
+      return reactor;
+    }
     Context* ctx = ctx_;
     serve_read(ctx, txn_is_serializable(*req), reactor, [ctx, req, resp](apply::ViewState& s) {
       Error e = apply::txn(s, *req, apply::Env{[](int64_t) { return false; }}, resp);
@@ -114,6 +127,7 @@ grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const e
   }
   Command cmd;
   *cmd.mutable_txn() = *req;
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   propose(ctx_, std::move(cmd), resp, reactor);
   return reactor;
 }
@@ -125,6 +139,7 @@ grpc::ServerUnaryReactor* KvService::Compact(grpc::CallbackServerContext* c,
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Command cmd;
   *cmd.mutable_compaction() = *req;
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   Context* ctx = ctx_;
   member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);

@@ -94,6 +94,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
   apply::Command cmd;
   *cmd.mutable_lease_grant() = *req;
   if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   Context* ctx = ctx_;
   member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
@@ -111,6 +112,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   apply::Command cmd;
   *cmd.mutable_lease_revoke() = *req;
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   Context* ctx = ctx_;
   member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
@@ -135,6 +137,23 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
+  // etcd's requireAuthInfo, and with keys READ on each attached key unless
+  // root (checkLeaseTimeToLive). Checked here, on the member the client
+  // called: a follower's proxied call reaches the leader without the token
+  // (see the auth README note).
+  Context* cx = ctx_;
+  if (Error e = check_caller(ctx_, c, [cx, req](const auth::Caller& who) -> Error {
+        if (Error e = member::require_user(*cx, who)) return e;
+        if (!req->keys() || !member::check_admin(*cx, who)) return {};
+        auto view = cx->store->view();
+        for (const auto& k : mvcc::keys_of_lease(*view, req->id())) {
+          if (Error e = member::check_read(*cx, who, k, "")) return e;
+        }
+        return {};
+      })) {
+    finish(reactor, e);
+    return reactor;
+  }
   // The remaining TTL is the leader's clock: a follower asks it.
   if (proxy_to_leader<etcdserverpb::Lease>(ctx_, reactor, resp, /*with_revision=*/true,
                                            [req, resp](auto* stub, auto* cctx, auto done) {
@@ -164,6 +183,11 @@ grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext*
                                                     etcdserverpb::LeaseLeasesResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
+  Context* cx = ctx_;
+  if (Error e = check_caller(ctx_, c, [cx](const auth::Caller& who) { return member::require_user(*cx, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   for (int64_t id : lessor_->ids()) resp->add_leases()->set_id(id);
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});

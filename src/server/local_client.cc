@@ -54,6 +54,10 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
 template <typename Resp>
 void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
   Context* ctx = c->context();
+  // The Lock and Election services checked their caller's permission over
+  // every key the recipe touches on entry (server/context.h,
+  // check_read_write): the recipe's own commands are internal.
+  cmd.set_internal(true);
   // Through the proposal pipeline like every client write (its checks
   // include the quota that the recipes' puts are subject to, as in etcd).
   member::propose(*ctx, std::move(cmd), [c, ctx, done](apply::Result&& r) {

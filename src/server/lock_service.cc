@@ -54,8 +54,14 @@ void start(std::shared_ptr<LockState> st) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* LockService::Lock(grpc::CallbackServerContext*, const v3lockpb::LockRequest* req,
+grpc::ServerUnaryReactor* LockService::Lock(grpc::CallbackServerContext* c, const v3lockpb::LockRequest* req,
                                             v3lockpb::LockResponse* resp) {
+  // The recipe reads and writes under "<name>/".
+  if (Error e = check_read_write(client_->context(), c, req->name() + "/", prefix_end(req->name() + "/"))) {
+    auto* reactor = c->DefaultReactor();
+    reactor->Finish(to_grpc(e));
+    return reactor;
+  }
   auto st = std::make_shared<LockState>();
   st->c = client_;
   st->name = req->name();
@@ -67,6 +73,10 @@ grpc::ServerUnaryReactor* LockService::Lock(grpc::CallbackServerContext*, const 
 grpc::ServerUnaryReactor* LockService::Unlock(grpc::CallbackServerContext* c, const v3lockpb::UnlockRequest* req,
                                               v3lockpb::UnlockResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  if (Error e = check_read_write(client_->context(), c, req->key(), "")) {
+    reactor->Finish(to_grpc(e));
+    return reactor;
+  }
   client_->del(req->key(), [reactor, resp](Error e, etcdserverpb::DeleteRangeResponse d) {
     if (!e) *resp->mutable_header() = d.header();
     reactor->Finish(service_status(e));

@@ -24,6 +24,11 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
                                                      const etcdserverpb::StatusRequest*,
                                                      etcdserverpb::StatusResponse* resp) {
   auto* reactor = c->DefaultReactor();
+  // etcd's requireAuthInfo: any user.
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::require_user(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   raft::Progress p = ctx_->node->progress();
   resp->set_version(kEtcdApiVersion);
   resp->set_dbsize(ctx_->store->engine()->size_bytes());
@@ -50,6 +55,15 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
+  // etcd's authMaintenanceServer: GET needs a user, changes the root role
+  // (checked again at apply, as the command's).
+  if (Error e = check_caller(ctx_, c, [ctx, req](const auth::Caller& who) {
+        return req->action() == etcdserverpb::AlarmRequest::GET ? member::require_user(*ctx, who)
+                                                                 : member::check_admin(*ctx, who);
+      })) {
+    finish(reactor, e);
+    return reactor;
+  }
   // etcd 3.5 fills the whole header, revision included (v3rpc/
   // maintenance.go Alarm; 3.4 sent none).
   if (req->action() == etcdserverpb::AlarmRequest::GET) {
@@ -60,6 +74,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   }
   apply::Command cmd;
   *cmd.mutable_alarm() = *req;
+  if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
     if (r.error) return finish(reactor, r.error);
     if (auto* out = std::get_if<etcdserverpb::AlarmResponse>(&r.response)) resp->Swap(out);
@@ -74,6 +89,10 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
                                                          etcdserverpb::DefragmentResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   Context* ctx = ctx_;
   // A full RocksDB compaction reclaims what etcd's defrag reclaims, while
   // reads and writes go on. Run it off the gRPC thread.
@@ -88,6 +107,10 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
                                                          etcdserverpb::MoveLeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   Context* ctx = ctx_;
   // etcd: only the leader transfers its leadership (etcdctl finds it).
   if (!ctx->node->progress().is_leader) {
@@ -133,6 +156,10 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
                                                      etcdserverpb::HashKVResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   Context* ctx = ctx_;
   int64_t rev = req->revision();
   auto slot = hash_slot(hashes_);
@@ -158,6 +185,10 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
                                                    etcdserverpb::HashResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
   Context* ctx = ctx_;
   auto slot = hash_slot(hashes_);
   if (!slot) {
@@ -259,8 +290,18 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
 
 }  // namespace
 
+// A Snapshot refused before it started (auth).
+class RefusedSnapshot final : public grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse> {
+ public:
+  explicit RefusedSnapshot(const grpc::Status& s) { Finish(s); }
+  void OnDone() override { delete this; }
+};
+
 grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse>* MaintenanceService::Snapshot(
     grpc::CallbackServerContext* c, const etcdserverpb::SnapshotRequest*) {
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    return new RefusedSnapshot(to_grpc(e));
+  }
   return new SnapshotStream(c, ctx_, snapshots_);
 }
 

@@ -12,6 +12,7 @@
 #include "server/lock_service.h"
 #include "server/lease_service.h"
 #include "server/maintenance_service.h"
+#include "server/auth_service.h"
 #include "server/unknown_method.h"
 #include "server/watch_service.h"
 
@@ -21,13 +22,13 @@ constexpr int kGrpcOverheadBytes = 512 * 1024;
 // The services a client URL serves (everything else: unknown_method.h).
 const char* const kClientServices[] = {"etcdserverpb.KV",      "etcdserverpb.Watch",   "etcdserverpb.Lease",
                                        "etcdserverpb.Cluster", "etcdserverpb.Maintenance", "v3lockpb.Lock",
-                                       "v3electionpb.Election"};
+                                       "v3electionpb.Election", "etcdserverpb.Auth"};
 constexpr int kWatchEndMs = 5000;
 
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
       : local(c), kv(c), watch(c, progress), lease(c, c->lessor), lock(&local), election(&local), maintenance(c),
-        cluster(c),
+        cluster(c), auth(c),
         unknown({std::begin(kClientServices), std::end(kClientServices)}) {}
   LocalClient local;  // for the Lock and Election recipes
   KvService kv;
@@ -37,6 +38,7 @@ struct ClientServer::Services {
   ElectionService election;
   MaintenanceService maintenance;
   ClusterService cluster;
+  AuthService auth;
   UnknownMethodService unknown;  // everything else, member-only calls included
 };
 
@@ -63,6 +65,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.RegisterService(&services_->election);
   b.RegisterService(&services_->maintenance);
   b.RegisterService(&services_->cluster);
+  b.RegisterService(&services_->auth);
   b.RegisterCallbackGenericService(&services_->unknown);
   // grpc_server_* and etcd's byte counters (grpc_metrics.h).
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;

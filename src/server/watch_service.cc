@@ -31,7 +31,12 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       Finish(a.status);
     }
   }
-  WatchStream(WatchService* svc, Context* ctx) : svc_(svc), ctx_(ctx) { StartRead(&req_); }
+  // `token`: the stream's auth token (its "token" metadata), resolved on
+  // each create as etcd's isWatchPermitted does.
+  WatchStream(WatchService* svc, Context* ctx, std::string token)
+      : svc_(svc), ctx_(ctx), token_(std::move(token)) {
+    StartRead(&req_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -223,7 +228,16 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     ctx_->fill_header(r->mutable_header(), /*with_revision=*/revision != 0);
   }
 
+  // etcd's isWatchPermitted: READ over the watched range.
+  bool permitted(const WatchCreateRequest& c) const {
+    if (ctx_->auth == nullptr || !ctx_->auth->enabled()) return true;
+    auth::Caller who;
+    if (member::caller_of_token(*ctx_, token_, &who)) return false;
+    return !member::check_read(*ctx_, who, c.key(), c.range_end());
+  }
+
   void create(const WatchCreateRequest& c) {
+    bool allowed = permitted(c);
     auto& hub = ctx_->store->watch_hub();
     int64_t rev = hub.revision();
     std::string end = c.range_end();
@@ -249,6 +263,10 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       bool from_key = end.size() == 1 && end[0] == '\0';
       if (!end.empty() && !from_key && c.key() >= end) {
         err = "mvcc: watcher range is empty";
+      }
+      if (err.empty() && !allowed) {
+        // etcd's cancel reason is the gRPC error's text.
+        err = "rpc error: code = PermissionDenied desc = " + errors::permission_denied().message();
       }
       if (err.empty() && c.watch_id() != 0) {
         id = c.watch_id();
@@ -397,6 +415,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
 
   WatchService* svc_;
   Context* ctx_;
+  const std::string token_;
   WatchRequest req_;
   mutable std::mutex mu_;  // guards everything below
   std::deque<std::pair<WatchResponse, size_t>> out_;
@@ -424,11 +443,16 @@ WatchService::~WatchService() {
   progress_thread_.join();
 }
 
-grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::CallbackServerContext*) {
+grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::CallbackServerContext* c) {
   if (ctx_->node->progress().is_learner) {
     return new RefusedStream<WatchRequest, WatchResponse>(to_grpc(errors::not_supported_for_learner()));
   }
-  auto* s = new WatchStream(this, ctx_);
+  std::string token;
+  const auto& md = c->client_metadata();
+  auto it = md.find("token");
+  if (it == md.end()) it = md.find("authorization");
+  if (it != md.end()) token.assign(it->second.data(), std::min<size_t>(it->second.size(), 1024));
+  auto* s = new WatchStream(this, ctx_, std::move(token));
   WatchStream::Action a;
   {
     std::lock_guard<std::mutex> lock(mu_);

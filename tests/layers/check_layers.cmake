@@ -16,6 +16,7 @@ set(CASES
   "mvcc|storage/engine.h|lease/lessor.h,queue/book.h,apply/applier.h"
   "lease|mvcc/store.h|queue/book.h,apply/applier.h"
   "queue|mvcc/store.h|lease/lessor.h,apply/applier.h"
+  "auth|mvcc/store.h|lease/lessor.h,queue/book.h,apply/applier.h"
   "apply|queue/book.h|raft/node.h,server/server.h"
   "raft|apply/applier.h|member/member.h,server/server.h,http/server.h"
   "member|raft/node.h|server/server.h,http/server.h,cli/flags.h"

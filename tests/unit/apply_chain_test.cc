@@ -254,12 +254,16 @@ class Recorder final : public apply::Layer {
     calls.push_back("member_attributes " + m.name());
     return {};
   }
+  Error auth_management(apply::ApplyCtx&) override {
+    calls.push_back("auth_management");
+    return {};
+  }
   std::vector<std::string> calls;
 };
 
 TEST_F(ApplyChain, AuthSlotHandsEveryCommandKindAndEntryHookToTheLayerBelow) {
   Recorder below;
-  apply::AuthLayer auth(&below);
+  apply::AuthLayer auth(nullptr, &below);
   std::vector<Command> cmds = {put("k", "v"), del("k"), txn_put("k", "v"), compact(3), lease_grant(5),
                                lease_revoke(5), alarm(etcdserverpb::AlarmRequest::GET, etcdserverpb::NOSPACE),
                                Command(), member_attributes()};
@@ -283,7 +287,7 @@ TEST_F(ApplyChain, AuthSlotHandsEveryCommandKindAndEntryHookToTheLayerBelow) {
 
 TEST_F(ApplyChain, AlarmLayersAboveTheAuthSlotRefuseBeforeItIsConsulted) {
   Recorder below;
-  apply::AuthLayer auth(&below);
+  apply::AuthLayer auth(nullptr, &below);
   apply::CappedLayer capped(sm_->alarms(), &auth);
   apply::CorruptLayer corrupt(sm_->alarms(), &capped);
   ok(alarm(etcdserverpb::AlarmRequest::ACTIVATE, etcdserverpb::NOSPACE));

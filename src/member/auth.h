@@ -1,0 +1,57 @@
+// Authentication on this member (etcd's AuthInfoFromCtx, v3_server.go's
+// Authenticate and its password hashing) and the pipeline's permission
+// check (pipeline.h, step 4). The auth state itself is replicated
+// (auth/store.h); tokens are this member's (auth/simple_tokens.h).
+//
+// Thread-safety: any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "auth/request_checks.h"
+#include "common/error.h"
+#include "etcdq/command.pb.h"
+#include "member/context.h"
+
+namespace etcdq::member {
+
+// The caller a request's token names. No token: an empty caller (refused
+// later with errors::user_empty() where a permission is needed). Auth
+// disabled: an empty caller, whatever the token. A token that is unknown,
+// expired, or whose user was deleted or changed password since:
+// errors::invalid_auth_token().
+Error caller_of_token(const Context& ctx, std::string_view token, auth::Caller* out);
+
+// Hook for TLS client-certificate login (--client-cert-auth: etcd uses the
+// verified certificate's Common Name as the user, with no password and the
+// current auth revision). The TLS work fills `common_name` from the
+// verified peer certificate; until then nothing calls this.
+Error caller_of_cert_common_name(const Context& ctx, std::string_view common_name, auth::Caller* out);
+
+// Marks `cmd` as asked by `c` (Command.auth_user, auth_revision).
+void stamp(apply::Command* cmd, const auth::Caller& c);
+
+// The pipeline's step 4: the command's permission as auth/request_checks.h
+// says, with the revision it was stamped with; internal commands pass.
+Error check_permission(const Context& ctx, const apply::Command& cmd);
+
+// Reads served without the log, checked before serving (etcd's Range,
+// Watch, read-only Txn, LeaseTimeToLive with keys).
+Error check_read(const Context& ctx, const auth::Caller& c, std::string_view key, std::string_view range_end);
+// etcd's IsAdminPermitted (root role) for Defragment, Snapshot, Hash,
+// MoveLeader, member changes, ...
+Error check_admin(const Context& ctx, const auth::Caller& c);
+// etcd's requireAuthInfo (Status, Alarm GET): a user, any permission.
+Error require_user(const Context& ctx, const auth::Caller& c);
+
+// etcd's Authenticate: checks the password (bcrypt, slow: a gRPC thread
+// runs it, never the consensus thread) and issues a token on this member.
+// Errors: auth_not_enabled(), auth_failed().
+Error authenticate(const Context& ctx, std::string_view user, std::string_view password, std::string* token);
+
+// Hashes `password` at ctx's --bcrypt-cost before a UserAdd or
+// UserChangePassword is proposed (the log carries only the hash).
+Error hash_password(const Context& ctx, std::string_view password, std::string* hash);
+
+}  // namespace etcdq::member

@@ -1,0 +1,291 @@
+#include "server/auth_service.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace etcdq::server {
+namespace {
+
+using apply::Command;
+
+// Proposes an auth management command for the call's caller and answers
+// with an empty response and a header. `after` runs on success (on the
+// apply result's thread) before the answer.
+template <typename Resp>
+void propose_management(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor,
+                        Command cmd, Resp* resp, std::function<void()> after = {}) {
+  if (refuse_call(*ctx, c, reactor)) return;
+  auth::Caller caller;
+  if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
+  member::stamp(&cmd, caller);
+  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor, after = std::move(after)](apply::Result&& r) {
+    if (r.error) return finish(reactor, r.error);
+    if (after) after();
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  });
+}
+
+// Serves an auth read after the read barrier, with the caller known.
+template <typename Read>
+void serve_auth_read(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor, Read read) {
+  if (refuse_call(*ctx, c, reactor)) return;
+  auth::Caller caller;
+  if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
+  ctx->node->read_barrier([ctx, reactor, read, caller = std::move(caller)](Error e) {
+    if (e) return finish(reactor, e);
+    finish(reactor, read(caller));
+  });
+}
+
+}  // namespace
+
+AuthService::AuthService(Context* ctx) : ctx_(ctx) {
+  strict_parsing("AuthEnable", &AuthService::AuthEnable, {});
+  strict_parsing("AuthDisable", &AuthService::AuthDisable, {});
+  strict_parsing("AuthStatus", &AuthService::AuthStatus, {});
+  strict_parsing("Authenticate", &AuthService::Authenticate, {});
+  strict_parsing("UserAdd", &AuthService::UserAdd, {});
+  strict_parsing("UserGet", &AuthService::UserGet, {});
+  strict_parsing("UserList", &AuthService::UserList, {});
+  strict_parsing("UserDelete", &AuthService::UserDelete, {});
+  strict_parsing("UserChangePassword", &AuthService::UserChangePassword, {});
+  strict_parsing("UserGrantRole", &AuthService::UserGrantRole, {});
+  strict_parsing("UserRevokeRole", &AuthService::UserRevokeRole, {});
+  strict_parsing("RoleAdd", &AuthService::RoleAdd, {});
+  strict_parsing("RoleGet", &AuthService::RoleGet, {});
+  strict_parsing("RoleList", &AuthService::RoleList, {});
+  strict_parsing("RoleDelete", &AuthService::RoleDelete, {});
+  strict_parsing("RoleGrantPermission", &AuthService::RoleGrantPermission, {});
+  strict_parsing("RoleRevokePermission", &AuthService::RoleRevokePermission, {});
+}
+
+grpc::ServerUnaryReactor* AuthService::AuthEnable(grpc::CallbackServerContext* c, const etcdserverpb::AuthEnableRequest*,
+                                                  etcdserverpb::AuthEnableResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  cmd.mutable_auth_enable();
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::AuthDisable(grpc::CallbackServerContext* c,
+                                                   const etcdserverpb::AuthDisableRequest*,
+                                                   etcdserverpb::AuthDisableResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  cmd.mutable_auth_disable();
+  auth::SimpleTokens* tokens = ctx_->tokens;
+  // etcd's tokenProvider.disable(): every token of this member dies.
+  propose_management(ctx_, c, reactor, std::move(cmd), resp, [tokens] {
+    if (tokens) tokens->disable_all();
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::AuthStatus(grpc::CallbackServerContext* c, const etcdserverpb::AuthStatusRequest*,
+                                                  etcdserverpb::AuthStatusResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
+  Context* ctx = ctx_;
+  ctx->node->read_barrier([ctx, resp, reactor](Error e) {
+    if (e) return finish(reactor, e);
+    resp->set_enabled(ctx->auth->enabled());
+    resp->set_authrevision(ctx->auth->revision());
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::Authenticate(grpc::CallbackServerContext* c,
+                                                    const etcdserverpb::AuthenticateRequest* req,
+                                                    etcdserverpb::AuthenticateResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
+  std::string token;
+  // bcrypt runs on this gRPC thread (tens of ms), never on consensus.
+  if (Error e = member::authenticate(*ctx_, req->name(), req->password(), &token)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  resp->set_token(std::move(token));
+  ctx_->fill_header(resp->mutable_header());
+  finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserAdd(grpc::CallbackServerContext* c, const etcdserverpb::AuthUserAddRequest* req,
+                                               etcdserverpb::AuthUserAddResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  auto* add = cmd.mutable_user_add();
+  add->set_name(req->name());
+  if (req->has_options()) *add->mutable_options() = req->options();
+  if (req->name().empty()) {
+    finish(reactor, errors::user_empty());
+    return reactor;
+  }
+  if (!(req->has_options() && req->options().no_password())) {
+    std::string hash;
+    if (!req->hashedpassword().empty()) {
+      hash = req->hashedpassword();
+    } else if (Error e = member::hash_password(*ctx_, req->password(), &hash)) {
+      finish(reactor, e);
+      return reactor;
+    }
+    add->set_hashedpassword(std::move(hash));
+  }
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserGet(grpc::CallbackServerContext* c, const etcdserverpb::AuthUserGetRequest* req,
+                                               etcdserverpb::AuthUserGetResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Context* ctx = ctx_;
+  serve_auth_read(ctx, c, reactor, [ctx, req, resp](const auth::Caller& caller) {
+    // etcd: root, or the user asking about itself.
+    if (Error e = member::check_admin(*ctx, caller); e && caller.user != req->name()) return e;
+    Error e = ctx->auth->user_get(*req, resp);
+    if (!e) ctx->fill_header(resp->mutable_header());
+    return e;
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserList(grpc::CallbackServerContext* c, const etcdserverpb::AuthUserListRequest*,
+                                                etcdserverpb::AuthUserListResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Context* ctx = ctx_;
+  serve_auth_read(ctx, c, reactor, [ctx, resp](const auth::Caller& caller) {
+    if (Error e = member::check_admin(*ctx, caller)) return e;
+    ctx->auth->user_list(resp);
+    ctx->fill_header(resp->mutable_header());
+    return Error();
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserDelete(grpc::CallbackServerContext* c,
+                                                  const etcdserverpb::AuthUserDeleteRequest* req,
+                                                  etcdserverpb::AuthUserDeleteResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_user_delete() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserChangePassword(grpc::CallbackServerContext* c,
+                                                          const etcdserverpb::AuthUserChangePasswordRequest* req,
+                                                          etcdserverpb::AuthUserChangePasswordResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  auto* ch = cmd.mutable_user_change_password();
+  ch->set_name(req->name());
+  std::string hash;
+  if (!req->hashedpassword().empty()) {
+    hash = req->hashedpassword();
+  } else if (Error e = member::hash_password(*ctx_, req->password(), &hash)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  ch->set_hashedpassword(std::move(hash));
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserGrantRole(grpc::CallbackServerContext* c,
+                                                     const etcdserverpb::AuthUserGrantRoleRequest* req,
+                                                     etcdserverpb::AuthUserGrantRoleResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_user_grant_role() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::UserRevokeRole(grpc::CallbackServerContext* c,
+                                                      const etcdserverpb::AuthUserRevokeRoleRequest* req,
+                                                      etcdserverpb::AuthUserRevokeRoleResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_user_revoke_role() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::RoleAdd(grpc::CallbackServerContext* c, const etcdserverpb::AuthRoleAddRequest* req,
+                                               etcdserverpb::AuthRoleAddResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_role_add() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::RoleGet(grpc::CallbackServerContext* c, const etcdserverpb::AuthRoleGetRequest* req,
+                                               etcdserverpb::AuthRoleGetResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Context* ctx = ctx_;
+  serve_auth_read(ctx, c, reactor, [ctx, req, resp](const auth::Caller& caller) {
+    // etcd: root, or a user that has the role.
+    if (Error e = member::check_admin(*ctx, caller)) {
+      authpb::User u;
+      if (!ctx->auth->user(caller.user, &u) ||
+          std::find(u.roles().begin(), u.roles().end(), req->role()) == u.roles().end()) {
+        return e;
+      }
+    }
+    Error e = ctx->auth->role_get(*req, resp);
+    if (!e) ctx->fill_header(resp->mutable_header());
+    return e;
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::RoleList(grpc::CallbackServerContext* c, const etcdserverpb::AuthRoleListRequest*,
+                                                etcdserverpb::AuthRoleListResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Context* ctx = ctx_;
+  serve_auth_read(ctx, c, reactor, [ctx, resp](const auth::Caller& caller) {
+    if (Error e = member::check_admin(*ctx, caller)) return e;
+    ctx->auth->role_list(resp);
+    ctx->fill_header(resp->mutable_header());
+    return Error();
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::RoleDelete(grpc::CallbackServerContext* c,
+                                                  const etcdserverpb::AuthRoleDeleteRequest* req,
+                                                  etcdserverpb::AuthRoleDeleteResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_role_delete() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::RoleGrantPermission(grpc::CallbackServerContext* c,
+                                                           const etcdserverpb::AuthRoleGrantPermissionRequest* req,
+                                                           etcdserverpb::AuthRoleGrantPermissionResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_role_grant_permission() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthService::RoleRevokePermission(grpc::CallbackServerContext* c,
+                                                            const etcdserverpb::AuthRoleRevokePermissionRequest* req,
+                                                            etcdserverpb::AuthRoleRevokePermissionResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *cmd.mutable_role_revoke_permission() = *req;
+  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
+}  // namespace etcdq::server
