@@ -30,12 +30,11 @@
 // Client identity: with client-cert-auth, the verified certificate's
 // subject Common Name is kept per connection; peer_common_name(fd) answers
 // it for the fd a route was handed (the socketpair end) while the
-// connection lives. TODO(auth): etcd uses that CN as the user when the
-// request carries no token (etcdserver/v3_server.go AuthInfoFromCtx ->
-// AuthStore.AuthInfoFromTLS). gRPC 1.51 names a connection given to
-// AddInsecureChannelFromFd "fd:N" (ServerContext::peer()), so the server
-// can parse N and ask peer_common_name(N) (server/ then links net/).
-// Nothing reads it yet.
+// connection lives. etcd uses that CN as the user when the request carries
+// no token (etcdserver/v3_server.go AuthInfoFromCtx ->
+// AuthStore.AuthInfoFromTLS); gRPC 1.51 names a connection given to
+// AddInsecureChannelFromFd "fd:N" (ServerContext::peer()), which
+// server/context.cc parses to ask peer_common_name(N).
 //
 // Thread-safety: start() then adopt() from any thread, then stop() from the
 // owner; routes run on the pump threads and must not block.

@@ -1,5 +1,9 @@
 #include "server/context.h"
 
+#include <cstdlib>
+
+#include "net/tls_pump.h"
+
 namespace etcdq::server {
 
 bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::ServerUnaryReactor* reactor,
@@ -29,7 +33,16 @@ Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::C
   const auto& md = call->client_metadata();
   auto it = md.find("token");
   if (it == md.end()) it = md.find("authorization");
-  if (it == md.end()) return {};
+  if (it == md.end()) {
+    // No token: with client-cert-auth, the verified certificate's Common
+    // Name is the user, as etcd's AuthInfoFromTLS. gRPC names a connection
+    // the TLS pump handed over by its socketpair end, "fd:N".
+    std::string peer = call->peer();
+    if (peer.rfind("fd:", 0) != 0) return {};
+    std::string cn = net::TlsPump::peer_common_name(std::atoi(peer.c_str() + 3));
+    if (cn.empty()) return {};
+    return member::caller_of_cert_common_name(ctx, cn, out);
+  }
   // A bounded copy: a token is 16 letters, a dot and an index.
   std::string_view token(it->second.data(), std::min<size_t>(it->second.size(), 1024));
   return member::caller_of_token(ctx, token, out);

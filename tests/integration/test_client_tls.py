@@ -382,5 +382,49 @@ class TlsOptionsTest(harness.MemberTestCase):
                          'unexpected TLS version "TLS1.1" (must be one of: TLS1.2, TLS1.3)')
 
 
+class ClientCertCommonNameTest(harness.MemberTestCase):
+    """With --client-cert-auth and auth on, a request with no token is made by
+    the user its verified certificate names (its Common Name), as etcd's
+    AuthInfoFromTLS: root's certificate can write, a reader's can only read."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = tlslib.Pki()
+        cls.reader, cls.reader_key = cls.pki.issue("reader", "reader", cls.pki.ca, cls.pki.ca_key,
+                                                   "extendedKeyUsage=clientAuth\n")
+        cls.m = cls.track_class(tlslib.TlsMember(cls.pki, ["--client-cert-auth"]))
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.pki.cleanup()
+
+    def ctl(self, *args, cert=None, key=None):
+        p = self.pki
+        return tlslib.etcdctl_tls(self.m.endpoint, p.ca, cert or p.client, key or p.client_key, *args)
+
+    def test_common_name_is_the_user(self):
+        for step in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
+                     ["user", "add", "reader:readerpw"], ["role", "add", "ro"],
+                     ["role", "grant-permission", "ro", "read", "cn-key"], ["user", "grant-role", "reader", "ro"],
+                     ["put", "cn-key", "before"], ["auth", "enable"]):
+            r = self.ctl(*step)
+            self.assertEqual(r.returncode, 0, (step, r.stderr))
+        # root's certificate (CN=root), no --user: root writes.
+        r = self.ctl("put", "cn-key", "by-root-cert")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # reader's certificate: reads, cannot write.
+        r = self.ctl("get", "cn-key", "--print-value-only", cert=self.reader, key=self.reader_key)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "by-root-cert"), r.stderr)
+        r = self.ctl("put", "cn-key", "by-reader", cert=self.reader, key=self.reader_key)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("permission denied", r.stderr)
+        # A token wins over the certificate: reader's certificate with root's password writes.
+        r = self.ctl("--user", "root:rootpw", "put", "cn-key", "by-root-user", cert=self.reader, key=self.reader_key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.ctl("get", "cn-key", "--print-value-only")
+        self.assertEqual(r.stdout.strip(), "by-root-user", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
