@@ -12,6 +12,9 @@ constexpr std::string_view kEnabledKey = "auth/enabled";
 constexpr std::string_view kRevisionKey = "auth/revision";
 constexpr std::string_view kUserPrefix = "auth/user/";
 constexpr std::string_view kRolePrefix = "auth/role/";
+// The queue key prefixes (QUEUES.md): /queue/ is an alias of /q/.
+constexpr std::string_view kQueueAlias = "/queue/";
+constexpr std::string_view kQueueRoot = "/q/";
 
 std::string encode_u64(uint64_t v) {
   std::string s(8, '\0');
@@ -36,6 +39,46 @@ void each_record(storage::Engine* engine, std::string_view prefix, Fn fn) {
 }
 
 }  // namespace
+
+Error etcd_bucket_record(std::string_view bucket, std::string_view etcd_key, std::string_view etcd_value,
+                         std::string* key, std::string* value) {
+  key->clear();
+  value->clear();
+  auto bad = [&](const std::string& what) {
+    return Error(Code::kInvalidArgument, "auth bucket " + std::string(bucket) + ": " + what);
+  };
+  if (bucket == "authUsers" || bucket == "authRoles") {
+    bool users = bucket == "authUsers";
+    std::string name;
+    if (users) {
+      authpb::User u;
+      if (!u.ParseFromArray(etcd_value.data(), static_cast<int>(etcd_value.size()))) return bad("not an authpb.User");
+      name = u.name();
+    } else {
+      authpb::Role r;
+      if (!r.ParseFromArray(etcd_value.data(), static_cast<int>(etcd_value.size()))) return bad("not an authpb.Role");
+      name = r.name();
+    }
+    // etcd keys each record by its name.
+    if (name.empty() || name != etcd_key) return bad("a record named \"" + name + "\" under another key");
+    *key = std::string(users ? kUserPrefix : kRolePrefix) + name;
+    *value = std::string(etcd_value);
+    return {};
+  }
+  if (bucket == "auth") {
+    if (etcd_key == "authEnabled") {
+      if (etcd_value.size() != 1) return bad("authEnabled is not one byte");
+      *key = kEnabledKey;
+      *value = etcd_value[0] == 1 ? "1" : "0";
+    } else if (etcd_key == "authRevision") {
+      if (etcd_value.size() != 8) return bad("authRevision is not 8 bytes");
+      *key = kRevisionKey;
+      *value = encode_u64(decode_u64(etcd_value));  // both big-endian
+    }
+    return {};
+  }
+  return bad("not an auth bucket");
+}
 
 Store::Store(storage::Engine* engine) : engine_(engine) { reload(); }
 
@@ -116,8 +159,17 @@ Error Store::check_op(std::string_view user, uint64_t revision, std::string_view
   if (u == users_.end()) return errors::permission_denied();
   if (has_root_role(u->second)) return {};
   auto p = perms_.find(user);
-  if (p != perms_.end() && p->second->permits(key, range_end, a)) return {};
-  return errors::permission_denied();
+  if (p == perms_.end() || !p->second->permits(key, range_end, a)) return errors::permission_denied();
+  // A read or delete under /queue/ touches /q/ (the queue alias,
+  // queue/keys.h canonicalize_read/_delete): the user needs the permission
+  // on what is touched too, or /queue/ would read and delete /q/ keys the
+  // user may not.
+  if (key.starts_with(kQueueAlias) && (range_end.empty() || range_end.starts_with(kQueueAlias))) {
+    std::string k = std::string(kQueueRoot) + std::string(key.substr(kQueueAlias.size()));
+    std::string e = range_end.empty() ? std::string() : std::string(kQueueRoot) + std::string(range_end.substr(kQueueAlias.size()));
+    if (!p->second->permits(k, e, a)) return errors::permission_denied();
+  }
+  return {};
 }
 
 Error Store::check_admin(std::string_view user) const {

@@ -37,6 +37,17 @@ namespace etcdq::auth {
 inline constexpr std::string_view kRootUser = "root";
 inline constexpr std::string_view kRootRole = "root";
 
+// One entry of etcd's auth buckets ("auth", "authUsers", "authRoles", as
+// a snapshot's bbolt file holds them: server/auth/store.go) as this
+// store's record in the meta column family: *key and *value, or an empty
+// *key for an entry etcdq does not keep. Users and roles are validated
+// (a record etcd could not have written is refused with a reason);
+// authRevision is etcd's 8-byte big-endian number. For `etcdq snapshot
+// restore` (server/etcd_restore.h), which writes the records before the
+// store is opened on them.
+Error etcd_bucket_record(std::string_view bucket, std::string_view etcd_key, std::string_view etcd_value,
+                         std::string* key, std::string* value);
+
 class Store {
  public:
   explicit Store(storage::Engine* engine);  // loads the stored state

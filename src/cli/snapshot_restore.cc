@@ -185,11 +185,8 @@ int restore_main(int argc, char** argv) {
       static_cast<long long>(s.compact_revision), static_cast<long long>(s.revisions), static_cast<long long>(s.keys),
       static_cast<long long>(s.leases), secs);
   if (s.auth_users > 0 || s.auth_roles > 0 || s.auth_enabled) {
-    std::fprintf(stderr,
-                 "warning: the snapshot holds %lld users and %lld roles (auth %s); etcdq has no auth store yet: "
-                 "they are kept in the data dir but not enforced or listed\n",
-                 static_cast<long long>(s.auth_users), static_cast<long long>(s.auth_roles),
-                 s.auth_enabled ? "enabled" : "disabled");
+    std::printf("kept %lld users and %lld roles (auth %s)\n", static_cast<long long>(s.auth_users),
+                static_cast<long long>(s.auth_roles), s.auth_enabled ? "enabled" : "disabled");
   }
   return 0;
 }

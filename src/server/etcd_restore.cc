@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "auth/store.h"
 #include "bbolt/reader.h"
 #include "bbolt/snapshot_file.h"
 #include "etcd/api/mvccpb/kv.pb.h"
@@ -88,6 +89,11 @@ class BatchWriter {
   storage::Batch b_;
 };
 
+// Revisions a restored member can go on from: etcd's are int64 and count
+// up by one per write, so a file claiming one past 2^62 is damaged (and a
+// member would overflow the next revision).
+constexpr int64_t kMaxRevision = int64_t{1} << 62;
+
 struct Compaction {
   int64_t finished = 0;
   int64_t scheduled = 0;
@@ -103,8 +109,12 @@ Error read_compaction(const bbolt::Reader& r, const std::string& path, Compactio
     return {};
   });
   if (e && e.code() == Code::kNotFound) return {};  // no meta bucket: never compacted
+  if (e) return e;
+  for (int64_t rev : {c->finished, c->scheduled}) {
+    if (rev < 0 || rev >= kMaxRevision) return corrupt(path, "compaction revision " + std::to_string(rev) + " is out of range");
+  }
   if (c->scheduled < c->finished) c->scheduled = c->finished;
-  return e;
+  return {};
 }
 
 // The key bucket, in revision order, into history, revlog and latest.
@@ -118,6 +128,9 @@ Error copy_keys(const bbolt::Reader& r, const std::string& path, storage::Engine
     mvcc::Revision rev;
     bool tomb = false;
     if (!parse_revision_key(k, &rev, &tomb)) return corrupt(path, "a key bucket entry has no revision key");
+    if (rev.main < 1 || rev.main >= kMaxRevision) {
+      return corrupt(path, "revision " + std::to_string(rev.main) + " in the key bucket is out of range");
+    }
     if (!(last < rev)) return corrupt(path, "revisions out of order in the key bucket");
     last = rev;
     if (!kv.ParseFromArray(v.data(), static_cast<int>(v.size())) || kv.key().empty()) {
@@ -150,7 +163,15 @@ Error copy_keys(const bbolt::Reader& r, const std::string& path, storage::Engine
   });
   if (e) return e.code() == Code::kNotFound ? corrupt(path, "no key bucket") : e;
   if (Error f = w.flush()) return f;
+  // A compaction may have removed the newest revisions (tombstones) from
+  // the key bucket, so the finished compaction can be the current
+  // revision; a scheduled one never passes it (etcd schedules at or below
+  // its current revision).
   stats->revision = std::max<int64_t>({last.main, comp.finished, 1});
+  if (comp.scheduled > stats->revision) {
+    return corrupt(path, "compaction scheduled at revision " + std::to_string(comp.scheduled) +
+                             ", beyond the current revision " + std::to_string(stats->revision));
+  }
   return {};
 }
 
@@ -187,18 +208,19 @@ Error copy_leases(const bbolt::Reader& r, const std::string& path, storage::Engi
   return w.flush();
 }
 
-// The hook for the auth store (etcd_restore.h): the buckets verbatim.
-Error copy_auth(const bbolt::Reader& r, storage::Engine* engine, RestoreStats* stats) {
+// Users, roles, the enabled flag and the auth revision, in the auth
+// store's own records (auth/store.h etcd_bucket_record).
+Error copy_auth(const bbolt::Reader& r, const std::string& path, storage::Engine* engine, RestoreStats* stats) {
   BatchWriter w(engine);
   for (const char* bucket : {"auth", "authRoles", "authUsers"}) {
-    const std::string prefix = std::string(kImportedAuthPrefix) + bucket + "/";
     Error e = r.for_each({bucket}, [&](std::string_view k, std::string_view v) -> Error {
-      w.batch().put(storage::Cf::kMeta, prefix + std::string(k), v);
+      std::string key, value;
+      if (Error bad = auth::etcd_bucket_record(bucket, k, v, &key, &value)) return corrupt(path, bad.message());
+      if (key.empty()) return {};
+      w.batch().put(storage::Cf::kMeta, key, value);
       if (std::string_view(bucket) == "authUsers") ++stats->auth_users;
       if (std::string_view(bucket) == "authRoles") ++stats->auth_roles;
-      if (std::string_view(bucket) == "auth" && k == "authEnabled") {
-        stats->auth_enabled = v.size() == 1 && v[0] == 1;
-      }
+      if (std::string_view(bucket) == "auth" && k == "authEnabled") stats->auth_enabled = value == "1";
       return w.maybe_flush();
     });
     if (e && e.code() != Code::kNotFound) return e;
@@ -214,7 +236,7 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
   if (Error e = copy_keys(r, o.snapshot_path, engine.get(), comp, stats)) return e;
   if (Error e = index_leases(engine.get(), stats)) return e;
   if (Error e = copy_leases(r, o.snapshot_path, engine.get(), stats)) return e;
-  if (Error e = copy_auth(r, engine.get(), stats)) return e;
+  if (Error e = copy_auth(r, o.snapshot_path, engine.get(), stats)) return e;
   stats->compact_revision = comp.finished;
   storage::Batch meta(engine.get());
   meta.put(storage::Cf::kMeta, mvcc::kMetaRevision, mvcc::encode_i64(stats->revision));

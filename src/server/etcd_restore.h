@@ -18,11 +18,10 @@
 //   lease     id -> TTL (leasepb.Lease ID, TTL; RemainingTTL is dropped: a
 //             restored lease's clock starts at its full TTL, as etcd's does
 //             when RemainingTTL is unset).
-//   auth*     etcdq has no auth store yet: users, roles and the auth flags
-//             are kept verbatim in the meta column family under
-//             kImportedAuthPrefix ("<bucket>/<key>"), for the auth store to
-//             take over at its first start (the hook), and counted in
-//             RestoreStats so the command can say they are not enforced.
+//   auth*     users, roles, the enabled flag and the auth revision, as
+//             the auth store's own records (auth/store.h
+//             etcd_bucket_record); bcrypt hashes are kept as etcd wrote
+//             them ("$2a$", which libcrypt checks).
 //   members, members_removed, cluster, alarm   dropped: the new cluster's
 //             members are the flags' (etcdctl rewrites them the same way);
 //             the members publish their names and client URLs when they
@@ -57,9 +56,6 @@
 #include "common/error.h"
 
 namespace etcdq::server {
-
-// Imported etcd auth buckets (see above), in the meta column family.
-inline constexpr std::string_view kImportedAuthPrefix = "etcd_import/auth/";
 
 struct RestoreOptions {
   std::string snapshot_path;

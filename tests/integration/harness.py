@@ -152,8 +152,9 @@ class Member:
                 "--initial-cluster", "%s=%s" % (self.name, self.peer_url),
                 ] + self.extra_args
 
-    def start(self, timeout=START_TIMEOUT_S):
-        """Starts the process and returns once a Range succeeds; raises with the log tail otherwise."""
+    def start(self, timeout=START_TIMEOUT_S, wait=True):
+        """Starts the process and returns once a Range succeeds (with `wait`: an anonymous Range
+        cannot succeed once auth is on); raises with the log tail otherwise."""
         if self.running():
             raise RuntimeError("member %s already running (pid %d)" % (self.name, self.proc.pid))
         self.starts += 1
@@ -164,7 +165,8 @@ class Member:
         self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         self.pids.append(self.proc.pid)
-        self.wait_serving(timeout)
+        if wait:
+            self.wait_serving(timeout)
 
     def wait_serving(self, timeout=START_TIMEOUT_S):
         deadline = time.monotonic() + timeout

@@ -67,9 +67,11 @@ class SnapshotRestore(harness.CleanupTestCase):
         cls.tmp = tempfile.mkdtemp(prefix="etcdq-restore-it-")
         cls.etcd = cls.track_class(harness.Member(binary=ETCD, name="etcd"))
         assert history(cls.etcd) == 16
-        # A user and a role (auth stays disabled): etcdq has no auth store yet.
+        # A user and a role (auth stays disabled here; test_auth_enabled_is_kept enables it).
         etcdctl("user", "add", "alice:pw", endpoint=cls.etcd.endpoint)
         etcdctl("role", "add", "reader", endpoint=cls.etcd.endpoint)
+        etcdctl("role", "grant-permission", "reader", "read", "a", endpoint=cls.etcd.endpoint)
+        etcdctl("user", "grant-role", "alice", "reader", endpoint=cls.etcd.endpoint)
         cls.snap = os.path.join(cls.tmp, "etcd.db")
         etcdctl("snapshot", "save", cls.snap, endpoint=cls.etcd.endpoint)
 
@@ -81,13 +83,13 @@ class SnapshotRestore(harness.CleanupTestCase):
     def log_text(self, m):
         return "log of %r\n%s" % (m, m.log_tail()) if hasattr(m, "log_tail") else repr(m)
 
-    def restored_member(self, snap, *extra):
+    def restored_member(self, snap, *extra, wait=True):
         m = self.track(harness.Member(start=False, name="restored"))
         p = etcdq_restore(snap, "--name", m.name, "--data-dir", m.data_dir,
                           "--initial-cluster", "%s=%s" % (m.name, m.peer_url),
                           "--initial-advertise-peer-urls", m.peer_url, *extra)
         self.assertEqual(p.returncode, 0, p.stderr)
-        m.start()
+        m.start(wait=wait)
         return m, p
 
     def assert_same_store(self, ref, ep):
@@ -104,7 +106,10 @@ class SnapshotRestore(harness.CleanupTestCase):
     def test_etcd_snapshot_keeps_every_revision(self):
         r, p = self.restored_member(self.snap)
         self.assertIn("revision 16, compacted at 10", p.stdout)
-        self.assertIn("1 users and 1 roles", p.stderr)  # kept, not enforced (no auth store yet)
+        self.assertIn("kept 1 users and 1 roles (auth disabled)", p.stdout)
+        for args in (["user", "list"], ["role", "list"], ["user", "get", "alice"], ["role", "get", "reader"]):
+            self.assertEqual(etcdctl(*args, endpoint=r.endpoint).stdout, etcdctl(*args, endpoint=self.etcd.endpoint).stdout,
+                             args)
         self.assertEqual(hashkv(self.etcd.endpoint)[1], 10)
         self.assert_same_store(self.etcd.endpoint, r.endpoint)
         # The lease, its TTL and its keys.
@@ -121,6 +126,36 @@ class SnapshotRestore(harness.CleanupTestCase):
         # New writes continue the revision sequence.
         etcdctl("put", "new", "1", endpoint=r.endpoint)
         self.assertEqual(kvs(r.endpoint)[-1][:3], ("bmV3", 17, 17))  # "new"
+
+    def test_auth_enabled_is_kept(self):
+        # etcd with auth on: root, and alice who may only read "a". Restored,
+        # etcdq enforces the same: the passwords (etcd's bcrypt hashes) work,
+        # alice reads "a" and may not write it, no user may read at all.
+        e = self.track(harness.Member(binary=ETCD, name="etcd-auth"))
+        for args in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
+                     ["user", "add", "alice:alicepw"], ["role", "add", "reader"],
+                     ["role", "grant-permission", "reader", "read", "a"], ["user", "grant-role", "alice", "reader"],
+                     ["put", "a", "1"], ["auth", "enable"]):
+            etcdctl(*args, endpoint=e.endpoint)
+        snap = os.path.join(self.tmp, "etcd-auth.db")
+        etcdctl("--user", "root:rootpw", "snapshot", "save", snap, endpoint=e.endpoint)
+        # The harness's readiness probe is an anonymous Range: with auth on, wait with root.
+        r, p = self.restored_member(snap, wait=False)
+        self.assertIn("kept 2 users and 1 roles (auth enabled)", p.stdout)  # etcd stores no root role
+        deadline = time.time() + 30
+        while etcdctl("--user", "root:rootpw", "get", "a", endpoint=r.endpoint, check=False).returncode != 0:
+            self.assertLess(time.time(), deadline, "the restored member did not serve root")
+            time.sleep(0.2)
+        for ep in (e.endpoint, r.endpoint):
+            self.assertEqual(etcdctl("--user", "alice:alicepw", "get", "a", "--print-value-only",
+                                     endpoint=ep).stdout.strip(), "1")
+            refused = etcdctl("--user", "alice:alicepw", "put", "a", "2", endpoint=ep, check=False)
+            self.assertIn("permission denied", refused.stderr)
+            anonymous = etcdctl("get", "a", endpoint=ep, check=False)
+            self.assertIn("user name is empty", anonymous.stderr)
+            wrong = etcdctl("--user", "alice:nope", "get", "a", endpoint=ep, check=False)
+            self.assertIn("authentication failed", wrong.stderr)
+            self.assertIn("alice", etcdctl("--user", "root:rootpw", "user", "list", endpoint=ep).stdout)
 
     def test_etcdq_snapshot_and_copied_db(self):
         ours = self.track(harness.Member(name="etcdq-src"))
