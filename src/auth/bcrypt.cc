@@ -9,18 +9,21 @@
 namespace etcdq::auth {
 namespace {
 
-// bcrypt uses only the first 72 bytes of a password, and a NUL would end it
-// early in crypt's C string; Go's bcrypt refuses longer passwords since
-// 0.19 but etcd 3.4/3.5 accept them (and hash their first 72 bytes).
-std::string as_c_password(std::string_view password) {
-  std::string p(password.substr(0, 72));
-  if (size_t nul = p.find('\0'); nul != std::string::npos) p.resize(nul);
-  return p;
-}
+// bcrypt uses only the first 72 bytes of a password; Go's bcrypt refuses
+// longer passwords since 0.19 but etcd 3.4/3.5 accept them (and hash their
+// first 72 bytes). crypt(3) takes a C string, so a NUL in those bytes would
+// end the password early ("\0secret" would be the empty password): such a
+// password is never hashed and never matches (has_nul).
+std::string as_c_password(std::string_view password) { return std::string(password.substr(0, 72)); }
+
+bool has_nul(std::string_view password) { return password.substr(0, 72).find('\0') != std::string_view::npos; }
 
 }  // namespace
 
 Error bcrypt_hash(std::string_view password, int cost, std::string* hash) {
+  if (has_nul(password)) {
+    return {Code::kInvalidArgument, "etcdserver: a password may not contain a NUL byte in its first 72 bytes"};
+  }
   if (cost < kMinBcryptCost || cost > kMaxBcryptCost) cost = kDefaultBcryptCost;
   char salt[CRYPT_GENSALT_OUTPUT_SIZE];
   // A null random buffer makes libxcrypt draw the salt from the OS.
@@ -40,6 +43,7 @@ Error bcrypt_hash(std::string_view password, int cost, std::string* hash) {
 
 bool bcrypt_matches(std::string_view hash, std::string_view password) {
   if (!(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$"))) return false;
+  if (has_nul(password)) return false;
   auto data = std::make_unique<crypt_data>();
   std::memset(data.get(), 0, sizeof(crypt_data));
   std::string p = as_c_password(password);

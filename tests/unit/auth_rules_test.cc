@@ -124,6 +124,18 @@ TEST(Bcrypt, VerifiesGoStyle2aHashes) {
   EXPECT_TRUE(auth::bcrypt_matches(a, "pw"));
 }
 
+TEST(Bcrypt, APasswordWithANulIsNeverHashedNorMatched) {
+  // crypt(3) would stop at the NUL: "\0secret" would be the empty password.
+  std::string h;
+  Error e = auth::bcrypt_hash(std::string("\0secret", 7), auth::kMinBcryptCost, &h);
+  EXPECT_EQ(e.code(), Code::kInvalidArgument);
+  ASSERT_FALSE(auth::bcrypt_hash("abc", auth::kMinBcryptCost, &h));
+  EXPECT_TRUE(auth::bcrypt_matches(h, "abc"));
+  EXPECT_FALSE(auth::bcrypt_matches(h, std::string("abc\0wrong", 9)));
+  ASSERT_FALSE(auth::bcrypt_hash("", auth::kMinBcryptCost, &h));
+  EXPECT_FALSE(auth::bcrypt_matches(h, std::string("\0secret", 7)));
+}
+
 TEST(SimpleTokens, TokenIsSixteenLettersDotIndexAndExpiresAfterTtl) {
   auth::SimpleTokens t(std::chrono::seconds(1));
   std::string tok = t.assign("u", "h", 42);
@@ -219,6 +231,29 @@ class AuthStoreTest : public ::testing::Test {
   std::unique_ptr<apply::StateMachine> sm_;
   uint64_t index_ = 0;
 };
+
+TEST_F(AuthStoreTest, QueueAliasNeedsThePermissionOnWhatItTouches) {
+  // A read or delete under /queue/ touches /q/ (queue/keys.h): permission
+  // on /queue/ alone is not enough.
+  ASSERT_FALSE(apply(user_add("root")));
+  ASSERT_FALSE(apply(grant_role("root", "root")));
+  ASSERT_FALSE(apply(user_add("u")));
+  ASSERT_FALSE(apply(role_add("r")));
+  ASSERT_FALSE(apply(grant_perm("r", perm(authpb::Permission::READWRITE, "/queue/", "/queue0"))));
+  ASSERT_FALSE(apply(grant_role("u", "r")));
+  ASSERT_FALSE(apply(enable()));
+  uint64_t rev = store()->revision();
+  EXPECT_EQ(store()->check_op("u", rev, "/queue/jobs/", "/queue/jobs0", auth::Access::kRead),
+            errors::permission_denied());
+  EXPECT_EQ(store()->check_op("u", rev, "/queue/jobs/1/a", "", auth::Access::kWrite), errors::permission_denied());
+  EXPECT_FALSE(store()->check_op("u", rev, "/queue/jobs/", "/queue0", auth::Access::kRead))
+      << "a range that ends outside /queue/ is not rewritten";
+  ASSERT_FALSE(apply(role_add("q"), "root"));
+  ASSERT_FALSE(apply(grant_perm("q", perm(authpb::Permission::READWRITE, "/q/", "/q0")), "root"));
+  ASSERT_FALSE(apply(grant_role("u", "q"), "root"));
+  rev = store()->revision();
+  EXPECT_FALSE(store()->check_op("u", rev, "/queue/jobs/", "/queue/jobs0", auth::Access::kRead));
+}
 
 TEST_F(AuthStoreTest, EnableNeedsRootUserWithRootRole) {
   EXPECT_EQ(apply(enable()), errors::root_user_not_exist());
