@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -77,9 +78,15 @@ class Reader::Scan {
   // Walks the subtree at pgid.
   Error tree(uint64_t pgid, int depth, bool root, const ElementFn& fn, Range range) {
     if (depth >= kMaxTreeDepth) return r_.corrupt("tree deeper than 64 levels");
+    // A page that is its own ancestor would be read (and held, one copy a
+    // level) until the depth limit: refuse it at once.
+    if (std::find(path_.begin(), path_.end(), pgid) != path_.end()) return r_.corrupt("a page is its own descendant");
     std::string buf;
     if (Error e = r_.read_page(pgid, &buf)) return e;
-    return page(buf, depth, root, fn, range);
+    path_.push_back(pgid);
+    Error e = page(buf, depth, root, fn, range);
+    path_.pop_back();
+    return e;
   }
 
   Error page(std::string_view p, int depth, bool root, const ElementFn& fn, Range range) {
@@ -128,6 +135,7 @@ class Reader::Scan {
  private:
   const Reader& r_;
   uint64_t budget_;
+  std::vector<uint64_t> path_;  // the pages from the root to the one being read
 };
 
 Reader::~Reader() {

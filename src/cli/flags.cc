@@ -103,6 +103,9 @@ struct Raw {
 // through these. with_env: also read ETCD_* (not with a config file).
 void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   auto env = [with_env](const char* name) { return with_env ? std::string(name) : std::string(); };
+  // A flag given twice takes its last value, as Go's flag package does
+  // (unit files often append an override).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--name", c->name, "Human-readable name for this member")->envname(env("ETCD_NAME"));
   app.add_option("--data-dir", c->data_dir, "Path to the data directory (default <name>.etcdq)")
       ->envname(env("ETCD_DATA_DIR"));

@@ -4,6 +4,7 @@
 // in-flight ones finish, and closes everything.
 #include <absl/synchronization/mutex.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/pattern_formatter.h>
@@ -143,6 +144,14 @@ bool stop_signal_pending(const sigset_t& sigs) {
 int main(int argc, char** argv) {
   // `etcdq snapshot restore FILE ...`: an offline command (cli/snapshot_restore.h).
   if (argc >= 2 && std::string_view(argv[1]) == "snapshot") return cli::snapshot_main(argc - 1, argv + 1);
+  // Descriptors: each TLS connection holds three (the socket and a
+  // socketpair), a Raft one three too. Raise the soft limit to the hard
+  // one, as Go's runtime does for etcd (Go 1.19), so that the servers' own
+  // bounds engage before the process runs out.
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   // Every thread inherits this mask; only main takes the stop signals.
   sigset_t sigs;
   sigemptyset(&sigs);

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -76,13 +77,43 @@ std::string open_error(const std::string& path, int err) {
   return "open " + path + ": " + s;
 }
 
+// Certificates, keys, CAs and CRLs are files of kilobytes; a CRL of a big
+// CA can reach megabytes. The bound keeps a path that became something
+// else (a FIFO, /dev/zero, a huge file) from hanging or swelling the member
+// while it re-reads certificates: only a regular file is read, opened
+// without blocking, and no more than kMaxFileBytes of it.
+constexpr size_t kMaxFileBytes = 64u << 20;
+
 Error read_file(const std::string& flag, const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {Code::kInvalidArgument, flag + " " + path + ": " + open_error(path, errno)};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return {Code::kInvalidArgument, flag + " " + path + ": read " + path + ": " + std::strerror(errno)};
-  *out = ss.str();
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {Code::kInvalidArgument, flag + " " + path + ": " + open_error(path, errno)};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return {Code::kInvalidArgument, flag + " " + path + ": not a regular file"};
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxFileBytes) {
+    ::close(fd);
+    return {Code::kInvalidArgument, flag + " " + path + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB"};
+  }
+  out->clear();
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return {Code::kInvalidArgument, flag + " " + path + ": read " + path + ": " + std::strerror(err)};
+    }
+    if (n == 0) break;
+    if (out->size() + static_cast<size_t>(n) > kMaxFileBytes) {
+      ::close(fd);
+      return {Code::kInvalidArgument, flag + " " + path + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB"};
+    }
+    out->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
   return {};
 }
 
