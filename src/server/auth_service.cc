@@ -32,7 +32,7 @@ void serve_auth_read(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerU
   if (refuse_call(*ctx, c, reactor)) return;
   auth::Caller caller;
   if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
-  ctx->node->read_barrier([ctx, reactor, read, caller = std::move(caller)](Error e) {
+  ctx->node->read_barrier([reactor, read, caller = std::move(caller)](Error e) {
     if (e) return finish(reactor, e);
     finish(reactor, read(caller));
   });
