@@ -26,6 +26,18 @@ void propose_management(Context* ctx, grpc::CallbackServerContext* c, grpc::Serv
   });
 }
 
+// A management call whose request is the command as it is (Command's
+// field `set`).
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* propose_request(Context* ctx, grpc::CallbackServerContext* c, Req* (Command::*set)(),
+                                          const Req& req, Resp* resp) {
+  auto* reactor = c->DefaultReactor();
+  Command cmd;
+  *(cmd.*set)() = req;
+  propose_management(ctx, c, reactor, std::move(cmd), resp);
+  return reactor;
+}
+
 // Serves an auth read after the read barrier, with the caller known.
 template <typename Read>
 void serve_auth_read(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor, Read read) {
@@ -170,11 +182,7 @@ grpc::ServerUnaryReactor* AuthService::UserList(grpc::CallbackServerContext* c, 
 grpc::ServerUnaryReactor* AuthService::UserDelete(grpc::CallbackServerContext* c,
                                                   const etcdserverpb::AuthUserDeleteRequest* req,
                                                   etcdserverpb::AuthUserDeleteResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_user_delete() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_user_delete, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AuthService::UserChangePassword(grpc::CallbackServerContext* c,
@@ -199,30 +207,18 @@ grpc::ServerUnaryReactor* AuthService::UserChangePassword(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AuthService::UserGrantRole(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::AuthUserGrantRoleRequest* req,
                                                      etcdserverpb::AuthUserGrantRoleResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_user_grant_role() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_user_grant_role, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AuthService::UserRevokeRole(grpc::CallbackServerContext* c,
                                                       const etcdserverpb::AuthUserRevokeRoleRequest* req,
                                                       etcdserverpb::AuthUserRevokeRoleResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_user_revoke_role() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_user_revoke_role, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AuthService::RoleAdd(grpc::CallbackServerContext* c, const etcdserverpb::AuthRoleAddRequest* req,
                                                etcdserverpb::AuthRoleAddResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_role_add() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_role_add, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AuthService::RoleGet(grpc::CallbackServerContext* c, const etcdserverpb::AuthRoleGetRequest* req,
@@ -261,31 +257,19 @@ grpc::ServerUnaryReactor* AuthService::RoleList(grpc::CallbackServerContext* c, 
 grpc::ServerUnaryReactor* AuthService::RoleDelete(grpc::CallbackServerContext* c,
                                                   const etcdserverpb::AuthRoleDeleteRequest* req,
                                                   etcdserverpb::AuthRoleDeleteResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_role_delete() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_role_delete, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AuthService::RoleGrantPermission(grpc::CallbackServerContext* c,
                                                            const etcdserverpb::AuthRoleGrantPermissionRequest* req,
                                                            etcdserverpb::AuthRoleGrantPermissionResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_role_grant_permission() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_role_grant_permission, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AuthService::RoleRevokePermission(grpc::CallbackServerContext* c,
                                                             const etcdserverpb::AuthRoleRevokePermissionRequest* req,
                                                             etcdserverpb::AuthRoleRevokePermissionResponse* resp) {
-  auto* reactor = c->DefaultReactor();
-  Command cmd;
-  *cmd.mutable_role_revoke_permission() = *req;
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
-  return reactor;
+  return propose_request(ctx_, c, &Command::mutable_role_revoke_permission, *req, resp);
 }
 
 }  // namespace etcdq::server
