@@ -221,6 +221,26 @@ class CertificateRotationTest(harness.MemberTestCase):
         with open(self.m.log_path, errors="replace") as f:
             self.assertIn("do not load", f.read())
 
+    @unittest.skipIf(harness.is_reference_etcd(), "etcdq's bound on what it re-reads")
+    def test_a_fifo_at_the_certificate_path_blocks_nothing(self):
+        # The files are re-read on new connections: a FIFO there once hung
+        # every new TLS connection for good (and /dev/zero grew the member
+        # without bound). Only regular files, read without blocking, count.
+        os.remove(self.cert)
+        os.mkfifo(self.cert)
+        time.sleep(1.5)
+        pem, _ = tlslib.served_certificate(self.m.client_port)
+        with open(self.pki.server) as f:
+            self.assertEqual(tlslib.serial_of(pem), tlslib.serial_of(f.read()))
+        with open(self.m.log_path, errors="replace") as f:
+            self.assertIn("not a regular file", f.read())
+        os.remove(self.cert)
+        self.replace(self.pki.server, self.cert)
+        time.sleep(1.5)
+        pem, _ = tlslib.served_certificate(self.m.client_port)
+        with open(self.pki.server) as f:
+            self.assertEqual(tlslib.serial_of(pem), tlslib.serial_of(f.read()))
+
 
 class TlsOptionsTest(harness.MemberTestCase):
     @classmethod

@@ -152,6 +152,26 @@ TEST(BboltCorrupt, BranchPointingAtAMetaPageOrPastTheEndIsRefused) {
   }
 }
 
+TEST(BboltCorrupt, BranchPointingAtItselfIsRefusedAtOnce) {
+  // Each level of a walk holds its page: a branch page that is its own
+  // child was once walked 64 levels deep, a copy a level (an 8 MiB page
+  // made 552 MB) before the depth limit refused it.
+  TempDir dir;
+  std::string data = make_file(dir.file("good.db"));
+  Reader r;
+  ASSERT_TRUE(r.open(dir.file("good.db")).ok());
+  const uint64_t root = r.meta().root;
+  const char* rp = data.data() + root * 4096;
+  const char* el = rp + kPageHeaderSize;
+  uint64_t key_root = get64(rp + kPageHeaderSize + get32(el + 4) + get32(el + 8));
+  ASSERT_EQ(get16(data.data() + key_root * 4096 + 8), kBranchPage);
+  put64(data.data() + key_root * 4096 + kPageHeaderSize + 8, key_root);
+  write_all(dir.file("bad.db"), data);
+  Error e = open_and_walk(dir.file("bad.db"));
+  EXPECT_EQ(e.code(), Code::kDataLoss);
+  EXPECT_NE(e.message().find("its own descendant"), std::string::npos) << e.message();
+}
+
 TEST(BboltCorrupt, BranchKeyThatWouldMisdirectLookupsIsRefused) {
   TempDir dir;
   std::string good = make_file(dir.file("good.db"));
