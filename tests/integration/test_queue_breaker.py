@@ -236,7 +236,9 @@ class QueueBreaker(harness.MemberTestCase):
         self.assertTrue(wait_until(lambda: sum(len(r.events) for r in ws.responses()) >= n, 60))
         time.sleep(1)
         share = cpu_share(m.proc.pid, 4)
-        self.assertLess(share, 0.3, "idle with %d queues x 1 consumer, etcdq uses %.2f cores" % (n, share))
+        # A sanitizer build's walk costs several times the real one's (TSan: 0.45 cores).
+        bound = 0.3 * (3 if harness.sanitized() else 1)
+        self.assertLess(share, bound, "idle with %d queues x 1 consumer, etcdq uses %.2f cores" % (n, share))
 
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
