@@ -176,7 +176,7 @@ class Member:
                 raise MemberStartError("%s exited with status %s while starting\n%s" % (
                     self.binary, self.proc.returncode, self.log_tail()))
             # A new channel per attempt: a channel that failed to connect waits out its backoff.
-            ch = grpc.insecure_channel(self.endpoint, options=CHANNEL_OPTIONS)
+            ch = self.probe_channel()
             try:
                 rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"harness-probe"), timeout=1.0)
                 return
@@ -189,6 +189,10 @@ class Member:
         self._kill_process()
         raise MemberStartError("%s did not serve within %.0f s (last error: %s)\n%s" % (
             self.binary, timeout, last_error, tail))
+
+    def probe_channel(self):
+        """A new channel for wait_serving's probe (tlslib.TlsMember's is a TLS one)."""
+        return grpc.insecure_channel(self.endpoint, options=CHANNEL_OPTIONS)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

@@ -37,6 +37,14 @@ std::string make_file(const std::string& path, bool trailer = false) {
   return read_all(path);
 }
 
+// The page id of the "key" bucket's root (a branch page in make_file's
+// file): the first element of the root bucket's page names it.
+uint64_t key_bucket_root(const std::string& file, const Reader& r) {
+  const char* rp = file.data() + r.meta().root * 4096;
+  const char* el = rp + kPageHeaderSize;
+  return get64(rp + kPageHeaderSize + get32(el + 4) + get32(el + 8));
+}
+
 TEST(BboltCorrupt, EveryTruncationIsRefusedAsDataLoss) {
   TempDir dir;
   std::string good = make_file(dir.file("good.db"));
@@ -138,10 +146,7 @@ TEST(BboltCorrupt, BranchPointingAtAMetaPageOrPastTheEndIsRefused) {
   std::string good = make_file(dir.file("good.db"));
   Reader r;
   ASSERT_TRUE(r.open(dir.file("good.db")).ok());
-  const uint64_t root = r.meta().root;
-  const char* rp = good.data() + root * 4096;
-  const char* el = rp + kPageHeaderSize;
-  uint64_t key_root = get64(rp + kPageHeaderSize + get32(el + 4) + get32(el + 8));
+  const uint64_t key_root = key_bucket_root(good, r);
   ASSERT_EQ(get16(good.data() + key_root * 4096 + 8), kBranchPage);
   for (uint64_t target : {uint64_t{0}, uint64_t{1}, r.meta().pgid, ~uint64_t{0}}) {
     std::string data = good;
@@ -160,10 +165,7 @@ TEST(BboltCorrupt, BranchPointingAtItselfIsRefusedAtOnce) {
   std::string data = make_file(dir.file("good.db"));
   Reader r;
   ASSERT_TRUE(r.open(dir.file("good.db")).ok());
-  const uint64_t root = r.meta().root;
-  const char* rp = data.data() + root * 4096;
-  const char* el = rp + kPageHeaderSize;
-  uint64_t key_root = get64(rp + kPageHeaderSize + get32(el + 4) + get32(el + 8));
+  const uint64_t key_root = key_bucket_root(data, r);
   ASSERT_EQ(get16(data.data() + key_root * 4096 + 8), kBranchPage);
   put64(data.data() + key_root * 4096 + kPageHeaderSize + 8, key_root);
   write_all(dir.file("bad.db"), data);
@@ -177,9 +179,7 @@ TEST(BboltCorrupt, BranchKeyThatWouldMisdirectLookupsIsRefused) {
   std::string good = make_file(dir.file("good.db"));
   Reader r;
   ASSERT_TRUE(r.open(dir.file("good.db")).ok());
-  const char* rp = good.data() + r.meta().root * 4096;
-  const char* el = rp + kPageHeaderSize;
-  uint64_t key_root = get64(rp + kPageHeaderSize + get32(el + 4) + get32(el + 8));
+  const uint64_t key_root = key_bucket_root(good, r);
   char* branch = nullptr;
   std::string data = good;
   branch = data.data() + key_root * 4096;
