@@ -76,8 +76,8 @@ class Member:
         self.log_path = os.path.join(cluster.dir, name + ".log")
         self.client_port, self.peer_port = sbs.free_port(), sbs.free_port()
         self.endpoint = f"127.0.0.1:{self.client_port}"
-        self.client_url = f"http://{self.endpoint}"
-        self.peer_url = f"http://127.0.0.1:{self.peer_port}"
+        self.client_url = f"{'https' if cluster.tls else 'http'}://{self.endpoint}"
+        self.peer_url = f"{'https' if cluster.peer_tls else 'http'}://127.0.0.1:{self.peer_port}"
         self.proc = None
         self.id = None
         self.starts = 0
@@ -92,7 +92,7 @@ class Member:
                 "--initial-cluster-token", c.token,
                 "--heartbeat-interval", str(c.heartbeat_ms), "--election-timeout", str(c.election_ms),
                 "--snapshot-count", str(c.snapshot_count), "--pre-vote=" + ("true" if c.pre_vote else "false")
-                ] + list(c.extra_args)
+                ] + c.tls_args() + list(c.extra_args)
 
     def spawn(self):
         self.starts += 1
@@ -135,13 +135,13 @@ class Member:
 
     def status(self, timeout=1.0):
         """Maintenance.Status on a fresh channel (one that saw the member die backs off)."""
-        with grpc.insecure_channel(self.endpoint, options=CHANNEL_OPTIONS) as ch:
+        with self.cluster.channel(self.endpoint) as ch:
             st = rpc_pb2_grpc.MaintenanceStub(ch).Status(rpc_pb2.StatusRequest(), timeout=timeout)
         self.id = st.header.member_id
         return st
 
     def linearizable_range(self, timeout=2.0):
-        with grpc.insecure_channel(self.endpoint, options=CHANNEL_OPTIONS) as ch:
+        with self.cluster.channel(self.endpoint) as ch:
             rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=timeout)
 
     def wait_serving(self, timeout):
@@ -165,12 +165,17 @@ class Member:
 
 
 class Cluster:
-    def __init__(self, label, binary, root, heartbeat_ms, election_ms, snapshot_count, size=3):
+    def __init__(self, label, binary, root, heartbeat_ms, election_ms, snapshot_count, size=3, tls=None,
+                 peer_tls=None):
         self.label, self.binary = label, binary
         self.dir = tempfile.mkdtemp(prefix=f"cluster-bench-{label}-", dir=root)
         self.heartbeat_ms, self.election_ms, self.snapshot_count = heartbeat_ms, election_ms, snapshot_count
         self.pre_vote = False
         self.extra_args = []    # more flags, the same for every member
+        # TLS (a tests/integration/tlslib.Pki): `tls` for https client URLs with
+        # client-cert auth, `peer_tls` for https peer URLs with peer-client-cert
+        # auth; set before the members are made (here, from the arguments).
+        self.tls, self.peer_tls = tls, peer_tls
         self.token = f"cluster-bench-{label}-{os.getpid()}-{int(time.time())}"
         self.members = [Member(self, f"m{i}") for i in range(size)]
         self.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
@@ -184,8 +189,35 @@ class Cluster:
         deadline = time.monotonic() + timeout
         for m in self.members:
             m.wait_serving(max(1.0, deadline - time.monotonic()))
-        with grpc.insecure_channel(self.members[0].endpoint, options=CHANNEL_OPTIONS) as ch:
+        with self.channel(self.members[0].endpoint) as ch:
             rpc_pb2_grpc.KVStub(ch).Put(rpc_pb2.PutRequest(key=b"foo", value=b"bar"), timeout=10)
+
+    def tls_args(self):
+        """The TLS flags every member gets (etcd's names, so both servers take them)."""
+        out = []
+        if self.tls:
+            t = self.tls
+            out += ["--cert-file", t.server, "--key-file", t.server_key, "--trusted-ca-file", t.ca,
+                    "--client-cert-auth"]
+        if self.peer_tls:
+            t = self.peer_tls
+            out += ["--peer-cert-file", t.server, "--peer-key-file", t.server_key, "--peer-trusted-ca-file", t.ca,
+                    "--peer-client-cert-auth"]
+        return out
+
+    def tool_tls_args(self):
+        """etcd benchmark's flags for the client side of `tls_args`."""
+        t = self.tls
+        return ["--cacert", t.ca, "--cert", t.client, "--key", t.client_key] if t else []
+
+    def channel(self, endpoint):
+        """A gRPC channel to one member's client endpoint, TLS when the cluster uses it."""
+        if not self.tls:
+            return grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+        read = lambda p: open(p, "rb").read()  # noqa: E731
+        t = self.tls
+        creds = grpc.ssl_channel_credentials(read(t.ca), read(t.client_key), read(t.client))
+        return grpc.secure_channel(endpoint, creds, options=CHANNEL_OPTIONS)
 
     def check_alive(self, where):
         for m in self.members:

@@ -50,6 +50,9 @@ PROFILES = {
                  watch_seconds=10, memory_keys=1_000_000, scale_steps=[1_000_000, 5_000_000, 10_000_000]),
     "scale": dict(rounds=0, seconds=3, tool_total=0, sweep=[], sweep_seconds=0, watch_seconds=0, memory_keys=0,
                   scale_steps=[1_000_000, 5_000_000, 10_000_000]),
+    # issue #13: put and range with client TLS, auth, both; peer TLS on 3 members
+    "secure": dict(rounds=2, seconds=2, tool_total=20000, sweep=[], sweep_seconds=0, watch_seconds=0,
+                   memory_keys=0, scale_steps=[], secure=True),
 }
 
 
@@ -95,6 +98,31 @@ def workloads_3(p):
     ]
 
 
+def configs(p, pki):
+    """The servers each round starts: {members, tag (appended to the workload's name), tls, peer_tls
+    (a tlslib.Pki or None), auth (simple token; user "bench" with READWRITE over every key), wls}."""
+    if not p.get("secure"):
+        return [dict(members=1, tag="", tls=None, peer_tls=None, auth=False, wls=workloads_1(p)),
+                dict(members=3, tag="", tls=None, peer_tls=None, auth=False, wls=workloads_3(p))]
+    t = p["tool_total"]
+    kv = ["--key-size", "8", "--val-size", "256"]
+    put = ("put 1000 clients", "tool", tool_args(1000, 100, ["put"] + kv + ["--sequential-keys"], t))
+    rng = ("range l 1000 clients", "tool", tool_args(1000, 100, ["range", "foo", "--consistency", "l"], t))
+    out = [dict(members=1, tag=tag, tls=tls, peer_tls=None, auth=auth, wls=[put, rng])
+           for tag, tls, auth in (("plain", None, False), ("client TLS", pki, False), ("auth", None, True),
+                                  ("client TLS + auth", pki, True))]
+    out += [dict(members=3, tag=tag, tls=None, peer_tls=ptls, auth=False, wls=[put])
+            for tag, ptls in (("plain", None), ("peer TLS", pki))]
+    return out
+
+
+def enable_auth(c):
+    """root, and user "bench" (password "pw") with READWRITE over every key; then AuthEnable."""
+    from auth_put import enable_auth as enable  # noqa: E402 (grpc stubs; only the secure profile needs them)
+    with c.channel(c.members[0].endpoint) as ch:
+        enable(ch)
+
+
 class Runner:
     """Runs one workload against one server and returns {rps, p50, p99 (ms), errors, ...}."""
 
@@ -135,8 +163,8 @@ class Runner:
                 "error_text": (w["setup_error"] + " " + json.dumps(w["error_counts"]))[:300] if errs else ""}
 
 
-def start(label, binary, root, size, extra=()):
-    c = css.Cluster(label, binary, root, 100, 1000, 100000, size=size)
+def start(label, binary, root, size, extra=(), tls=None, peer_tls=None):
+    c = css.Cluster(label, binary, root, 100, 1000, 100000, size=size, tls=tls, peer_tls=peer_tls)
     c.pre_vote = True
     c.extra_args = list(extra)
     try:
@@ -215,6 +243,8 @@ def main():
     g.add_argument("--quick", action="store_const", dest="profile", const="quick", help="the default")
     g.add_argument("--full", action="store_const", dest="profile", const="full")
     g.add_argument("--scale", action="store_const", dest="profile", const="scale", help="growth only")
+    g.add_argument("--secure", action="store_const", dest="profile", const="secure",
+                   help="put and range with client TLS, auth, both; 3-member put with peer TLS")
     ap.add_argument("--rounds", type=int, help="override the profile's rounds")
     ap.add_argument("--memory-keys", type=int, help="override the profile's key count for the memory step")
     ap.add_argument("--scale-steps", help="comma list of key counts, e.g. 1000000,5000000")
@@ -276,16 +306,33 @@ def main():
             f"  p99 {r['p99']:8.2f} ms{extra}")
 
     memory, scale = {}, {}
+    pki = None
+    if p.get("secure"):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+        import tlslib  # noqa: E402 (the tests' PKI: a CA, a server and a client certificate, openssl)
+        pki = tlslib.Pki()
     try:
         for rnd in range(1, p["rounds"] + 1):
-            for members, wls in ((1, workloads_1(p)), (3, workloads_3(p))):
+            for cfg in configs(p, pki):
+                members = cfg["members"]
                 for name, binary in servers:
-                    c = start(name, binary, run_dir, members)
+                    try:
+                        c = start(name, binary, run_dir, members, tls=cfg["tls"], peer_tls=cfg["peer_tls"])
+                    except css.Odd as e:
+                        odd.append(f"{name}, {members} member(s) {cfg['tag']}, round {rnd}: did not start: {e}")
+                        log(f"ODD: {e}")
+                        continue
                     try:
                         eps = c.endpoints
-                        for wname, kind, args in wls:
+                        gflags = c.tool_tls_args()
+                        if cfg["auth"]:
+                            enable_auth(c)
+                            gflags.append("--user=bench:pw")
+                        for wname, kind, args in cfg["wls"]:
                             secs = p["watch_seconds"] if kind == "watch" else p["seconds"]
-                            record(members, kind, wname, name, runner.run(kind, eps, args, secs), rnd)
+                            if cfg["tag"]:
+                                wname = f"{wname}, {cfg['tag']}"
+                            record(members, kind, wname, name, runner.run(kind, eps, gflags + args, secs), rnd)
                             c.check_alive(f"after {wname}")
                         if members == 1:
                             for wl, wargs in (("put", ["--workload", "put"]), ("range l", ["--workload", "range"])):
@@ -366,6 +413,8 @@ def main():
                     finish(c)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+        if pki:
+            pki.cleanup()
 
     elapsed = time.monotonic() - t0
     stamp = time.strftime("%Y%m%d-%H%M%S")

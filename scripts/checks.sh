@@ -47,7 +47,16 @@ san_env() {  # dir, asan|tsan
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:external_symbolizer_path=$symbolizer:log_path=$reports/asan"
   else
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:external_symbolizer_path=$symbolizer:log_path=$reports/tsan:suppressions=$PWD/scripts/sanitizers/tsan.supp"
+    # ignore_noninstrumented_modules: what an uninstrumented library
+    # (Debian's libuv, gRPC, RocksDB, OpenSSL) does through an intercepted
+    # call is not recorded as a memory or descriptor access, as TSan does
+    # by default on macOS. Without it, the half TSan sees gives false
+    # reports: libuv closes descriptors with a raw close syscall
+    # (uv__close_nocancel), which TSan never sees, so when the kernel hands
+    # the number out again (an accept, an eventfd, an opendir on another
+    # thread), TSan pairs it with libuv's last read of the old descriptor.
+    # Locks and atomics taken in those libraries still order threads.
+    export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:second_deadlock_stack=1:allocator_may_return_null=1:external_symbolizer_path=$symbolizer:log_path=$reports/tsan:suppressions=$PWD/scripts/sanitizers/tsan.supp"
   fi
 }
 

@@ -10,7 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libraft-dev libuv1-dev liblz4-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
-  libssl-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev libcrypt-dev libjwt-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   # tests: the oracle and the real clients
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk

@@ -4,6 +4,7 @@
 
 #include "apply/entry.h"
 #include "apply/validate.h"
+#include "auth/store.h"
 #include "lease/lessor.h"
 
 namespace etcdq::apply {
@@ -62,6 +63,7 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
     // a clear one must never reach the log.
     case Command::kUserAdd:
       if (!cmd.user_add().password().empty()) return malformed("a clear password in a user add");
+      if (cmd.user_add().name().size() > auth::kMaxNameBytes) return auth::name_too_long("user");
       return {};
     case Command::kUserChangePassword:
       if (!cmd.user_change_password().password().empty()) return malformed("a clear password in a password change");
@@ -72,6 +74,8 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
     case Command::kUserGrantRole:
     case Command::kUserRevokeRole:
     case Command::kRoleAdd:
+      if (cmd.role_add().name().size() > auth::kMaxNameBytes) return auth::name_too_long("role");
+      return {};
     case Command::kRoleDelete:
     case Command::kRoleGrantPermission:
     case Command::kRoleRevokePermission:

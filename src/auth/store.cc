@@ -4,17 +4,21 @@
 #include <mutex>
 
 #include "auth/bcrypt.h"
+#include "queue/keys.h"
 
 namespace etcdq::auth {
+
+Error name_too_long(std::string_view what) {
+  return Error(Code::kInvalidArgument, "etcdserver: " + std::string(what) + " name is too long (at most " +
+                                           std::to_string(kMaxNameBytes) + " bytes)");
+}
+
 namespace {
 
 constexpr std::string_view kEnabledKey = "auth/enabled";
 constexpr std::string_view kRevisionKey = "auth/revision";
 constexpr std::string_view kUserPrefix = "auth/user/";
 constexpr std::string_view kRolePrefix = "auth/role/";
-// The queue key prefixes (QUEUES.md): /queue/ is an alias of /q/.
-constexpr std::string_view kQueueAlias = "/queue/";
-constexpr std::string_view kQueueRoot = "/q/";
 
 std::string encode_u64(uint64_t v) {
   std::string s(8, '\0');
@@ -160,16 +164,36 @@ Error Store::check_op(std::string_view user, uint64_t revision, std::string_view
   if (has_root_role(u->second)) return {};
   auto p = perms_.find(user);
   if (p == perms_.end() || !p->second->permits(key, range_end, a)) return errors::permission_denied();
-  // A read or delete under /queue/ touches /q/ (the queue alias,
-  // queue/keys.h canonicalize_read/_delete): the user needs the permission
-  // on what is touched too, or /queue/ would read and delete /q/ keys the
-  // user may not.
-  if (key.starts_with(kQueueAlias) && (range_end.empty() || range_end.starts_with(kQueueAlias))) {
-    std::string k = std::string(kQueueRoot) + std::string(key.substr(kQueueAlias.size()));
-    std::string e = range_end.empty() ? std::string() : std::string(kQueueRoot) + std::string(range_end.substr(kQueueAlias.size()));
+  for (const auto& [k, e] : queue_touches(key, range_end, a)) {
     if (!p->second->permits(k, e, a)) return errors::permission_denied();
   }
   return {};
+}
+
+std::vector<std::pair<std::string, std::string>> Store::queue_touches(std::string_view key,
+                                                                      std::string_view range_end, Access a) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!queue::in_queue_space(key)) return out;
+  // /queue/ reads and deletes touch /q/ (queue/keys.h canonicalize_read,
+  // _delete; the same rewrite for both when no consumer ack is involved).
+  std::string k(key), e(range_end);
+  queue::canonicalize_read(&k, &e);
+  if (k != key || e != range_end) out.emplace_back(k, e);
+  queue::Key q;
+  if (a == Access::kRead && queue::consumer_watch(k, e, &q)) {
+    // A consumer watch is delivered the queue's messages.
+    out.emplace_back(queue::messages_begin(q.queue, 0), queue::messages_end(q.queue));
+  } else if (a == Access::kWrite && e.empty()) {
+    q = queue::parse(k);
+    if (q.kind == queue::KeyKind::kConsumerAck) {
+      // A consumer-scoped ack deletes the message.
+      out.emplace_back(queue::message_key(q.queue, q.idx, q.tail), std::string());
+    } else if (q.kind == queue::KeyKind::kProduce) {
+      // A produce writes a message at an index the apply picks.
+      out.emplace_back(queue::messages_begin(q.queue, 0), queue::messages_end(q.queue));
+    }
+  }
+  return out;
 }
 
 Error Store::check_admin(std::string_view user) const {

@@ -23,6 +23,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "auth/range_perms.h"
@@ -36,6 +37,13 @@ namespace etcdq::auth {
 
 inline constexpr std::string_view kRootUser = "root";
 inline constexpr std::string_view kRootRole = "root";
+// The longest user or role name: a name is a key of etcd's authUsers or
+// authRoles bucket in a snapshot's bbolt file, and bbolt refuses keys
+// longer than its MaxKeySize (bbolt/format.h kMaxKeySize). etcd itself has
+// no limit (its apply fails on such a key); etcdq refuses the UserAdd or
+// RoleAdd with name_too_long() before it is proposed.
+inline constexpr size_t kMaxNameBytes = 32768;
+Error name_too_long(std::string_view what);  // InvalidArgument "etcdserver: <what> name is too long (...)"
 
 // One entry of etcd's auth buckets ("auth", "authUsers", "authRoles", as
 // a snapshot's bbolt file holds them: server/auth/store.go) as this
@@ -69,8 +77,20 @@ class Store {
   // below the store's; permission_denied() when the user is gone or lacks
   // `a` over [key, range_end) (range_perms.h's convention). Root-role
   // users may do anything.
+  // Under the queue key space (QUEUES.md) the user also needs `a` over
+  // what the request touches there (queue_touches).
   Error check_op(std::string_view user, uint64_t revision, std::string_view key, std::string_view range_end,
                  Access a) const;
+  // The key ranges a request over [key, range_end) touches besides its own
+  // in the queue key space, so that the queue verbs need the permission of
+  // the plain keys they read and write: a /queue/ read or delete touches the
+  // same range under /q/; a consumer Watch (kRead on /q/{queue}/c/{id})
+  // reads the queue's messages; a consumer-scoped ack (kWrite on
+  // /q/{queue}/c/{id}/{idx}/{tail}) deletes the message; a produce (kWrite
+  // on /q/{queue}/p/{tail}) writes a message at an index not known yet, so
+  // it needs WRITE over all of them. Pure.
+  static std::vector<std::pair<std::string, std::string>> queue_touches(std::string_view key,
+                                                                        std::string_view range_end, Access a);
   // etcd's IsAdminPermitted: OK while disabled; user_empty() with no user;
   // user_not_found(); permission_denied() without the root role.
   Error check_admin(std::string_view user) const;

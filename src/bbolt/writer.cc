@@ -90,15 +90,17 @@ Error Writer::end_bucket() {
 }
 
 // Adds an element to `level` of `t`, first writing out the page being built
-// there if the element does not fit. A page keeps at least one element, so
-// an element larger than a page gets a page (with overflow) of its own.
+// there if the element does not fit. A page keeps at least two elements (as
+// bbolt's minKeysPerPage), so large elements share a page with overflow:
+// with one per page, branch keys larger than a page would give every level
+// as many pages as the one below, and the tree would never reach a root.
 Error Writer::add(Tree& t, size_t level, Entry e) {
   if (t.levels.size() <= level) t.levels.resize(level + 1);
   size_t bytes = element_bytes(e.key, e.value);
   {
     Level& l = t.levels[level];
-    bool full = l.bytes + bytes > kPageSize || l.entries.size() >= 0xFFFF;
-    if (!l.entries.empty() && full) {
+    bool full = (l.entries.size() >= 2 && l.bytes + bytes > kPageSize) || l.entries.size() >= 0xFFFF;
+    if (full) {
       if (Error err = flush_level(t, level)) return err;
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "net/tls_context.h"
@@ -97,6 +98,8 @@ struct Raw {
   std::string auto_compaction_retention = "0";
   std::string log_outputs;
   std::string cipher_suites;
+  std::string peer_allowed_cn;
+  std::string peer_allowed_hostname;
 };
 
 // Every flag, defined once: the command line and the config file both go
@@ -142,7 +145,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--quota-backend-bytes", c->quota_backend_bytes,
                  "Raise the NOSPACE alarm when the database exceeds this many bytes (0: 2 GiB)")
       ->envname(env("ETCD_QUOTA_BACKEND_BYTES"));
-  app.add_option("--auth-token", c->auth_token, "Auth token type: simple")->envname(env("ETCD_AUTH_TOKEN"));
+  app.add_option("--auth-token", c->auth_token, "Auth token: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=RS256,ttl=5m")->envname(env("ETCD_AUTH_TOKEN"));
   app.add_option("--auth-token-ttl", c->auth_token_ttl, "Seconds a simple token lives after its last use")
       ->envname(env("ETCD_AUTH_TOKEN_TTL"))
       ->check(CLI::PositiveNumber);
@@ -202,6 +205,25 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
       ->envname(env("ETCD_TLS_MIN_VERSION"));
   app.add_option("--tls-max-version", c->tls_max_version, "Maximum TLS version: TLS1.2 or TLS1.3 (empty: the highest)")
       ->envname(env("ETCD_TLS_MAX_VERSION"));
+  // Peer TLS (cli/peer_tls.h); in a config file, its peer-transport-security block.
+  app.add_option("--peer-cert-file", c->peer_security.cert_file, "Path to the peer server TLS cert file")
+      ->envname(env("ETCD_PEER_CERT_FILE"));
+  app.add_option("--peer-key-file", c->peer_security.key_file, "Path to the peer server TLS key file")
+      ->envname(env("ETCD_PEER_KEY_FILE"));
+  app.add_option("--peer-trusted-ca-file", c->peer_security.trusted_ca_file,
+                 "Path to the peer server TLS trusted CA file")
+      ->envname(env("ETCD_PEER_TRUSTED_CA_FILE"));
+  app.add_flag("--peer-client-cert-auth", c->peer_security.client_cert_auth, "Enable peer client cert authentication")
+      ->envname(env("ETCD_PEER_CLIENT_CERT_AUTH"));
+  app.add_option("--peer-crl-file", c->peer_crl_file, "Path to the peer certificate revocation list file")
+      ->envname(env("ETCD_PEER_CRL_FILE"));
+  app.add_flag("--peer-auto-tls", c->peer_security.auto_tls, "Peer TLS using generated certificates")
+      ->envname(env("ETCD_PEER_AUTO_TLS"));
+  app.add_option("--peer-cert-allowed-cn", r->peer_allowed_cn, "Allowed CN for inter peer authentication")
+      ->envname(env("ETCD_PEER_CERT_ALLOWED_CN"));
+  app.add_option("--peer-cert-allowed-hostname", r->peer_allowed_hostname,
+                 "Allowed TLS hostname for inter peer authentication")
+      ->envname(env("ETCD_PEER_CERT_ALLOWED_HOSTNAME"));
 }
 
 Error parse_args(CLI::App& app, std::vector<std::string> args) {
@@ -214,28 +236,58 @@ Error parse_args(CLI::App& app, std::vector<std::string> args) {
   return {};
 }
 
+// Peer TLS (embed/etcd.go configurePeerListeners, embed/config.go
+// PeerSelfCert, transport/listener.go baseConfig), in etcd's words.
+// etcdq dials every member the same way (libraft names a member by
+// host:port only), so the peer URLs are all http:// or all https://.
+Error finish_peer_tls(Config* c, const Raw& r) {
+  TransportSecurity& sec = c->peer_security;
+  if (!r.peer_allowed_cn.empty()) sec.allowed_cn.push_back(r.peer_allowed_cn);
+  if (!r.peer_allowed_hostname.empty()) sec.allowed_hostname.push_back(r.peer_allowed_hostname);
+  if (!sec.allowed_cn.empty() && !sec.allowed_hostname.empty()) {
+    return {Code::kInvalidArgument, "AllowedCN and AllowedHostname are mutually exclusive (cn=\"" + sec.allowed_cn[0] +
+                                        "\", hostname=\"" + sec.allowed_hostname[0] + "\")"};
+  }
+  int https = 0, http = 0;
+  auto count = [&](const Url& u) { ++(u.scheme == "https" ? https : http); };
+  for (const auto* urls : {&c->listen_peer_urls, &c->initial_advertise_peer_urls}) {
+    for (const auto& u : *urls) count(u);
+  }
+  std::vector<std::pair<std::string, Url>> initial;
+  if (!c->initial_cluster.empty() && !parse_initial_cluster(c->initial_cluster, &initial)) {
+    for (const auto& [name, u] : initial) count(u);
+  }
+  if (https > 0 && http > 0) {
+    return {Code::kInvalidArgument,
+            "peer URLs mix http:// and https:// (--listen-peer-urls, --initial-advertise-peer-urls, "
+            "--initial-cluster): etcdq dials every member the same way, use https:// for all or none"};
+  }
+  bool certs = !sec.cert_file.empty() || !sec.key_file.empty();
+  if (sec.auto_tls && certs) {
+    c->warnings.push_back("ignoring peer auto TLS since certs given");
+    sec.auto_tls = false;
+  }
+  if (https > 0 && !certs && !sec.auto_tls) {
+    for (const auto& u : c->listen_peer_urls) {
+      return {Code::kInvalidArgument, "cannot listen on TLS for " + u.host_port() +
+                                          ": KeyFile and CertFile are not presented (--peer-cert-file, "
+                                          "--peer-key-file, or --peer-auto-tls)"};
+    }
+  }
+  if (https == 0 && (certs || sec.auto_tls)) {
+    c->warnings.push_back("peer URLs are http://: ignoring --peer-cert-file, --peer-key-file and --peer-auto-tls");
+  }
+  return {};
+}
+
 // The TLS flags, in etcd's words (embed/etcd.go configureClientListeners,
 // embed/config.go Validate and ClientSelfCert).
 Error finish_tls(Config* c, const Raw& r) {
-  if (c->peer_security.requested()) {
-    return {Code::kInvalidArgument,
-            "peer-transport-security: peer TLS is not supported yet (etcdq serves http:// peer URLs only); remove the "
-            "block's cert-file, key-file, trusted-ca-file, client-cert-auth and auto-tls settings"};
-  }
   TransportSecurity& sec = c->client_security;
   if (!sec.allowed_cn.empty() || !sec.allowed_hostname.empty()) {
     return {Code::kInvalidArgument, "client-transport-security: allowed-cn and allowed-hostname are not supported yet"};
   }
-  for (const auto* urls : {&c->listen_peer_urls, &c->initial_advertise_peer_urls}) {
-    for (const auto& u : *urls) {
-      if (u.scheme == "https") {
-        return {Code::kInvalidArgument, "peer URL " + u.text + ": peer TLS is not supported yet (use http://)"};
-      }
-    }
-  }
-  if (c->initial_cluster.find("https://") != std::string::npos) {
-    return {Code::kInvalidArgument, "--initial-cluster: peer TLS is not supported yet (use http:// peer URLs)"};
-  }
+  if (Error e = finish_peer_tls(c, r)) return e;
   c->cipher_suites = split(r.cipher_suites, ',');
   if (Error e = net::validate_tls_settings(c->cipher_suites, c->tls_min_version, c->tls_max_version)) return e;
   bool certs = !sec.cert_file.empty() || !sec.key_file.empty();
@@ -265,6 +317,45 @@ Error finish_tls(Config* c, const Raw& r) {
 
 // After parsing, from either source: the checks and defaults that need
 // several flags, in etcd's words where etcd has them.
+// etcd's decomposeOpts and jwtOptions.Parse (server/auth/store.go,
+// options.go): "simple", or "jwt" then ",key=value" pairs, no key twice;
+// unknown keys are ignored as etcd ignores them (it warns).
+Error parse_auth_token(const std::string& flag, bool* jwt, auth::JwtOptions* out) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = flag.find(',', start);
+    parts.push_back(flag.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::map<std::string, std::string> opts;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    size_t eq = parts[i].find('=');
+    if (eq == std::string::npos || parts[i].find('=', eq + 1) != std::string::npos) {
+      return auth::invalid_auth_opts("--auth-token: \"" + parts[i] + "\" is not key=value");
+    }
+    if (!opts.emplace(parts[i].substr(0, eq), parts[i].substr(eq + 1)).second) {
+      return auth::invalid_auth_opts("--auth-token: " + parts[i].substr(0, eq) + " given twice");
+    }
+  }
+  *jwt = false;
+  if (parts[0] == "simple") return {};
+  if (parts[0] != "jwt") return auth::invalid_auth_opts("--auth-token: unknown token type \"" + parts[0] + "\"");
+  *jwt = true;
+  out->sign_method = opts["sign-method"];
+  out->pub_key = opts["pub-key"];
+  out->priv_key = opts["priv-key"];
+  if (!opts["ttl"].empty()) {
+    int64_t ms = 0;
+    if (Error e = parse_duration_ms(opts["ttl"], &ms); e || ms < 1000) {
+      return auth::invalid_auth_opts("--auth-token: ttl=" + opts["ttl"] + " is not a duration of 1s or more");
+    }
+    out->ttl = std::chrono::seconds(ms / 1000);
+  }
+  return {};
+}
+
 Error finish(Config* c, const Raw& r) {
   const std::string& progress = r.progress;
   std::string listen_client = r.listen_client, advertise_client = r.advertise_client, listen_peer = r.listen_peer,
@@ -325,12 +416,7 @@ Error finish(Config* c, const Raw& r) {
   }
   // etcd 3.4's checks and messages (embed/config.go Validate, embed/etcd.go
   // parseCompactionRetention, embed/config_logging.go).
-  // etcd's auth.NewTokenProvider: "simple" or "jwt,<options>". JWT is not
-  // built yet (the auth README says so): refused rather than ignored.
-  if (c->auth_token != "simple") {
-    if (c->auth_token.starts_with("jwt")) return {Code::kInvalidArgument, "--auth-token jwt is not supported yet (use simple)"};
-    return {Code::kInvalidArgument, "unknown token type: " + c->auth_token};
-  }
+  if (Error e = parse_auth_token(c->auth_token, &c->jwt, &c->jwt_options)) return e;
   if (c->initial_cluster_state != "new" && c->initial_cluster_state != "existing") {
     return {Code::kInvalidArgument, "unexpected clusterState \"" + c->initial_cluster_state + "\""};
   }
@@ -368,6 +454,13 @@ Error finish(Config* c, const Raw& r) {
 }
 
 }  // namespace
+
+bool Config::peer_tls() const {
+  for (const auto& u : listen_peer_urls) {
+    if (u.scheme == "https") return true;
+  }
+  return false;
+}
 
 bool Config::client_tls() const {
   for (const auto* urls : {&listen_client_urls, &listen_client_http_urls, &listen_metrics_urls}) {
@@ -421,7 +514,8 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   if (Error e = parse_args(file_app, args)) return {Code::kInvalidArgument, "config file " + path + ": " + e.message()};
   c->client_security = file.client_security;
   c->peer_security = file.peer_security;
-  c->client_crl_file.clear();  // not a key of etcd's config file
+  c->client_crl_file.clear();  // not keys of etcd's config file
+  c->peer_crl_file.clear();
   c->notes.push_back("loaded server configuration from " + path +
                      ", other configuration command line flags and environment variables will be ignored if provided");
   if (!file.ignored.empty()) {

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "cli/config_file.h"
+#include "auth/jwt_tokens.h"
 #include "common/error.h"
 #include "member/auto_compaction.h"
 
 namespace etcdq::cli {
 
 struct Url {
-  std::string scheme;  // "http" or "https" (client URLs only; net/tls_pump.h)
+  std::string scheme;  // "http" or "https" (net/tls_pump.h)
   std::string host;
   int port = 0;
   std::string text;  // as given
@@ -43,7 +44,9 @@ struct Config {
   int64_t max_request_bytes = 1572864;
   int64_t max_txn_ops = 128;
   int64_t quota_backend_bytes = 0;  // 0: etcd's default (2 GiB); < 0: no quota
-  std::string auth_token = "simple";  // --auth-token: "simple" (jwt: not yet, refused at start)
+  std::string auth_token = "simple";  // --auth-token: "simple" or "jwt,<options>"
+  bool jwt = false;                   // --auth-token jwt,...: its options in jwt_options
+  auth::JwtOptions jwt_options;
   int64_t auth_token_ttl = 300;       // --auth-token-ttl, seconds
   int bcrypt_cost = 10;               // --bcrypt-cost, 4..31
   uint64_t snapshot_count = 8192;  // Raft log entries between snapshots
@@ -66,15 +69,20 @@ struct Config {
   // Client TLS, etcd's flags: --cert-file, --key-file, --trusted-ca-file,
   // --client-cert-auth, --auto-tls (or the config file's
   // client-transport-security block), --client-crl-file, --cipher-suites,
-  // --tls-min-version, --tls-max-version (net/tls_context.h). The peer
-  // block is refused while peer TLS is not implemented.
+  // --tls-min-version, --tls-max-version (net/tls_context.h). Peer TLS:
+  // --peer-cert-file, --peer-key-file, --peer-trusted-ca-file,
+  // --peer-client-cert-auth, --peer-auto-tls, --peer-cert-allowed-cn,
+  // --peer-cert-allowed-hostname (or the peer-transport-security block),
+  // --peer-crl-file (cli/peer_tls.h).
   TransportSecurity client_security;
   TransportSecurity peer_security;
   std::string client_crl_file;
+  std::string peer_crl_file;
   std::vector<std::string> cipher_suites;  // Go's names
   std::string tls_min_version = "TLS1.2";
   std::string tls_max_version;  // "": the highest
   bool client_tls() const;  // an https:// URL serves clients (or HTTP/metrics)
+  bool peer_tls() const;    // the peer URLs are https:// (then all are)
   // Notes and warnings for the log once it is set up (which the flags pick).
   std::vector<std::string> notes;
   std::vector<std::string> warnings;

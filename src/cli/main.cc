@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bootstrap_check.h"
 #include "cli/flags.h"
 #include "cli/snapshot_restore.h"
 #include "http/server.h"
@@ -26,6 +27,8 @@
 #include "net/mux.h"
 #include "net/tls_context.h"
 #include "net/tls_listener.h"
+#include "cli/peer_tls.h"
+#include "raft/forwarder.h"
 #include "raft/transport.h"
 #include "server/peer_server.h"
 #include "server/maintenance_service.h"
@@ -188,10 +191,25 @@ int main(int argc, char** argv) {
   if (cfg.client_tls()) {
     if (Error e = open_client_tls(cfg, &client_tls)) return fail(e.message());
   }
+  // Peer TLS (cli/peer_tls.h): libraft's outgoing connections run TLS in
+  // peer_dialer; the Peer service's calls use gRPC's TLS credentials.
+  std::shared_ptr<net::TlsContext> peer_tls;
+  std::unique_ptr<net::TlsPump> peer_dialer;
+  if (cfg.peer_tls()) {
+    if (Error e = cli::open_peer_tls(cfg, &peer_tls)) return fail(e.message());
+    etcdq::raft::Forwarder::set_peer_credentials(cli::peer_channel_credentials(peer_tls->options()));
+    peer_dialer = std::make_unique<net::TlsPump>(peer_tls, net::TlsPump::Routes{}, "peer");
+    if (Error e = peer_dialer->start()) return fail(e.message());
+  }
 
   // Flags -> member -> servers.
   std::vector<std::pair<std::string, cli::Url>> initial;
   if (Error e = cli::parse_initial_cluster(cfg.initial_cluster, &initial)) return fail(e.message());
+  if (Error e = cli::check_advertise_matches_cluster(
+          cfg.name, initial, cfg.initial_advertise_peer_urls,
+          !std::filesystem::exists(std::filesystem::path(cfg.data_dir) / "member"))) {
+    return fail(e.message());
+  }
   member::Options mo;
   for (const auto& entry : initial) {
     const std::string& name = entry.first;  // (clang 14 cannot capture a structured binding)
@@ -213,6 +231,12 @@ int main(int argc, char** argv) {
   mo.limits.max_txn_ops = cfg.max_txn_ops;
   mo.limits.bcrypt_cost = cfg.bcrypt_cost;
   mo.auth_token_ttl_seconds = cfg.auth_token_ttl;
+  if (cfg.jwt) {
+    // Refused before anything is opened, as etcd refuses to start.
+    std::unique_ptr<auth::JwtTokens> jwt;
+    if (Error e = auth::JwtTokens::create(cfg.jwt_options, &jwt)) return fail(e.message());
+    mo.jwt = std::move(jwt);
+  }
   mo.limits.quota_bytes = cfg.quota_backend_bytes == 0 ? (2LL << 30) : cfg.quota_backend_bytes;
   mo.heartbeat_ms = cfg.heartbeat_ms;
   mo.election_ms = cfg.election_ms;
@@ -225,6 +249,9 @@ int main(int argc, char** argv) {
   mo.clickhouse_db = cfg.clickhouse_db;
   mo.version = ETCDQ_VERSION;
   mo.stop_requested = [&sigs] { return stop_signal_pending(sigs); };
+  if (peer_dialer) {
+    mo.peer_tls_dial = [d = peer_dialer.get()](int tcp, int plain, const std::string& host) { d->dial(tcp, plain, host); };
+  }
   static std::atomic<bool> removed{false};
   mo.on_removed = [] {
     removed = true;
@@ -251,12 +278,25 @@ int main(int argc, char** argv) {
   peer_routes.http2 = [ps](int fd) { ps->adopt(fd); };
   peer_routes.prefixed.push_back(
       {std::string(etcdq::raft::PeerTransport::kMagic), [raft_member](int fd) { raft_member->adopt_raft_connection(fd); }});
-  net::Mux peer_mux(std::move(peer_routes), "peer");
+  // https:// peer URLs: the same routes behind TLS (net/tls_pump.h), and
+  // nothing in plaintext.
+  std::unique_ptr<net::Mux> peer_mux;
+  std::unique_ptr<net::TlsListener> peer_tls_listener;
   {
     std::vector<std::pair<std::string, int>> listen_peer;
     for (const auto& u : cfg.listen_peer_urls) listen_peer.emplace_back(u.host, u.port);
-    Error e = peer_mux.listen(listen_peer);
-    if (!e) e = peer_mux.start();
+    Error e;
+    if (peer_tls) {
+      net::TlsPump::Routes tr{peer_routes.http2, nullptr, {}};
+      tr.prefixed.push_back({peer_routes.prefixed[0].magic, peer_routes.prefixed[0].route});
+      peer_tls_listener = std::make_unique<net::TlsListener>(peer_tls, std::move(tr), "peer");
+      e = peer_tls_listener->listen(listen_peer);
+      if (!e) e = peer_tls_listener->start();
+    } else {
+      peer_mux = std::make_unique<net::Mux>(std::move(peer_routes), "peer");
+      e = peer_mux->listen(listen_peer);
+      if (!e) e = peer_mux->start();
+    }
     if (e) {
       m->stop();
       return fail(e.message());
@@ -281,13 +321,18 @@ int main(int argc, char** argv) {
   ho.health.has_leader = [mp] { return mp->has_leader(); };
   ho.health.is_learner = [mp] { return mp->is_learner(); };
   ho.health.alarms = [mp] { return mp->active_alarms(); };
-  ho.health.read = [mp](bool serializable) { return mp->health_read(serializable).message(); };
+  ho.health.read = [mp](bool serializable, std::function<void(std::string)> done) {
+    mp->health_read(serializable, [done = std::move(done)](Error e) { done(e.message()); });
+  };
+  ho.health_read_timeout = mp->request_timeout();
   // The etcd version etcdq answers as, as Maintenance.Status does: clients
   // decide what to send from it (etcdq's own is `etcdq --version`).
   ho.server_version = server::kEtcdApiVersion;
   ho.cluster_version = server::kEtcdApiVersion;
   // The JSON gateway calls the client server above (http/gateway.h).
   ho.gateway_channel = client_server->in_process_channel();
+  server::ClientServer* grpc_side = client_server.get();
+  ho.grpc_unary_started = [grpc_side] { return grpc_side->unary_calls_started(); };
   ho.max_request_bytes = cfg.max_request_bytes;
   http::HttpServer http_server(ho);
   // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
@@ -309,7 +354,7 @@ int main(int argc, char** argv) {
       return fail(e.message());
     }
     for (const auto& [host, port] : listen_http) spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
-    if (Error e = listen_tls(cfg.listen_client_http_urls, {nullptr, [&http_server](int fd) { http_server.adopt(fd); }},
+    if (Error e = listen_tls(cfg.listen_client_http_urls, {nullptr, [&http_server](int fd) { http_server.adopt(fd); }, {}},
                              "client HTTP")) {
       m->stop();
       return fail(e.message());
@@ -325,7 +370,7 @@ int main(int argc, char** argv) {
     auto listen_metrics = addresses(cfg.listen_metrics_urls, "http");
     http::HttpServer* ms = metrics_server.get();
     Error e = metrics_server->start(listen_metrics);
-    if (!e) e = listen_tls(cfg.listen_metrics_urls, {nullptr, [ms](int fd) { ms->adopt(fd); }}, "metrics");
+    if (!e) e = listen_tls(cfg.listen_metrics_urls, {nullptr, [ms](int fd) { ms->adopt(fd); }, {}}, "metrics");
     if (e) {
       m->stop();
       return fail(e.message());
@@ -337,7 +382,7 @@ int main(int argc, char** argv) {
   net::Mux::Routes routes;
   routes.http2 = [cs](int fd) { cs->adopt(fd); };
   if (cfg.listen_client_http_urls.empty()) routes.http1 = [&http_server](int fd) { http_server.adopt(fd); };
-  net::TlsPump::Routes tls_routes{routes.http2, routes.http1};
+  net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
   net::Mux client_mux(std::move(routes));
   {
     Error e = client_mux.listen(addresses(cfg.listen_client_urls, "http"));
@@ -366,7 +411,9 @@ int main(int argc, char** argv) {
   http_server.stop();
   if (metrics_server) metrics_server->stop();
   m->stop();
-  peer_mux.stop();  // after consensus stopped: libraft talked to the others until then
+  // After consensus stopped: libraft talked to the others until then.
+  if (peer_mux) peer_mux->stop();
+  if (peer_tls_listener) peer_tls_listener->stop();
   peer_server.reset();
   client_server->shutdown(1000);
   for (auto& l : tls_listeners) l->stop();  // after the servers ended their streams
@@ -374,6 +421,7 @@ int main(int argc, char** argv) {
   // parts: they go first.
   client_server.reset();
   m.reset();
+  peer_dialer.reset();  // after libraft closed its connections
   spdlog::info("stopped");
   return 0;
 }

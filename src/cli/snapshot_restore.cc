@@ -163,6 +163,7 @@ int restore_main(int argc, char** argv) {
     return 0;
   }
   server::RestoreOptions o;
+  o.cluster_token = f.token;
   if (Error e = compute_ids(f, &o.member_id, &o.cluster_id)) {
     std::fprintf(stderr, "Error: %s\n", e.message().c_str());
     return 1;

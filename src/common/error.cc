@@ -68,6 +68,8 @@ Error permission_not_granted() {
 }
 Error auth_not_enabled() { return {Code::kFailedPrecondition, "etcdserver: authentication is not enabled"}; }
 Error invalid_auth_token() { return {Code::kUnauthenticated, "etcdserver: invalid auth token"}; }
+Error too_many_requests() { return {Code::kResourceExhausted, "etcdserver: too many requests"}; }
+Error jwt_verify_only() { return {Code::kUnknown, "auth: token signing attempted with verify-only key"}; }
 Error invalid_auth_mgmt() { return {Code::kInvalidArgument, "etcdserver: invalid auth management"}; }
 Error auth_old_revision() { return {Code::kInvalidArgument, "etcdserver: revision of auth store is old"}; }
 Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }

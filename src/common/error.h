@@ -97,6 +97,12 @@ Error role_not_granted();        // FailedPrecondition "etcdserver: role is not 
 Error permission_not_granted();  // FailedPrecondition "etcdserver: permission is not granted to the role"
 Error auth_not_enabled();        // FailedPrecondition "etcdserver: authentication is not enabled"
 Error invalid_auth_token();      // Unauthenticated "etcdserver: invalid auth token"
+// Authenticate on a member whose --auth-token jwt has only pub-key (etcd's
+// ErrVerifyOnly, not in v3rpc's error map: Unknown with its text).
+Error jwt_verify_only();         // Unknown "auth: token signing attempted with verify-only key"
+// etcd's ErrGRPCTooManyRequests; here: more password checks queued than
+// the bcrypt executor takes (server/auth_service.h).
+Error too_many_requests();       // ResourceExhausted "etcdserver: too many requests"
 Error invalid_auth_mgmt();       // InvalidArgument "etcdserver: invalid auth management"
 Error auth_old_revision();       // InvalidArgument "etcdserver: revision of auth store is old"
 Error internal(std::string what);  // Internal, for bugs and storage failures

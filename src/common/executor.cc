@@ -23,6 +23,16 @@ void Executor::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
+bool Executor::try_post(std::function<void()> task, size_t max_queued) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= max_queued) return false;
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+  return true;
+}
+
 void Executor::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

@@ -1,7 +1,8 @@
 // A fixed set of threads running posted tasks in order of posting (with one
 // thread, strictly one after another). Used to answer proposals off the
-// consensus thread (raft/node.cc) and to run the in-process client's
-// callbacks (server/local_client.h).
+// consensus thread (raft/node.cc), to run the in-process client's
+// callbacks (server/local_client.h), and bcrypt off gRPC's threads
+// (server/auth_service.h).
 //
 // Thread-safety: post() from any thread. The destructor runs every task
 // still queued, then joins.
@@ -21,6 +22,10 @@ class Executor {
   explicit Executor(int threads);
   ~Executor();
   void post(std::function<void()> task);
+  // post(), unless `max_queued` tasks already wait (running ones not
+  // counted): then false, and `task` is dropped. Bounds what a flood of
+  // requests can queue.
+  bool try_post(std::function<void()> task, size_t max_queued);
 
  private:
   void run();

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "http/chunked.h"
 
 namespace etcdq::http {
 
@@ -27,6 +31,10 @@ struct Connections::Conn {
   bool for_write = false;       // ... waiting to write (else to read)
   Clock::time_point since;      // waiting for this connection since (idle, request or write start)
   Clock::time_point deadline;
+  // A chunked request body being decoded: its header (framing headers
+  // left out) waits in `head` while `in` holds the bytes not yet decoded.
+  std::unique_ptr<ChunkedBody> chunked;
+  std::string head;
 };
 
 namespace {
@@ -60,33 +68,97 @@ bool content_length(const std::string& in, size_t end, size_t* n) {
   return true;
 }
 
-// Whether the header block (up to `end`) names a Transfer-Encoding. Bodies
-// are framed by Content-Length only: a chunked body read as if it had none
-// would leave its bytes to be parsed as further requests (smuggling), so
-// such a request is refused and its connection closed (RFC 9112 6.1: 501
-// for a transfer coding the server does not implement).
-bool has_transfer_encoding(const std::string& in, size_t end) {
-  static const char kName[] = "\r\ntransfer-encoding:";
+// What the header block (up to `end`) says of Transfer-Encoding, as Go's
+// net/http reads it (transfer.go, parseTransferEncoding): none; one
+// "chunked" (the body is decoded here, chunked.h, and the request handed on
+// framed by Content-Length, which a chunked request's own Content-Length
+// does not override); anything else is refused with 501 (Go's
+// "Unsupported transfer encoding"). An HTTP/1.0 request's is ignored, as
+// Go does, and dropped, so that nothing after this reads it either.
+enum class Framing { kLength, kChunked, kUnsupported };
+
+bool is_header(const std::string& in, size_t pos, const char* name, size_t name_len) {
+  return strncasecmp(in.data() + pos, name, name_len) == 0;
+}
+
+Framing framing(const std::string& in, size_t end) {
+  static const char kName[] = "transfer-encoding:";
   const size_t name_len = sizeof(kName) - 1;
-  for (size_t i = 0; i + name_len <= end; ++i) {
-    if (strncasecmp(in.data() + i, kName, name_len) == 0) return true;
+  size_t count = 0;
+  std::string value;
+  for (size_t pos = in.find("\r\n") + 2; pos < end;) {
+    size_t next = in.find("\r\n", pos);
+    if (next == std::string::npos || next > end) break;
+    if (next - pos >= name_len && is_header(in, pos, kName, name_len)) {
+      ++count;
+      size_t a = pos + name_len, b = next;
+      while (a < b && (in[a] == ' ' || in[a] == '\t')) ++a;
+      while (b > a && (in[b - 1] == ' ' || in[b - 1] == '\t')) --b;
+      value = in.substr(a, b - a);
+    }
+    pos = next + 2;
   }
-  return false;
+  if (count == 0) return Framing::kLength;
+  size_t eol = in.find("\r\n");
+  if (eol >= 8 && in.compare(eol - 8, 8, "HTTP/1.0") == 0) return Framing::kLength;
+  if (count == 1 && strcasecmp(value.c_str(), "chunked") == 0) return Framing::kChunked;
+  return Framing::kUnsupported;
+}
+
+// The header block (up to `end`, its blank line included) without its
+// Transfer-Encoding and Content-Length lines and without the blank line.
+std::string without_framing(const std::string& in, size_t end) {
+  static const char kTe[] = "transfer-encoding:";
+  static const char kCl[] = "content-length:";
+  size_t eol = in.find("\r\n");
+  std::string out = in.substr(0, eol + 2);
+  for (size_t pos = eol + 2; pos + 2 < end;) {
+    size_t next = in.find("\r\n", pos);
+    if (next == std::string::npos || next > end) break;
+    size_t len = next - pos;
+    bool drop = (len >= sizeof(kTe) - 1 && is_header(in, pos, kTe, sizeof(kTe) - 1)) ||
+                (len >= sizeof(kCl) - 1 && is_header(in, pos, kCl, sizeof(kCl) - 1));
+    if (!drop) out.append(in, pos, len + 2);
+    pos = next + 2;
+  }
+  return out;
 }
 
 }  // namespace
 
-Connections::Connections(Classifier slow, size_t max_body_bytes)
-    : max_body_bytes_(max_body_bytes), slow_(std::move(slow)) {
+Connections::Connections(Classifier bulk, size_t max_body_bytes)
+    : max_body_bytes_(max_body_bytes), bulk_(std::move(bulk)) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  wake_owner_ = std::shared_ptr<const int>(new int(wake_fd_), [](const int* f) {
+    if (*f >= 0) ::close(*f);
+    delete f;
+  });
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // the wake-up fd
   epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  loop_thread_ = std::thread([this] { loop(); });
-  for (size_t i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { work(0); });
-  for (size_t i = 0; i < kSlowWorkers; ++i) workers_.emplace_back([this] { work(1); });
+  // Named, for perf and top -H.
+  loop_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "http-conns");
+    loop();
+  });
+  for (size_t i = 0; i < kControlWorkers; ++i) {
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "http-control");
+      work(0);
+    });
+  }
+  for (size_t i = 0; i < kBulkWorkers; ++i) {
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "http-bulk");
+      // Linux gives each thread its own nice value (setpriority(2), NOTES):
+      // this lowers this worker alone (no privilege needed to lower one);
+      // if it fails, the worker stays at normal priority.
+      setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBulkNice);
+      work(1);
+    });
+  }
 }
 
 Connections::~Connections() { stop(); }
@@ -118,7 +190,7 @@ void Connections::stop() {
   }
   served_.clear();
   if (epoll_ >= 0) ::close(epoll_);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_owner_.reset();  // closes wake_fd_ unless a reply's closure still holds it
   epoll_ = wake_fd_ = -1;
 }
 
@@ -203,7 +275,7 @@ void Connections::dispatch(Conn* c) {
   auto it = waiting_.find(c);
   std::unique_ptr<Conn> owned = std::move(it->second);
   waiting_.erase(it);
-  size_t lane = slow_ && slow_(owned->in) ? 1 : 0;
+  size_t lane = bulk_ && bulk_(owned->in) ? 1 : 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[lane].push_back(std::move(owned));
@@ -224,7 +296,8 @@ void Connections::on_readable(Conn* c) {
       if (errno == EINTR) continue;
       break;
     }
-    if (c->in.empty() && !c->reply) {  // a request starts: it has kRequestTimeout to arrive
+    // A request starts: it has kRequestTimeout to arrive, chunks included.
+    if (c->in.empty() && !c->chunked && !c->reply) {
       c->since = Clock::now();
       c->deadline = c->since + kRequestTimeout;
     }
@@ -235,26 +308,62 @@ void Connections::on_readable(Conn* c) {
     if (c->in.size() > kMaxHeaderBytes + max_body_bytes_) close_conn(c);
     return;
   }
-  size_t end = header_end(c->in);
-  size_t body = 0;
-  const char* refusal = nullptr;
-  if ((end == std::string::npos && c->in.size() > kMaxHeaderBytes) || (end != std::string::npos && end > kMaxHeaderBytes)) {
-    refusal = "431 Request Header Fields Too Large";
-  } else if (end != std::string::npos && has_transfer_encoding(c->in, end)) {
-    refusal = "501 Not Implemented";
-  } else if (end != std::string::npos && !content_length(c->in, end, &body)) {
-    refusal = "400 Bad Request";
-  } else if (end != std::string::npos && body > max_body_bytes_) {
-    refusal = "413 Payload Too Large";
+  advance(c);
+}
+
+void Connections::refuse(Conn* c, const char* status) {
+  c->in.clear();
+  c->chunked.reset();
+  c->out = std::string("HTTP/1.1 ") + status + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  c->keep_open = false;
+  after_output(c);
+}
+
+void Connections::advance(Conn* c) {
+  if (!c->chunked) {
+    size_t end = header_end(c->in);
+    size_t body = 0;
+    if ((end == std::string::npos && c->in.size() > kMaxHeaderBytes) || (end != std::string::npos && end > kMaxHeaderBytes)) {
+      return refuse(c, "431 Request Header Fields Too Large");
+    }
+    if (end != std::string::npos) {
+      Framing f = framing(c->in, end);
+      if (f == Framing::kUnsupported) return refuse(c, "501 Not Implemented");
+      if (f == Framing::kChunked) {
+        c->head = without_framing(c->in, end);
+        c->in.erase(0, end);
+        c->chunked = std::make_unique<ChunkedBody>(max_body_bytes_);
+      } else if (!content_length(c->in, end, &body)) {
+        return refuse(c, "400 Bad Request");
+      } else if (body > max_body_bytes_) {
+        return refuse(c, "413 Payload Too Large");
+      }
+    }
   }
-  if (refusal != nullptr) {  // say why, then close
-    c->in.clear();
-    c->out = std::string("HTTP/1.1 ") + refusal + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    c->keep_open = false;
-    after_output(c);
+  if (c->chunked) {
+    ChunkedBody::Status st;
+    size_t used = c->chunked->feed(c->in, &st);
+    c->in.erase(0, used);
+    if (st == ChunkedBody::Status::kMalformed) return refuse(c, "400 Bad Request");
+    if (st == ChunkedBody::Status::kTooLarge) return refuse(c, "413 Payload Too Large");
+    if (st == ChunkedBody::Status::kDone) {
+      // The request as if it had come with Content-Length; what follows
+      // it (a pipelined request) stays behind it.
+      std::string& body = c->chunked->body();
+      std::string framed = std::move(c->head);
+      framed += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+      framed += body;
+      framed += c->in;
+      c->in = std::move(framed);
+      c->head.clear();
+      c->chunked.reset();
+    }
+  }
+  if (!c->chunked && request_complete(*c)) {
+    dispatch(c);
     return;
   }
-  if (request_complete(*c)) dispatch(c);
+  if (!c->registered || c->for_write) watch(c, /*for_write=*/false);
 }
 
 void Connections::on_writable(Conn* c) {
@@ -286,11 +395,7 @@ void Connections::on_writable(Conn* c) {
   // Idle until the next request (which may be here already: pipelining).
   c->since = Clock::now();
   c->deadline = c->since + (c->in.empty() ? kIdleTimeout : kRequestTimeout);
-  if (request_complete(*c)) {
-    dispatch(c);
-  } else {
-    watch(c, /*for_write=*/false);
-  }
+  advance(c);
 }
 
 void Connections::after_output(Conn* c) {
@@ -331,13 +436,7 @@ void Connections::loop() {
       waiting_[p] = std::move(c);
       if (p->reply) {
         replying_.insert(p);
-        // A dup of the wake-up fd, owned by the closure: a producer that
-        // wakes after this object is gone writes to a file still open.
-        auto fd = std::shared_ptr<int>(new int(::dup(wake_fd_)), [](int* f) {
-          if (*f >= 0) ::close(*f);
-          delete f;
-        });
-        p->reply->attach([fd] {
+        p->reply->attach([fd = wake_owner_] {
           uint64_t one = 1;
           [[maybe_unused]] ssize_t w = ::write(*fd, &one, sizeof(one));
         });

@@ -10,7 +10,9 @@
 // cpp-httplib still parses, routes and writes each request and response,
 // but only once the whole request is in memory: this thread reads
 // requests, without blocking, until the header and the body its
-// Content-Length announces are complete, then hands the request to a
+// Content-Length announces are complete (a chunked body is decoded as it
+// arrives, chunked.h, and handed on framed by Content-Length, under the
+// same bound; another Transfer-Encoding gets 501), then hands the request to a
 // worker, which runs cpp-httplib on it against memory (Handler) and gives
 // back the response bytes; this thread writes them, again without
 // blocking, and waits for the connection's next request (keep-alive).
@@ -68,13 +70,18 @@ class Connections {
   // 1000 JSON gateway clients (etcd's benchmark scale) each keep a
   // connection: room for them and for health checks beside them.
   static constexpr size_t kMaxConnections = 2048;
-  // Two lanes of workers: requests that may wait on the cluster (a
-  // linearizable health check waits up to a request timeout without
-  // quorum) run on their own, so a storm of them never delays /metrics,
-  // /livez or a serializable /health.
-  static constexpr size_t kWorkers = 2;
-  static constexpr size_t kSlowWorkers = 4;
-  // Whether a complete request (its bytes) belongs to the slow lane.
+  // Two lanes of workers. No request waits on a worker (the gateway and
+  // the health checks answer later, reply.h), so a lane's workers are only
+  // ever busy computing. The control lane (health checks, /metrics,
+  // /version) runs at the process's priority, so a probe is answered at
+  // once whatever else arrives; the bulk lane (the JSON gateway) runs at
+  // nice kBulkNice (setpriority on each worker's thread id), so that
+  // under contention the scheduler gives the CPU to gRPC first and a
+  // gateway flood takes what gRPC leaves (etcd: "must not slow gRPC").
+  static constexpr size_t kControlWorkers = 2;
+  static constexpr size_t kBulkWorkers = 2;
+  static constexpr int kBulkNice = 19;
+  // Whether a complete request (its bytes) belongs to the bulk lane.
   using Classifier = std::function<bool(const std::string& request)>;
   static constexpr size_t kMaxRequestsPerConnection = 1000;
   static constexpr size_t kMaxHeaderBytes = 64 << 10;
@@ -85,7 +92,7 @@ class Connections {
   static constexpr std::chrono::seconds kRequestTimeout{10};
   static constexpr std::chrono::seconds kWriteTimeout{10};
 
-  explicit Connections(Classifier slow = nullptr, size_t max_body_bytes = kMaxBodyBytes);
+  explicit Connections(Classifier bulk = nullptr, size_t max_body_bytes = kMaxBodyBytes);
   ~Connections();  // stop()
 
   // Takes ownership of an accepted socket; `serve` must outlive stop().
@@ -104,6 +111,8 @@ class Connections {
   void on_readable(Conn* c);
   void on_writable(Conn* c);
   void after_output(Conn* c);
+  void advance(Conn* c);  // the request in c->in: refuse it, decode its chunks, dispatch it, or wait
+  void refuse(Conn* c, const char* status);  // answers `status` and closes
   bool request_complete(const Conn& c) const;
   void dispatch(Conn* c);
   void close_conn(Conn* c);
@@ -112,6 +121,10 @@ class Connections {
 
   int epoll_ = -1;
   int wake_fd_ = -1;
+  // Owns wake_fd_: each deferred reply's wake-up closure holds a copy, so a
+  // producer that wakes after this object is gone writes to a descriptor
+  // still open (it closes when the last holder lets go).
+  std::shared_ptr<const int> wake_owner_;
   std::thread loop_thread_;
   std::vector<std::thread> workers_;
 
@@ -122,7 +135,7 @@ class Connections {
 
   std::mutex mu_;  // guards everything below
   std::condition_variable work_cv_[2];
-  Classifier slow_;
+  Classifier bulk_;
   std::vector<std::pair<int, const Handler*>> adopted_;
   std::deque<std::unique_ptr<Conn>> jobs_[2];   // complete requests for the workers, by lane
   std::vector<std::unique_ptr<Conn>> served_;   // back from the workers, response in `out`

@@ -1,5 +1,7 @@
 #include "http/gateway.h"
 
+#include "http/timer.h"
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/message.h>
@@ -7,7 +9,11 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <strings.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -82,6 +88,7 @@ struct Route {
   const pb::Descriptor* response;
   bool client_streaming;
   bool streaming;  // either side streams: a chunked answer
+  bool waits;      // Lock, Campaign: waits for other clients (Admission does not count it)
 };
 
 const char* reason_of(int status) {
@@ -274,12 +281,106 @@ bool parse_request(const std::string& in, HttpRequest* r) {
   return true;
 }
 
+// The unary calls running at once: at most Gateway::kMaxUnaryCalls; while
+// gRPC clients start unary calls (one started within kGrpcQuietWindow:
+// `grpc_started` counts every unary call started, these included), calls
+// start at most kRateBesideGrpc a second, one every 1/kRateBesideGrpc s
+// (gateway.h says why). The others wait here, in arrival order. Shared
+// with the calls, which may end after the gateway is gone.
+class Admission : public std::enable_shared_from_this<Admission> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Admission(std::function<uint64_t()> grpc_started, std::shared_ptr<Timer> timer)
+      : grpc_started_(std::move(grpc_started)), timer_(std::move(timer)) {}
+  // Runs `start` now, or once the limit and the rate allow.
+  void admit(std::function<void()> start) {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiting_.push_back(std::move(start));
+    drain(std::move(lock));
+  }
+  // A running call ended.
+  void release() {
+    std::unique_lock<std::mutex> lock(mu_);
+    --running_;
+    drain(std::move(lock));
+  }
+
+ private:
+  static constexpr Clock::duration kSpacing =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)) / Gateway::kRateBesideGrpc;
+
+  // Starts the longest waiting calls the limit allows; beside gRPC, one per
+  // kSpacing (a timer comes back for the rest).
+  void drain(std::unique_lock<std::mutex> lock) {
+    std::vector<std::function<void()>> next;
+    bool paced = beside_grpc() && timer_ != nullptr;
+    auto now = Clock::now();
+    while (!waiting_.empty() && running_ < Gateway::kMaxUnaryCalls) {
+      if (paced) {
+        if (now < not_before_) {
+          if (!armed_) {
+            armed_ = true;
+            std::weak_ptr<Admission> weak = shared_from_this();
+            timer_->after(not_before_ - now, [weak] {
+              if (auto self = weak.lock()) {
+                std::unique_lock<std::mutex> l(self->mu_);
+                self->armed_ = false;
+                self->drain(std::move(l));
+              }
+            });
+          }
+          break;
+        }
+        not_before_ = now + kSpacing;
+      }
+      next.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      ++running_;
+      ++started_;  // before the server counts it: see beside_grpc()
+    }
+    lock.unlock();
+    for (auto& fn : next) fn();
+  }
+
+  // Under mu_. The server counts a gateway call after this counted it, so
+  // the calls others started (its count less this one's) can only dip for
+  // a moment: a new highest value is a gRPC client's call.
+  bool beside_grpc() {
+    if (!grpc_started_) return false;
+    auto now = Clock::now();
+    int64_t others = static_cast<int64_t>(grpc_started_()) - static_cast<int64_t>(started_);
+    if (others > most_others_) {
+      most_others_ = others;
+      grpc_seen_ = now;
+    }
+    return now - grpc_seen_ < Gateway::kGrpcQuietWindow;
+  }
+
+  std::function<uint64_t()> grpc_started_;
+  std::shared_ptr<Timer> timer_;
+  std::mutex mu_;
+  size_t running_ = 0;
+  std::deque<std::function<void()>> waiting_;
+  Clock::time_point not_before_;  // beside gRPC: no call starts before
+  bool armed_ = false;            // a timer comes back to drain at not_before_
+  uint64_t started_ = 0;          // calls this started
+  int64_t most_others_ = 0;       // the most calls others had started, when last seen growing
+  Clock::time_point grpc_seen_;   // when a gRPC client's call was last seen starting
+};
+
 // One gateway call: its requests written, its responses read, on gRPC's
 // threads; answers through the reply. Owns itself from start() to OnDone.
 class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  Call(const Route* route, std::vector<grpc::ByteBuffer> requests, std::shared_ptr<Reply> reply, bool keep_open)
-      : route_(route), requests_(std::move(requests)), reply_(std::move(reply)), keep_open_(keep_open) {}
+  // `admission`: the one that started this call, told when it ends (none
+  // for a stream).
+  Call(const Route* route, std::vector<grpc::ByteBuffer> requests, std::shared_ptr<Reply> reply, bool keep_open,
+       std::shared_ptr<Admission> admission)
+      : route_(route),
+        requests_(std::move(requests)),
+        reply_(std::move(reply)),
+        keep_open_(keep_open),
+        admission_(std::move(admission)) {}
 
   static void start(std::shared_ptr<Call> call, grpc::GenericStub* stub, std::string_view token) {
     Call* c = call.get();
@@ -370,7 +471,9 @@ class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
       reply_->write(tail + "0\r\n\r\n");
     }
     reply_->finish(keep_open_);
+    std::shared_ptr<Admission> admission = std::move(admission_);
     self_.reset();  // may delete this
+    if (admission) admission->release();  // may start a waiting call, on this thread
   }
 
  private:
@@ -424,6 +527,7 @@ class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
   bool have_result_ = false;
   bool sent_head_ = false;
   grpc::Status failed_;
+  std::shared_ptr<Admission> admission_;
   std::mutex mu_;  // guards paused_
   bool paused_ = false;
   std::shared_ptr<Call> self_;
@@ -456,13 +560,23 @@ int http_status_of(grpc::StatusCode code) {
 }
 
 struct Gateway::Impl {
-  explicit Impl(std::shared_ptr<grpc::Channel> ch) : channel(std::move(ch)), stub(channel) {}
+  Impl(std::shared_ptr<grpc::Channel> ch, std::function<uint64_t()> grpc_started)
+      : channel(std::move(ch)),
+        stub(std::make_shared<grpc::GenericStub>(channel)),
+        timer(grpc_started ? std::make_shared<Timer>() : nullptr),
+        admission(std::make_shared<Admission>(std::move(grpc_started), timer)) {}
+  ~Impl() {
+    if (timer) timer->stop();  // calls still pausing are dropped (their connections close)
+  }
   std::shared_ptr<grpc::Channel> channel;
-  grpc::GenericStub stub;
+  std::shared_ptr<grpc::GenericStub> stub;  // shared with the calls still waiting to start
+  std::shared_ptr<Timer> timer;  // the pauses beside gRPC
+  std::shared_ptr<Admission> admission;
   std::map<std::string, Route, std::less<>> routes;  // by path under a prefix
 };
 
-Gateway::Gateway(std::shared_ptr<grpc::Channel> channel) : impl_(new Impl(std::move(channel))) {
+Gateway::Gateway(std::shared_ptr<grpc::Channel> channel, std::function<uint64_t()> grpc_unary_started)
+    : impl_(new Impl(std::move(channel), std::move(grpc_unary_started))) {
   const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
   for (const auto& [path, name] : kRoutes) {
     const pb::MethodDescriptor* m = pool->FindMethodByName(name);
@@ -473,6 +587,7 @@ Gateway::Gateway(std::shared_ptr<grpc::Channel> channel) : impl_(new Impl(std::m
     r.response = m->output_type();
     r.client_streaming = m->client_streaming();
     r.streaming = m->client_streaming() || m->server_streaming();
+    r.waits = r.grpc_path == "/v3lockpb.Lock/Lock" || r.grpc_path == "/v3electionpb.Election/Campaign";
     impl_->routes.emplace(path, std::move(r));
   }
 }
@@ -541,8 +656,17 @@ size_t Gateway::serve(const std::string& in, bool last, std::string* out, bool* 
     requests.emplace_back(&slice, 1);
   }
   auto reply = std::make_shared<Reply>();
-  auto call = std::make_shared<Call>(&route, std::move(requests), reply, *keep_open);
-  Call::start(std::move(call), &impl_->stub, req.authorization);
+  // Streams, Lock and Campaign may live for hours (the last two until
+  // another client lets go, maybe through this gateway): not counted.
+  if (route.streaming || route.waits) {
+    Call::start(std::make_shared<Call>(&route, std::move(requests), reply, *keep_open, nullptr), impl_->stub.get(),
+                req.authorization);
+  } else {
+    auto call = std::make_shared<Call>(&route, std::move(requests), reply, *keep_open, impl_->admission);
+    impl_->admission->admit([call, stub = impl_->stub, token = std::string(req.authorization)] {
+      Call::start(call, stub.get(), token);
+    });
+  }
   *later = std::move(reply);
   return req.consumed;
 }

@@ -39,13 +39,40 @@
 // The Authorization header is sent as gRPC metadata `token`, as etcd's
 // gateway does (etcd reads "token" and "authorization").
 //
+// Yielding to gRPC clients: the calls run on gRPC's own threads, beside
+// the gRPC clients' calls, and the HTTP side must not slow those (issue
+// #14; etcd's Go scheduler shares its CPU between an HTTP flood and gRPC
+// clients goroutine by goroutine, and its gateway is slow, so a flood
+// gets little of it). Here a unary gateway call is cheap, and a flood
+// answered as fast as it comes took half of the CPU the gRPC clients had
+// (and their client machine's: the flood's client works for every
+// answer). So: at most kMaxUnaryCalls unary calls run at once, and while
+// gRPC clients start unary calls of their own (one within
+// kGrpcQuietWindow: the server's count of calls started, less the
+// gateway's) they start at most kRateBesideGrpc a second, evenly spaced:
+// 1000 a second (about what etcd's gateway answers beside gRPC puts here)
+// still cost the puts a third (bench/grpc_under_http_load.py), and a
+// sequential gateway client beside a busy gRPC side still gets that rate
+// (an earlier pacing by each call's run time, one call at a time, left a
+// sequential gateway put client about 80 a second). A concurrency cap alone did not do it: a gateway range
+// runs in about 0.2 ms, so even one
+// at a time is 5000 a second. The others wait, in arrival order, costing
+// no thread (their connections wait in connections.h). An idle gRPC side
+// leaves the gateway its full rate. Streams
+// (watch, keepalive, snapshot, observe) and the calls that wait for other
+// clients (Lock, Campaign: an Unlock must never wait behind them) are not
+// counted, on either side.
+//
 // Thread-safety: serve() from any thread (the HTTP workers); it never
 // blocks: the answer comes through the reply, from gRPC's threads.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -55,8 +82,13 @@ namespace etcdq::http {
 
 class Gateway {
  public:
-  // `channel`: this member's own gRPC server.
-  explicit Gateway(std::shared_ptr<grpc::Channel> channel);
+  static constexpr size_t kMaxUnaryCalls = 64;
+  static constexpr int kRateBesideGrpc = 500;  // unary calls started a second
+  static constexpr std::chrono::milliseconds kGrpcQuietWindow{100};
+  // `channel`: this member's own gRPC server; `grpc_unary_started`: the
+  // unary calls that server started so far, the gateway's included (none:
+  // the gateway never yields).
+  explicit Gateway(std::shared_ptr<grpc::Channel> channel, std::function<uint64_t()> grpc_unary_started = nullptr);
   ~Gateway();
 
   // Whether a request (its bytes, request line first) is the gateway's:

@@ -16,9 +16,13 @@
 //     /livez/<check> and /readyz/<check> run one.
 // Any other method gets etcd's 405 with "Allow: GET".
 //
-// Thread-safety: answer() from any thread; the source's functions are
-// called on the caller's thread, and `read` may block up to etcd's request
-// timeout (a linearizable read without quorum).
+// Nothing here blocks: a linearizable read is asked for with a callback,
+// and the answer is given through one when every check is in (the HTTP
+// server sends it when it comes, costing no thread meanwhile; server.h).
+//
+// Thread-safety: answer_health() from any thread; the source's functions
+// are called on the caller's thread or, after a read, on the thread that
+// completed it.
 #pragma once
 
 #include <functional>
@@ -32,9 +36,11 @@ struct HealthSource {
   std::function<std::vector<std::string>()> alarms;  // active alarms by etcd's names: "NOSPACE", "CORRUPT"
   std::function<bool()> has_leader;
   std::function<bool()> is_learner;
-  // A keys-only Range of one key: "" when it succeeded, else etcd's error
-  // message ("etcdserver: request timed out").
-  std::function<std::string(bool serializable)> read;
+  // A keys-only Range of one key; `done` gets "" when it succeeded, else
+  // etcd's error message ("etcdserver: request timed out"). `done` runs
+  // exactly once, on this thread or another, within etcd's request
+  // timeout.
+  std::function<void(bool serializable, std::function<void(std::string)> done)> read;
 };
 
 struct HealthAnswer {
@@ -46,13 +52,13 @@ struct HealthAnswer {
 
 // `path` is /health, /livez, /readyz or /livez/<check>, /readyz/<check>;
 // `query` maps each parameter to its values, in order. Returns false for a
-// path that is none of these (the caller answers 404).
+// path that is none of these (the caller answers 404; `done` never runs);
+// else `done` runs once with the answer, on this thread when no check had
+// to wait, else on the thread that completed the last read.
 bool answer_health(const HealthSource& src, const std::string& method, const std::string& path,
-                   const std::multimap<std::string, std::string>& query, HealthAnswer* out);
+                   const std::multimap<std::string, std::string>& query, std::function<void(HealthAnswer)> done);
 
-// Whether an HTTP request (its bytes, request line first) is a health check
-// that may wait on the cluster: a linearizable /health or /readyz. The
-// server runs those on workers of their own (connections.h).
-bool health_may_wait(const std::string& request);
+// Whether a path (without its query) is one answer_health() serves.
+bool is_health_path(const std::string& path);
 
 }  // namespace etcdq::http

@@ -5,10 +5,14 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
+
+#include "common/error.h"
 #include "common/metrics.h"
 #include "http/connections.h"
 #include "http/gateway.h"
 #include "http/health.h"
+#include "http/timer.h"
 
 namespace etcdq::http {
 namespace {
@@ -73,6 +77,121 @@ class MemoryStream final : public httplib::Stream {
   size_t pos_ = 0;
 };
 
+const char* reason_of(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 405: return "Method Not Allowed";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+// etcd counts its /health answers (etcdhttp's health handler).
+prometheus::Counter& health_counter(bool ok) {
+  static prometheus::Counter& success =
+      metrics::counter("etcd_server_health_success", "The total number of successful health checks");
+  static prometheus::Counter& failed =
+      metrics::counter("etcd_server_health_failures", "The total number of failed health checks");
+  return ok ? success : failed;
+}
+
+// /health, /livez and /readyz, outside cpp-httplib: their answer may come
+// later (a linearizable read), through a Reply, so that no worker waits on
+// the cluster (health.h). Returns 0 when `in` is not a health request (or
+// not one this parser takes: cpp-httplib then answers it), else the bytes
+// consumed.
+size_t serve_health(const HealthSource& src, const std::string& in, bool last, std::string* out, bool* keep_open,
+                    std::shared_ptr<Reply>* later) {
+  size_t eol = in.find("\r\n");
+  size_t end = in.find("\r\n\r\n");
+  if (eol == std::string::npos || end == std::string::npos) return 0;
+  std::string line = in.substr(0, eol);
+  size_t sp1 = line.find(' ');
+  size_t sp2 = line.rfind(' ');
+  if (sp1 == std::string::npos || sp2 == sp1) return 0;
+  std::string method = line.substr(0, sp1);
+  std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string version = line.substr(sp2 + 1);
+  size_t q = target.find('?');
+  std::string path = target.substr(0, q);
+  if (!is_health_path(path)) return 0;
+  httplib::Params query;
+  if (q != std::string::npos) httplib::detail::parse_query_text(target.substr(q + 1), query);
+  // Connections framed the request by Content-Length (chunks decoded).
+  size_t length = 0;
+  bool keep = version != "HTTP/1.0";
+  for (size_t pos = eol + 2; pos < end;) {
+    size_t next = in.find("\r\n", pos);
+    std::string h = in.substr(pos, next - pos);
+    pos = next + 2;
+    size_t colon = h.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = h.substr(0, colon);
+    std::string value = h.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+    if (strcasecmp(name.c_str(), "content-length") == 0) {
+      length = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (strcasecmp(name.c_str(), "connection") == 0) {
+      if (strcasecmp(value.c_str(), "close") == 0) keep = false;
+      if (strcasecmp(value.c_str(), "keep-alive") == 0) keep = true;
+    }
+  }
+  if (in.size() - (end + 4) < length) return 0;
+  *keep_open = keep && !last;
+  bool head = method == "HEAD";
+  bool is_health = path == "/health";
+  bool keep_after = *keep_open;
+  auto render = [head, is_health, keep_after](const HealthAnswer& a) {
+    if (is_health && a.status != 405) health_counter(a.status == 200).Increment();
+    std::string r = "HTTP/1.1 " + std::to_string(a.status) + " " + reason_of(a.status) + "\r\n";
+    r += "Content-Type: " + a.content_type + "\r\n";
+    r += "Content-Length: " + std::to_string(a.body.size()) + "\r\n";
+    if (a.allow_get_header) r += "Allow: GET\r\n";
+    if (a.status != 200 || !is_health) r += "X-Content-Type-Options: nosniff\r\n";  // as etcd
+    if (!keep_after) r += "Connection: close\r\n";
+    r += "\r\n";
+    if (!head) r += a.body;
+    return r;
+  };
+  // Answered at once (the usual case) in *out; else later, through a reply.
+  struct Pending {
+    std::mutex mu;
+    bool returned = false;
+    bool answered = false;
+    std::string bytes;
+    std::shared_ptr<Reply> reply;
+  };
+  auto p = std::make_shared<Pending>();
+  answer_health(src, method, path, query, [p, render, keep_after](HealthAnswer a) {
+    std::string bytes = render(a);
+    std::shared_ptr<Reply> reply;
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      if (!p->returned) {
+        p->bytes = std::move(bytes);
+        p->answered = true;
+        return;
+      }
+      reply = p->reply;
+    }
+    reply->write(bytes);
+    reply->finish(keep_after);
+  });
+  std::lock_guard<std::mutex> lock(p->mu);
+  p->returned = true;
+  if (p->answered) {
+    *out = std::move(p->bytes);
+  } else {
+    p->reply = std::make_shared<Reply>();
+    *later = p->reply;
+  }
+  return end + 4 + length;
+}
+
+// The bulk lane's requests (connections.h): the JSON gateway's.
+bool is_bulk(const std::string& request) { return Gateway::wants(request); }
+
 }  // namespace
 
 // cpp-httplib's server with its connections handed to Connections: it
@@ -81,15 +200,16 @@ class MemoryStream final : public httplib::Stream {
 // (its SSLServer overrides it the same way).
 class HttpServer::Listener final : public httplib::Server {
  public:
-  Listener(Connections* conns, Gateway* gateway) : conns_(conns) {
+  Listener(Connections* conns, Gateway* gateway, const HealthSource* health) : conns_(conns) {
     new_task_queue = [] { return new InlineTaskQueue; };
     // Only for the Keep-Alive header cpp-httplib writes: say what
     // Connections does.
     set_keep_alive_timeout(std::chrono::seconds(Connections::kIdleTimeout).count());
     set_keep_alive_max_count(Connections::kMaxRequestsPerConnection);
-    serve_ = [this, gateway](int fd, const std::string& in, bool last, std::string* out, bool* keep_open,
-                             std::shared_ptr<Reply>* later) {
+    serve_ = [this, gateway, health](int fd, const std::string& in, bool last, std::string* out, bool* keep_open,
+                                     std::shared_ptr<Reply>* later) {
       if (gateway != nullptr && Gateway::wants(in)) return gateway->serve(in, last, out, keep_open, later);
+      if (size_t n = serve_health(*health, in, last, out, keep_open, later)) return n;
       MemoryStream s(fd, in, out);
       bool closed = false;
       bool ok = process_request(s, last, closed, nullptr);
@@ -117,8 +237,28 @@ class HttpServer::Listener final : public httplib::Server {
   Connections::Handler serve_;
 };
 
-HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)) {
-  if (opts_.gateway_channel) gateway_ = std::make_unique<Gateway>(opts_.gateway_channel);
+HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)), timer_(std::make_shared<Timer>()) {
+  if (opts_.gateway_channel) gateway_ = std::make_unique<Gateway>(opts_.gateway_channel, opts_.grpc_unary_started);
+  health_ = opts_.health;
+  if (opts_.health.read && opts_.health_read_timeout.count() > 0) {
+    // Whichever comes first, the read's answer or the timeout, answers.
+    std::weak_ptr<Timer> timer = timer_;
+    health_.read = [read = opts_.health.read, timer, timeout = opts_.health_read_timeout](
+                       bool serializable, std::function<void(std::string)> done) {
+      if (serializable) return read(true, std::move(done));
+      auto once = std::make_shared<std::atomic<bool>>(false);
+      auto answer = [once, done = std::move(done)](std::string err) {
+        if (!once->exchange(true)) done(std::move(err));
+      };
+      auto t = timer.lock();
+      if (!t) return read(false, answer);
+      Timer::Id id = t->after(timeout, [answer] { answer(errors::timeout().message()); });
+      read(false, [answer, timer, id](std::string err) {
+        answer(std::move(err));
+        if (auto t = timer.lock()) t->cancel(id);  // its entry goes now, not at the timeout
+      });
+    };
+  }
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -131,31 +271,6 @@ void HttpServer::route(Listener* s) {
   s->Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics::scrape(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  // etcd counts its /health answers (etcdhttp's health handler).
-  static prometheus::Counter& health_ok =
-      metrics::counter("etcd_server_health_success", "The total number of successful health checks");
-  static prometheus::Counter& health_failed =
-      metrics::counter("etcd_server_health_failures", "The total number of failed health checks");
-  auto health = [this](const httplib::Request& req, httplib::Response& res) {
-    std::multimap<std::string, std::string> query(req.params.begin(), req.params.end());
-    HealthAnswer a;
-    if (!answer_health(opts_.health, req.method, req.path, query, &a)) {
-      res.status = 404;
-      res.set_content("404 page not found\n", "text/plain; charset=utf-8");
-      return;
-    }
-    res.status = a.status;
-    if (req.path == "/health" && a.status != 405) (a.status == 200 ? health_ok : health_failed).Increment();
-    if (a.allow_get_header) res.set_header("Allow", "GET");
-    if (a.status != 200 || req.path != "/health") res.set_header("X-Content-Type-Options", "nosniff");  // as etcd
-    res.set_content(a.body, a.content_type);
-  };
-  for (const char* path : {"/health", "/livez", "/readyz", R"(/livez/[a-z_]+)", R"(/readyz/[a-z_]+)"}) {
-    s->Get(path, health);
-    s->Post(path, health);
-    s->Put(path, health);
-    s->Delete(path, health);
-  }
   s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
                         "\"}",
@@ -169,9 +284,9 @@ void HttpServer::route(Listener* s) {
 }
 
 Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) {
-  if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait, body_limit());
+  if (!conns_) conns_ = std::make_unique<Connections>(is_bulk, body_limit());
   for (const auto& [host, port] : listen) {
-    auto s = std::make_unique<Listener>(conns_.get(), gateway_.get());
+    auto s = std::make_unique<Listener>(conns_.get(), gateway_.get(), &health_);
     route(s.get());
     if (!s->bind_to_port(host, port)) {
       stop();
@@ -187,8 +302,8 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
 
 void HttpServer::adopt(int fd) {
   std::call_once(adopted_once_, [this] {
-    if (!conns_) conns_ = std::make_unique<Connections>(health_may_wait, body_limit());
-    adopted_ = std::make_unique<Listener>(conns_.get(), gateway_.get());
+    if (!conns_) conns_ = std::make_unique<Connections>(is_bulk, body_limit());
+    adopted_ = std::make_unique<Listener>(conns_.get(), gateway_.get(), &health_);
     route(adopted_.get());
   });
   adopted_->adopt(fd);
@@ -201,6 +316,7 @@ void HttpServer::stop() {
   }
   threads_.clear();
   if (conns_) conns_->stop();  // before the listeners its connections' handlers belong to
+  if (timer_) timer_->stop();
   servers_.clear();
   adopted_.reset();
   conns_.reset();

@@ -2,22 +2,27 @@
 // (next to gRPC, as etcd: net/mux.h routes each connection), and on
 // --listen-client-http-urls and --listen-metrics-urls:
 //   GET /metrics   Prometheus text: common/metrics.h's scrape() (every layer's series)
-//   GET /health, /livez, /readyz   etcd's health checks (health.h)
+//   GET /health, /livez, /readyz   etcd's health checks (health.h; one
+//                  waiting for a linearizable read answers later, costing
+//                  no worker, and gives up at health_read_timeout)
 //   GET /version   {"etcdserver":..., "etcdcluster":...}
 //   POST /v3/...   the JSON gateway (gateway.h), when given a channel
 //                  (its calls answer later, costing no worker: reply.h)
 //
 // Idle and slow connections cost no thread: connections.h waits for every
 // request and writes every response on one epoll thread; cpp-httplib parses
-// and routes each complete request on a small worker pool. A /health check
-// answers at once however many idle or slowloris connections are open
-// (test_http_starvation.py), and connections, threads and memory are
+// and routes each complete request on a small worker pool, in two lanes: the
+// gateway's at low priority, the rest at normal priority (connections.h).
+// A /health check answers at once however many idle or slowloris
+// connections are open (test_http_starvation.py) and under a gateway flood
+// (test_http_gateway_flood.py), and connections, threads and memory are
 // bounded (connections.h).
 //
 // Thread-safety: start/stop from one thread; handlers run on the worker
 // threads and only call the given functions.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,14 +45,21 @@ namespace etcdq::http {
 
 class Connections;
 class Gateway;
+class Timer;
 
 struct HttpOptions {
   HealthSource health;                   // /health, /livez, /readyz (health.h)
+  // A linearizable health read not done by then answers etcd's "request
+  // timed out" (etcd's request timeout); 0: the source's own bound.
+  std::chrono::milliseconds health_read_timeout{0};
   std::string server_version;
   std::string cluster_version;
   // The JSON gateway's way to this member's own gRPC server; none: no
   // gateway (/v3/... then answers 404 like any unknown path).
   std::shared_ptr<grpc::Channel> gateway_channel;
+  // The unary calls that gRPC server started so far (gateway.h: the
+  // gateway yields to gRPC clients); none: it never yields.
+  std::function<uint64_t()> grpc_unary_started;
   size_t max_request_bytes = 1536 * 1024;  // --max-request-bytes (the gateway's body bound)
 };
 
@@ -69,6 +81,8 @@ class HttpServer {
   size_t body_limit() const;  // the largest request body taken
 
   HttpOptions opts_;
+  std::shared_ptr<Timer> timer_;  // health reads' timeouts; shared with the reads still out
+  HealthSource health_;           // opts_.health, its linearizable reads timed out
   std::unique_ptr<Gateway> gateway_;
   std::unique_ptr<Connections> conns_;
   std::vector<std::unique_ptr<Listener>> servers_;

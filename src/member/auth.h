@@ -45,6 +45,15 @@ Error check_admin(const Context& ctx, const auth::Caller& c);
 // etcd's requireAuthInfo (Status, Alarm GET): a user, any permission.
 Error require_user(const Context& ctx, const auth::Caller& c);
 
+// etcd 3.5's LeaseTimeToLive checks (v3_server.go: requireAuthInfo, and
+// with `keys` checkLeaseTimeToLive): a user; with keys, root or READ on
+// every key attached to `lease`.
+Error check_lease_time_to_live(const Context& ctx, const auth::Caller& c, int64_t lease, bool keys);
+// etcd 3.5's checkLeaseRenew (v3_server.go, since 3.5.28), for each
+// LeaseKeepAlive request: a user; root, or WRITE on every key attached to
+// `lease` (an unknown lease has none).
+Error check_lease_renew(const Context& ctx, const auth::Caller& c, int64_t lease);
+
 // etcd's Authenticate: checks the password (bcrypt, slow: a gRPC thread
 // runs it, never the consensus thread) and issues a token on this member.
 // Errors: auth_not_enabled(), auth_failed().

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apply/applier.h"
+#include "auth/jwt_tokens.h"
 #include "auth/simple_tokens.h"
 #include "auth/store.h"
 #include "common/error.h"
@@ -52,6 +53,7 @@ struct Context {
   apply::KeySpace* keys = &apply::plain_keys();
   auth::Store* auth = nullptr;           // replicated users, roles, permissions (auth/store.h)
   auth::SimpleTokens* tokens = nullptr;  // this member's tokens (--auth-token simple)
+  const auth::JwtTokens* jwt = nullptr;  // --auth-token jwt: used instead of `tokens`
   storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)
   MemberInfo self;
   // What this member publishes (set before any server starts, then

@@ -25,7 +25,11 @@ uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluste
   return first8(d);
 }
 
-bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster) {
+bool stored_cluster_token(storage::Engine* engine, std::string* token) {
+  return engine->get(storage::Cf::kMeta, "cluster_token", token);
+}
+
+bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster, const std::string& token) {
   const auto meta = storage::Cf::kMeta;
   std::string m, c;
   if (engine->get(meta, "member_id", &m) && m.size() == 8 && engine->get(meta, "cluster_id", &c) && c.size() == 8) {
@@ -47,6 +51,7 @@ bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster)
   storage::Batch b(engine);
   b.put(meta, "member_id", be(*member));
   b.put(meta, "cluster_id", be(*cluster));
+  b.put(meta, "cluster_token", token);
   engine->write(b);
   engine->sync_wal();
   return false;

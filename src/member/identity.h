@@ -21,8 +21,14 @@ uint64_t cluster_id(std::vector<uint64_t> member_ids);
 // etcd does, even when it restarts with other peer URLs: the ids in the
 // Raft log must not change. On a new data dir, stores `member` and
 // `cluster`; otherwise replaces them with the stored ones (returns true
-// if they differed).
-bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster);
+// if they differed). A new data dir also stores `token`
+// (--initial-cluster-token).
+bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster, const std::string& token);
+
+// The --initial-cluster-token the data dir was created with (restored ones
+// too), if it stored one: etcd ignores the flag once a data dir exists, and
+// the other members' ids in the Raft configuration derive from it.
+bool stored_cluster_token(storage::Engine* engine, std::string* token);
 
 struct MemberInfo {
   uint64_t id = 0;

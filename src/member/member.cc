@@ -66,29 +66,44 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   std::vector<uint64_t> ids;
   std::vector<raft::Peer> peers;
   const InitialMember* self = nullptr;
-  for (const auto& im : o.initial_cluster) {
-    MemberInfo info;
-    info.name = im.name;
-    info.peer_urls = im.peer_urls;
-    info.id = member_id(info.peer_urls, o.cluster_token);
-    if (im.name == o.name) {
-      info.client_urls = o.advertise_client_urls;
-      ctx.self = info;
-      self = &im;
+  auto derive = [&](const std::string& token) {
+    ids.clear();
+    peers.clear();
+    for (const auto& im : o.initial_cluster) {
+      MemberInfo info;
+      info.name = im.name;
+      info.peer_urls = im.peer_urls;
+      info.id = member_id(info.peer_urls, token);
+      if (im.name == o.name) {
+        info.client_urls = o.advertise_client_urls;
+        ctx.self = info;
+        self = &im;
+      }
+      ids.push_back(info.id);
+      peers.push_back({info.id, im.peer_address});
     }
-    ids.push_back(info.id);
-    peers.push_back({info.id, im.peer_address});
-  }
+    ctx.cluster_id = cluster_id(ids);
+    ctx.cluster_token = token;
+  };
+  derive(o.cluster_token);
   if (self == nullptr) {
     return errors::internal("couldn't find local name \"" + o.name + "\" in the initial cluster configuration");
   }
-  ctx.cluster_id = cluster_id(ids);
   ctx.limits = o.limits;
-  ctx.cluster_token = o.cluster_token;
 
   std::error_code ec;
   fs::create_directories(fs::path(o.data_dir) / "member", ec);
   if (ec) return errors::internal("cannot create data dir " + o.data_dir + ": " + ec.message());
+  std::unique_ptr<storage::Engine> engine;
+  if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &engine)) return e;
+  // A data dir keeps the token it was made (or restored) with, as etcd
+  // ignores --initial-cluster-token once one exists: the other members'
+  // ids in the first Raft configuration derive from it.
+  if (std::string stored; stored_cluster_token(engine.get(), &stored) && stored != o.cluster_token) {
+    spdlog::warn("data dir {} was made with --initial-cluster-token {}; using it (the flag says {})", o.data_dir,
+                 stored, o.cluster_token);
+    derive(stored);
+  }
   if (o.join) {
     // The cluster id comes with the log (the first published attributes).
     spdlog::info("starting etcdq {} as member {:x} ({}) joining an existing cluster, data dir {}", o.version,
@@ -98,11 +113,9 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
                  ctx.cluster_id, o.data_dir);
   }
 
-  std::unique_ptr<storage::Engine> engine;
-  if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &engine)) return e;
   {
     uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
-    if (keep_identity(engine.get(), &member, &cluster)) {
+    if (keep_identity(engine.get(), &member, &cluster, ctx.cluster_token)) {
       spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
                    o.data_dir, member, cluster, ctx.self.id);
       for (auto& peer : peers) {
@@ -134,16 +147,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.pre_vote = o.pre_vote;
   ro.command_limits.max_txn_ops = ctx.limits.max_txn_ops;
   ro.on_removed = o.on_removed;
-  apply::Members* members = state.members();
-  ro.client_target_of = [members](uint64_t id) -> std::string {
-    auto a = members->get(id);
-    if (!a) return "";
-    for (const auto& u : a->client_urls()) {
-      std::string t = raft::url_to_target(u);
-      if (!t.empty()) return t;
-    }
-    return "";
-  };
+  if (o.peer_tls_dial) {
+    ro.io = [dial = o.peer_tls_dial](uv_loop_t* loop, std::shared_ptr<raft::Forwarder> f) {
+      return raft::peer_uv_io(loop, std::move(f), dial);
+    };
+  }
   ro.install_plan_path = (fs::path(o.data_dir) / "member" / "install-plan").string();
   LeaderDuties* duties = &p.duties;
   ro.on_role_change = [duties](bool leading) { duties->role_changed(leading); };
@@ -193,6 +201,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ctx.auth = state.auth();
   p.tokens = std::make_unique<auth::SimpleTokens>(std::chrono::seconds(std::max<int64_t>(1, o.auth_token_ttl_seconds)));
   ctx.tokens = p.tokens.get();
+  ctx.jwt = o.jwt.get();
   ctx.checkpoints = p.checkpoints.get();
   ctx.queues = state.queues();
   ctx.keys = &state.applier()->keys();
@@ -331,7 +340,7 @@ std::vector<std::string> Member::active_alarms() {
   return out;
 }
 
-Error Member::health_read(bool serializable) {
+void Member::health_read(bool serializable, std::function<void(Error)> done) {
   // etcd's health check: a keys-only Range of one key (etcdhttp/health.go),
   // through the read path a client's takes.
   auto local_read = [this]() -> Error {
@@ -341,15 +350,13 @@ Error Member::health_read(bool serializable) {
     mvcc::RangeResult r;
     return mvcc::range(*view, "", "", o, view->revision(), view->compact_revision(), &r);
   };
-  if (serializable) return local_read();
-  if (is_learner()) return errors::not_supported_for_learner();
-  auto done = std::make_shared<std::promise<Error>>();
-  std::future<Error> barrier = done->get_future();
-  parts_->node->read_barrier([done](Error e) { done->set_value(std::move(e)); });
-  auto timeout = std::chrono::milliseconds(parts_->node->options().request_timeout_ms());
-  if (barrier.wait_for(timeout) != std::future_status::ready) return errors::timeout();
-  if (Error e = barrier.get()) return e;
-  return local_read();
+  if (serializable) return done(local_read());
+  if (is_learner()) return done(errors::not_supported_for_learner());
+  parts_->node->read_barrier([local_read, done = std::move(done)](Error e) { done(e ? e : local_read()); });
+}
+
+std::chrono::milliseconds Member::request_timeout() {
+  return std::chrono::milliseconds(parts_->node->options().request_timeout_ms());
 }
 
 void Member::stop() {

@@ -58,6 +58,7 @@ struct Options {
   CompactionMode auto_compaction_mode = CompactionMode::kPeriodic;
   int64_t auto_compaction_retention = 0;  // ms (periodic) or revisions
   int64_t auth_token_ttl_seconds = 300;  // --auth-token-ttl (simple tokens)
+  std::shared_ptr<const auth::JwtTokens> jwt;  // --auth-token jwt (null: simple tokens)
   std::string clickhouse_url;  // queue/clickhouse.h; "": not set up
   std::string clickhouse_db = "default";
   std::string version;  // for the log
@@ -66,6 +67,9 @@ struct Options {
   // This member's removal from the cluster committed (on the consensus
   // thread; must not block): the caller shuts down.
   std::function<void()> on_removed;
+  // Peer TLS (raft/transport.h, PeerTransport::Options::tls_dial): libraft's
+  // outgoing connections go through it. Empty: plain TCP.
+  std::function<void(int tcp, int plain, const std::string& host)> peer_tls_dial;
 };
 
 class Member {
@@ -93,9 +97,13 @@ class Member {
   // Active alarms by etcd's names ("NOSPACE", "CORRUPT"), for /health.
   std::vector<std::string> active_alarms();
   // etcd's health read: a one-key Range, local (serializable) or after a
-  // read barrier; blocks up to the request timeout. Errors: the read's
-  // (errors::timeout() when the barrier did not pass in time).
-  Error health_read(bool serializable);
+  // read barrier. `done` gets the read's error, once: at once (on this
+  // thread) when serializable, else when the barrier passed or failed, on
+  // whichever thread ended it. Blocks nothing: a caller that must not wait
+  // longer than request_timeout() times it out itself (http/server.cc).
+  void health_read(bool serializable, std::function<void(Error)> done);
+  // etcd's request timeout (raft/node.h), for callers that wait on the cluster.
+  std::chrono::milliseconds request_timeout();
 
   // Idempotent.
   void stop();

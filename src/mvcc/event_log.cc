@@ -5,8 +5,8 @@
 namespace etcdq::mvcc {
 
 int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events, bool with_prev,
-                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out,
-                    size_t max_bytes) {
+                    int64_t compact_revision, const std::function<bool(std::string_view key)>& want,
+                    std::vector<mvccpb::Event>* out, size_t max_bytes) {
   auto log = r.iterator(storage::Cf::kRevlog);
   storage::Iterator hist;  // opened at the first event wanted
   size_t read = 0;
@@ -39,7 +39,7 @@ int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events
       ev.mutable_kv()->set_mod_revision(rev.main);
     }
     ev.mutable_kv()->set_key(key.data(), key.size());
-    if (with_prev && hist.valid()) {
+    if (with_prev && rev.main - 1 >= compact_revision && hist.valid()) {
       hist.next();  // the version before this one, if any is retained
       std::string k;
       Revision pr;

@@ -18,9 +18,14 @@ namespace etcdq::mvcc {
 // revlog entries were read or the events appended take `max_bytes` (their
 // encoded size); the first revision is always read whole. Returns the last
 // revision read completely (from - 1 if none). prev_kv is filled when
-// `with_prev` and the key had a live version before.
+// `with_prev`, the key had a live version before, and that version is not
+// compacted: the event's revision - 1 >= `compact_revision`. etcd reads it
+// with a Range at mod_revision - 1 (v3rpc/watch.go, sendLoop), which fails
+// below the compaction, so it sends no prev_kv there; the background
+// compactor may not have removed that version yet, but it is gone all the
+// same.
 int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events, bool with_prev,
-                    const std::function<bool(std::string_view key)>& want, std::vector<mvccpb::Event>* out,
-                    size_t max_bytes = SIZE_MAX);
+                    int64_t compact_revision, const std::function<bool(std::string_view key)>& want,
+                    std::vector<mvccpb::Event>* out, size_t max_bytes = SIZE_MAX);
 
 }  // namespace etcdq::mvcc

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include "mvcc/event_log.h"
 #include "mvcc/range.h"
 #include "mvcc/store.h"
@@ -12,7 +14,36 @@ namespace {
 // memory and the time one step holds.
 constexpr size_t kCatchUpEvents = 1000;
 constexpr auto kCatchUpInterval = std::chrono::milliseconds(20);
+
+// Streams whose first write the publishing thread starts itself per
+// publish() (WatchHub::defer).
+constexpr size_t kMaxDeferred = 4;
+
+// WatchHub::defer's list: set while this thread dispatches in publish().
+struct Deferred {
+  void (*fn)(void*);
+  void* arg;
+};
+thread_local std::vector<Deferred>* t_deferred = nullptr;
 }  // namespace
+
+bool WatchHub::defer(void (*fn)(void*), void* arg) {
+  if (t_deferred == nullptr || t_deferred->size() >= kMaxDeferred) return false;
+  t_deferred->push_back(Deferred{fn, arg});
+  return true;
+}
+
+void HubEvent::encode() {
+  if (encoded_) return;
+  ev_.SerializeToString(&bytes_);
+  without_prev_ = bytes_.size();
+  if (ev_.has_prev_kv()) {
+    // prev_kv (field 3) is written last: its tag, length and message end the bytes.
+    size_t n = ev_.prev_kv().GetCachedSize();
+    without_prev_ -= std::min(without_prev_, 1 + google::protobuf::io::CodedOutputStream::VarintSize64(n) + n);
+  }
+  encoded_ = true;
+}
 
 struct WatchHub::Watcher {
   WatchSink* sink;
@@ -24,39 +55,20 @@ struct WatchHub::Watcher {
   bool synced = false;
   bool removed = false;
 
+  // dispatch_revision's scratch: `slot` in hit_ is valid while mark == epoch_.
+  uint64_t mark = 0;
+  size_t slot = 0;
+
   bool wants(std::string_view key) const { return in_range(key, spec.key, spec.end); }
   bool passes(const mvccpb::Event& ev) const {
     return !(ev.type() == mvccpb::Event::PUT && spec.no_put) && !(ev.type() == mvccpb::Event::DELETE && spec.no_delete);
   }
-  // The encoded size of shape()'s copy of `ev`, near enough for a budget.
-  size_t shaped_size(const mvccpb::Event& ev) const {
-    size_t n = ev.ByteSizeLong();
-    if (!spec.prev_kv && ev.has_prev_kv()) n -= std::min(n, ev.prev_kv().ByteSizeLong());
-    return n;
-  }
-  // A copy of `ev` shaped for this watcher, or false when its filters drop it.
-  bool shape(const mvccpb::Event& ev, std::vector<mvccpb::Event>* out) const {
-    if (ev.type() == mvccpb::Event::PUT && spec.no_put) return false;
-    if (ev.type() == mvccpb::Event::DELETE && spec.no_delete) return false;
-    out->push_back(ev);
-    if (!spec.prev_kv) out->back().clear_prev_kv();
-    return true;
-  }
 };
 
 WatchHub::WatchHub(Store* store)
-    : store_(store),
-      revision_(store->view()->revision()),
-      thread_([this] { run(); }),
-      dispatch_thread_([this] { dispatch_loop(); }) {}
+    : store_(store), revision_(store->view()->revision()), thread_([this] { run(); }) {}
 
 WatchHub::~WatchHub() {
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    dispatch_stop_ = true;
-  }
-  queue_cv_.notify_all();
-  dispatch_thread_.join();
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     stop_ = true;
@@ -172,50 +184,20 @@ void WatchHub::make_unsynced(Watcher* w, int64_t next_rev) {
 }
 
 void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision) {
-  size_t bytes = 0;
-  for (const auto& ev : events) {
-    bytes += ev.kv().key().size() + ev.kv().value().size() + ev.prev_kv().value().size();
+  // Events are wrapped (moved, not copied) outside the lock; each is
+  // encoded once, by the first watcher it matches.
+  std::vector<HubEvent> hub_events;
+  if (complete) {
+    hub_events.reserve(events.size());
+    for (auto& ev : events) hub_events.emplace_back(std::move(ev));
   }
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (queued_events_ + events.size() > kMaxQueuedEvents || queued_bytes_ + bytes > kMaxQueuedBytes) {
-      // Delivery is far behind: drop what is queued; watchers read it from
-      // storage instead (an incomplete batch makes every synced one catch up).
-      queue_.clear();
-      queued_events_ = 0;
-      queued_bytes_ = 0;
-      queue_.push_back(Published{{}, false, revision, 0});
-    } else {
-      queued_events_ += events.size();
-      queued_bytes_ += bytes;
-      queue_.push_back(Published{std::move(events), complete, revision, bytes});
-    }
-  }
-  queue_cv_.notify_one();
-}
-
-void WatchHub::dispatch_loop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  for (;;) {
-    queue_cv_.wait(lock, [this] { return dispatch_stop_ || !queue_.empty(); });
-    if (dispatch_stop_) return;
-    Published p = std::move(queue_.front());
-    queue_.pop_front();
-    queued_events_ -= std::min(queued_events_, p.events.size());
-    queued_bytes_ -= std::min(queued_bytes_, p.bytes);
-    lock.unlock();
-    dispatch(std::move(p));
-    lock.lock();
-  }
-}
-
-void WatchHub::dispatch(Published&& p) {
-  std::vector<mvccpb::Event>& events = p.events;
-  bool complete = p.complete;
-  int64_t revision = p.revision;
-  bool lagging;
+  int64_t compact = store_->view()->compact_revision();
+  bool lagging = false;
+  std::vector<Deferred> deferred;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    deferred.reserve(kMaxDeferred);
+    t_deferred = &deferred;
     int64_t first = revision_ + 1;
     revision_ = revision;
     if (!complete) {
@@ -224,56 +206,73 @@ void WatchHub::dispatch(Published&& p) {
         if (w->synced) synced.push_back(w.get());
       }
       for (Watcher* w : synced) make_unsynced(w, first);
+      lagging = !synced.empty();
     } else {
-      // Per watcher, the events of this revision it gets; they are copied
-      // only for a sink that has room for them (with many stuck streams a
-      // copy per watcher, thrown away by offer(), was most of the memory).
-      std::vector<std::pair<Watcher*, std::vector<const mvccpb::Event*>>> out;
-      std::unordered_map<Watcher*, size_t> slot;
       size_t i = 0;
-      while (i < events.size()) {
-        int64_t rev = events[i].kv().mod_revision();
+      while (i < hub_events.size()) {
+        int64_t rev = hub_events[i].revision();
         size_t j = i;
-        while (j < events.size() && events[j].kv().mod_revision() == rev) ++j;
-        out.clear();
-        slot.clear();
-        auto consider = [&](Watcher* w, const mvccpb::Event& ev) {
-          if (!w->synced || rev < w->next_rev) return;
-          if (!w->passes(ev)) return;
-          auto [it, fresh] = slot.emplace(w, out.size());
-          if (fresh) out.emplace_back(w, std::vector<const mvccpb::Event*>{});
-          out[it->second].second.push_back(&ev);
-        };
-        for (size_t k = i; k < j; ++k) {
-          const auto& key = events[k].kv().key();
-          if (auto it = synced_keys_.find(key); it != synced_keys_.end()) {
-            for (Watcher* w : it->second) consider(w, events[k]);
-          }
-          for (auto& [range, ws] : synced_ranges_) {
-            if (!in_range(key, range.first, range.second)) continue;
-            for (Watcher* w : ws) consider(w, events[k]);
-          }
-        }
-        for (auto& [w, evs] : out) {
-          size_t bytes = 0;
-          for (const auto* ev : evs) bytes += w->shaped_size(*ev);
-          if (!w->sink->fits(bytes)) {
-            make_unsynced(w, rev);
-            continue;
-          }
-          WatchBatch batch;
-          batch.watch_id = w->id;
-          batch.revision = rev;
-          batch.events.reserve(evs.size());
-          for (const auto* ev : evs) w->shape(*ev, &batch.events);
-          if (!w->sink->offer(std::move(batch))) make_unsynced(w, rev);
-        }
+        while (j < hub_events.size() && hub_events[j].revision() == rev) ++j;
+        if (dispatch_revision(&hub_events[i], j - i, compact)) lagging = true;
         i = j;
       }
     }
-    lagging = !unsynced_.empty();
+    t_deferred = nullptr;
   }
+  for (const Deferred& d : deferred) d.fn(d.arg);
+  // Only a watcher that fell behind just now needs the catch-up thread:
+  // one already behind is driven by its sink's wake() and the thread's own
+  // interval, not by every revision published.
   if (lagging) wake();
+}
+
+bool WatchHub::dispatch_revision(HubEvent* events, size_t n, int64_t compact_revision) {
+  int64_t rev = events[0].revision();
+  // etcd reads prev_kv at mod_revision - 1 when it sends the event, and
+  // sends none when that is below the compaction (v3rpc/watch.go).
+  bool prev_readable = rev - 1 >= compact_revision;
+  ++epoch_;
+  hit_.clear();
+  auto consider = [&](Watcher* w, HubEvent& ev) {
+    if (!w->synced || rev < w->next_rev) return;
+    if (!w->passes(ev.event())) return;
+    if (w->mark != epoch_) {
+      w->mark = epoch_;
+      w->slot = hit_.size();
+      hit_.push_back(w);
+      if (hit_events_.size() < hit_.size()) hit_events_.emplace_back();
+      hit_events_[w->slot].clear();
+    }
+    ev.encode();
+    hit_events_[w->slot].push_back(EventRef{&ev, w->spec.prev_kv && prev_readable && ev.has_prev()});
+  };
+  for (size_t k = 0; k < n; ++k) {
+    HubEvent& ev = events[k];
+    const std::string& key = ev.event().kv().key();
+    if (auto it = synced_keys_.find(key); it != synced_keys_.end()) {
+      for (Watcher* w : it->second) consider(w, ev);
+    }
+    for (auto& [range, ws] : synced_ranges_) {
+      if (!in_range(key, range.first, range.second)) continue;
+      for (Watcher* w : ws) consider(w, ev);
+    }
+  }
+  bool lagging = false;
+  WatchBatch batch;
+  batch.revision = rev;
+  for (size_t h = 0; h < hit_.size(); ++h) {
+    Watcher* w = hit_[h];
+    const auto& refs = hit_events_[h];
+    batch.watch_id = w->id;
+    batch.events = std::span<const EventRef>(refs);
+    batch.bytes = 0;
+    for (const auto& r : refs) batch.bytes += r.bytes().size();
+    if (!w->sink->offer(batch)) {
+      make_unsynced(w, rev);
+      lagging = true;
+    }
+  }
+  return lagging;
 }
 
 void WatchHub::run() {
@@ -312,7 +311,7 @@ void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
     // client can resume from there (etcd's chooseAll/compacted path).
     batch.compact_revision = view->compact_revision();
     std::lock_guard<std::mutex> lock(mu_);
-    if (w->removed || !w->sink->offer(std::move(batch))) return;
+    if (w->removed || !w->sink->offer(batch)) return;
     w->removed = true;
     unsynced_.erase({w->sink, w->id});
     all_.erase({w->sink, w->id});
@@ -320,18 +319,29 @@ void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
     return;
   }
   int64_t last = from - 1;
+  std::vector<HubEvent> events;
+  std::vector<EventRef> refs;
   if (from <= to) {
-    last = read_events(*view, from, to, kCatchUpEvents, w->spec.prev_kv,
-                       [&](std::string_view key) { return w->wants(key); }, &batch.events, room);
+    std::vector<mvccpb::Event> read;
+    last = read_events(*view, from, to, kCatchUpEvents, w->spec.prev_kv, view->compact_revision(),
+                       [&](std::string_view key) { return w->wants(key); }, &read, room);
     if (last < to) batch.revision = last;
-    std::vector<mvccpb::Event> shaped;
-    shaped.reserve(batch.events.size());
-    for (auto& ev : batch.events) w->shape(ev, &shaped);
-    batch.events.swap(shaped);
+    events.reserve(read.size());
+    for (auto& ev : read) {
+      if (!w->passes(ev)) continue;
+      events.emplace_back(std::move(ev));
+      events.back().encode();
+    }
+    refs.reserve(events.size());
+    for (const auto& ev : events) {
+      refs.push_back(EventRef{&ev, ev.has_prev()});
+      batch.bytes += refs.back().bytes().size();
+    }
+    batch.events = std::span<const EventRef>(refs);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (w->removed) return;
-  if (!batch.events.empty() && !w->sink->offer(std::move(batch))) return;
+  if (!batch.events.empty() && !w->sink->offer(batch)) return;
   w->next_rev = std::max(w->next_rev, last + 1);
   if (w->next_rev > revision_) {
     make_synced(w);

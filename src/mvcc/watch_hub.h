@@ -3,18 +3,19 @@
 // wait for a client.
 //
 // A watcher is *synced* when it has seen every revision up to the last one
-// dispatched: apply queues each committed entry's events (it never waits for
-// delivery), and the hub's dispatch thread hands every synced watcher its
-// events, one batch per revision, so a revision's events arrive together.
-// If the queue grows past kMaxQueuedEvents or kMaxQueuedBytes (of keys and
-// values: big values make a few events weigh a lot) the hub drops it and every synced
-// watcher catches up from storage instead: memory stays bounded. A watcher that
-// starts in the past, or whose stream has no room when a revision is
-// published, is *unsynced*: the catch-up thread reads its events from
-// storage (the revlog, in revision order) and moves it back to synced
-// under the hub lock once it has reached the last published revision — no
-// gap, no duplicate at the seam. If its next revision has been compacted
-// meanwhile it is canceled with the compaction revision, never skipped.
+// published. The apply thread hands every synced watcher its events itself
+// (publish(), as etcd's notify does in the write's End), one batch per
+// revision, so a revision's events arrive together: no queue and no thread
+// between apply and the watch streams. Each event is serialized once
+// (HubEvent), however many watchers get it; a sink copies those bytes into
+// its stream's buffer and never waits (a full buffer refuses the batch). A
+// watcher that starts in the past, whose stream has no room when a revision
+// is published, or that existed when apply did not build the events, is
+// *unsynced*: the catch-up thread reads its events from storage (the
+// revlog, in revision order) and moves it back to synced under the hub lock
+// once it has reached the last published revision — no gap, no duplicate at
+// the seam. If its next revision has been compacted meanwhile it is
+// canceled with the compaction revision, never skipped.
 //
 // Memory for a stuck client is bounded by its stream's send buffer (the
 // sink's business): the hub itself keeps no events for unsynced watchers,
@@ -26,12 +27,13 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -42,10 +44,48 @@ namespace etcdq::mvcc {
 
 class Store;
 
+// One change as the hub hands it to the watchers it matches: the event as
+// applied (prev_kv set when the key had a live version before) and its
+// serialization, made once however many watchers get it.
+//
+// Thread-safety: encode() is called once, by whoever built the event,
+// before the event is shared; after that it is read-only.
+class HubEvent {
+ public:
+  explicit HubEvent(mvccpb::Event&& ev) : ev_(std::move(ev)) {}
+  const mvccpb::Event& event() const { return ev_; }
+  int64_t revision() const { return ev_.kv().mod_revision(); }
+  bool has_prev() const { return ev_.has_prev_kv(); }
+  bool encoded() const { return encoded_; }
+  void encode();
+  // The serialized mvccpb.Event, with its prev_kv or without (a watcher
+  // that did not ask for it). protobuf writes fields in number order and
+  // prev_kv is the last, so the event without it is a prefix of the bytes.
+  std::string_view bytes(bool with_prev) const {
+    return std::string_view(bytes_).substr(0, with_prev ? bytes_.size() : without_prev_);
+  }
+
+ private:
+  mvccpb::Event ev_;
+  std::string bytes_;
+  size_t without_prev_ = 0;
+  bool encoded_ = false;
+};
+
+// One event of a batch: which one, and whether this watcher gets its prev_kv.
+struct EventRef {
+  const HubEvent* event;
+  bool with_prev;
+  std::string_view bytes() const { return event->bytes(with_prev); }
+};
+
 struct WatchBatch {
   int64_t watch_id = 0;
   int64_t revision = 0;  // for the response header
-  std::vector<mvccpb::Event> events;
+  // Encoded, in revision order; valid during offer() only (a sink copies
+  // what it keeps).
+  std::span<const EventRef> events;
+  size_t bytes = 0;  // the sum of events' bytes()
   // Non-zero: the watcher is canceled; its next revision was compacted.
   int64_t compact_revision = 0;
   // Non-empty: the watcher is canceled for this reason (sent even when the
@@ -57,16 +97,13 @@ struct WatchBatch {
 class WatchSink {
  public:
   virtual ~WatchSink() = default;
-  // Takes the batch if the stream has room; false leaves the watcher to
-  // catch up from storage later.
-  virtual bool offer(WatchBatch&& batch) = 0;
+  // Takes (copies) the batch if the stream has room; false leaves the
+  // watcher to catch up from storage later. Never blocks.
+  virtual bool offer(const WatchBatch& batch) = 0;
   // How many bytes of events (their encoded size) catching up may read for
-  // this sink now; 0: none (wait until it drains). The hub reads at most
-  // that much, but always a whole revision.
+  // this sink now; 0: none (wait until it drains, then call wake()). The
+  // hub reads at most that much, but always a whole revision.
   virtual size_t room() const = 0;
-  // Whether offer() would take a batch of events of this encoded size now
-  // (the hub asks before it copies them).
-  virtual bool fits(size_t /*bytes*/) const { return true; }
 };
 
 struct WatchSpec {
@@ -107,28 +144,34 @@ class WatchHub {
   int64_t slow_watchers() const;
   int64_t streams() const;
 
-  // Apply thread, after the view at `revision` is published; never waits
-  // for delivery. `events` are in revision order; `complete` false means
-  // apply did not build them (no watcher existed when the entry started) and
-  // synced watchers must catch up from storage instead.
+  // Apply thread, after the view at `revision` is published: hands the
+  // events to the synced watchers they match (sinks copy them; nobody
+  // waits for a client). `events` are in revision order; `complete` false
+  // means apply did not build them (no watcher existed when the entry
+  // started) and synced watchers must catch up from storage instead.
+  // Before it returns, with no lock held, it runs what sinks deferred.
   void publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision);
 
-  static constexpr size_t kMaxQueuedEvents = 200000;
-  static constexpr size_t kMaxQueuedBytes = 64 << 20;
+  // For a sink inside offer() on publish()'s thread: has `fn(arg)` run on
+  // this thread at the end of publish(), once the hub lock is released —
+  // so a stream that was idle starts writing its events without waking
+  // another thread (etcd's watch stream sends them from the apply
+  // goroutine's notify without a hand-off either). Returns false (nothing
+  // deferred) outside publish() or after a few calls in one publish()
+  // (watch_hub.cc, kMaxDeferred): past that, starting writes would delay
+  // apply (and the next proposals) more than a wake-up costs, so the sink
+  // hands the work to a thread of its own. `arg` must stay valid until fn
+  // has run.
+  static bool defer(void (*fn)(void*), void* arg);
 
  private:
   struct Watcher;
   using Key = std::pair<WatchSink*, int64_t>;
 
-  struct Published {
-    std::vector<mvccpb::Event> events;
-    bool complete;
-    int64_t revision;
-    size_t bytes = 0;  // keys and values of `events`
-  };
   void run();
-  void dispatch_loop();
-  void dispatch(Published&& p);
+  // Offers one revision's events, events[0..n), to the synced watchers
+  // they match; returns whether a watcher became unsynced. mu_ held.
+  bool dispatch_revision(HubEvent* events, size_t n, int64_t compact_revision);
   void catch_up(const std::shared_ptr<Watcher>& w);
   void make_synced(const std::shared_ptr<Watcher>& w);    // lock held
   void make_unsynced(Watcher* w, int64_t next_rev);         // lock held
@@ -144,20 +187,18 @@ class WatchHub {
   std::map<Key, std::shared_ptr<Watcher>> unsynced_;
   int64_t revision_ = 0;
   std::atomic<int64_t> count_{0};
+  // dispatch_revision's scratch (mu_ held): the watchers one revision
+  // matched, in first-match order, and the events each gets (a watcher's
+  // slot is valid while its mark is the current epoch).
+  uint64_t epoch_ = 0;
+  std::vector<Watcher*> hit_;
+  std::vector<std::vector<EventRef>> hit_events_;
 
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool woken_ = false;
   bool stop_ = false;
   std::thread thread_;
-
-  std::mutex queue_mu_;  // guards queue_, queued_events_, queued_bytes_, dispatch_stop_
-  std::condition_variable queue_cv_;
-  std::deque<Published> queue_;
-  size_t queued_events_ = 0;
-  size_t queued_bytes_ = 0;
-  bool dispatch_stop_ = false;
-  std::thread dispatch_thread_;
 };
 
 }  // namespace etcdq::mvcc

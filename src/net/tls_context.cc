@@ -198,7 +198,7 @@ Error TlsContext::open(TlsOptions options, std::shared_ptr<TlsContext>* out) {
   if (Error e = validate_tls_settings(options.cipher_suites, options.min_version, options.max_version)) return e;
   std::shared_ptr<TlsContext> c(new TlsContext(std::move(options)));
   c->stamp_ = c->stamp();
-  if (Error e = c->build(&c->ctx_)) return e;
+  if (Error e = c->build(&c->ctx_, &c->client_ctx_)) return e;
   c->next_check_ = std::chrono::steady_clock::now() + kCheckEvery;
   *out = std::move(c);
   return {};
@@ -206,6 +206,7 @@ Error TlsContext::open(TlsOptions options, std::shared_ptr<TlsContext>* out) {
 
 TlsContext::~TlsContext() {
   if (ctx_) SSL_CTX_free(ctx_);
+  if (client_ctx_) SSL_CTX_free(client_ctx_);
 }
 
 std::vector<std::string> TlsContext::stamp() const {
@@ -222,33 +223,77 @@ std::vector<std::string> TlsContext::stamp() const {
   return out;
 }
 
+void TlsContext::refresh() {
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_check_) return;
+  next_check_ = now + kCheckEvery;
+  std::vector<std::string> s = stamp();
+  if (s == stamp_ || s == failed_stamp_) return;
+  SSL_CTX* fresh = nullptr;
+  SSL_CTX* fresh_client = nullptr;
+  if (Error e = build(&fresh, &fresh_client)) {
+    // A rotation in progress (key written before the cert) or a broken
+    // file: the old context serves until the files load together.
+    spdlog::error("TLS files changed but do not load, still serving the previous certificate: {}", e.message());
+    failed_stamp_ = s;
+    return;
+  }
+  SSL_CTX_free(ctx_);
+  ctx_ = fresh;
+  if (client_ctx_) SSL_CTX_free(client_ctx_);
+  client_ctx_ = fresh_client;
+  stamp_ = s;
+  failed_stamp_.clear();
+  spdlog::info("reloaded TLS certificate {} and key {}", options_.cert_file, options_.key_file);
+}
+
 SSL_CTX* TlsContext::current() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto now = std::chrono::steady_clock::now();
-  if (now >= next_check_) {
-    next_check_ = now + kCheckEvery;
-    std::vector<std::string> s = stamp();
-    if (s != stamp_ && s != failed_stamp_) {
-      SSL_CTX* fresh = nullptr;
-      if (Error e = build(&fresh)) {
-        // A rotation in progress (key written before the cert) or a broken
-        // file: the old context serves until the files load together.
-        spdlog::error("TLS files changed but do not load, still serving the previous certificate: {}", e.message());
-        failed_stamp_ = s;
-      } else {
-        SSL_CTX_free(ctx_);
-        ctx_ = fresh;
-        stamp_ = s;
-        failed_stamp_.clear();
-        spdlog::info("reloaded TLS certificate {} and key {}", options_.cert_file, options_.key_file);
-      }
-    }
-  }
+  refresh();
   SSL_CTX_up_ref(ctx_);
   return ctx_;
 }
 
-Error TlsContext::build(SSL_CTX** out) const {
+SSL_CTX* TlsContext::current_client() {
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh();
+  if (client_ctx_) SSL_CTX_up_ref(client_ctx_);
+  return client_ctx_;
+}
+
+std::string TlsContext::check_identity(const SSL* ssl) const {
+  const TlsOptions& o = options_;
+  if (o.allowed_cn.empty() && o.allowed_hostname.empty()) return "";
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  const char* kRefused = "client certificate authentication failed";
+  if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return kRefused;
+  if (!o.allowed_cn.empty()) {
+    X509_NAME* subject = X509_get_subject_name(cert);
+    int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+    std::string cn;
+    if (i >= 0) {
+      unsigned char* utf8 = nullptr;
+      int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
+      if (n > 0) cn.assign(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+      OPENSSL_free(utf8);
+    }
+    for (const auto& allowed : o.allowed_cn) {
+      if (allowed == cn) return "";
+    }
+    return std::string(kRefused) + " (certificate CN \"" + cn + "\" is not in --" + o.flag_prefix + "cert-allowed-cn)";
+  }
+  for (const auto& h : o.allowed_hostname) {
+    unsigned char buf[16];
+    bool ip = inet_pton(AF_INET, h.c_str(), buf) == 1 || inet_pton(AF_INET6, h.c_str(), buf) == 1;
+    if (ip ? X509_check_ip_asc(cert, h.c_str(), 0) == 1
+           : X509_check_host(cert, h.c_str(), h.size(), X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr) == 1) {
+      return "";
+    }
+  }
+  return std::string(kRefused) + " (certificate is not valid for --" + o.flag_prefix + "cert-allowed-hostname)";
+}
+
+Error TlsContext::build(SSL_CTX** out, SSL_CTX** client_out) const {
   const TlsOptions& o = options_;
   const std::string cert_flag = "--" + o.flag_prefix + "cert-file";
   const std::string key_flag = "--" + o.flag_prefix + "key-file";
@@ -374,6 +419,34 @@ Error TlsContext::build(SSL_CTX** out) const {
   SSL_CTX_set_alpn_select_cb(ctx.get(), select_alpn, nullptr);
   // Session resumption within one context (tickets are keyed per context).
   SSL_CTX_set_session_id_context(ctx.get(), reinterpret_cast<const unsigned char*>("etcdq"), 5);
+  *client_out = nullptr;
+  if (o.dial) {
+    // The same identity, roots and CRL (one store, shared).
+    std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> cc(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+    if (!cc) return {Code::kInternal, "SSL_CTX_new: " + openssl_error()};
+    SSL_CTX_set_min_proto_version(cc.get(), version_number(o.min_version));
+    SSL_CTX_set_max_proto_version(cc.get(), version_number(o.max_version));
+    SSL_CTX_set_options(cc.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_mode(cc.get(),
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+    if (!ciphers.empty()) SSL_CTX_set_cipher_list(cc.get(), ciphers.c_str());
+    if (SSL_CTX_use_certificate(cc.get(), SSL_CTX_get0_certificate(ctx.get())) != 1 ||
+        SSL_CTX_use_PrivateKey(cc.get(), SSL_CTX_get0_privatekey(ctx.get())) != 1) {
+      return {Code::kInternal, cert_flag + " " + o.cert_file + ": " + openssl_error()};
+    }
+    STACK_OF(X509)* chain = nullptr;
+    SSL_CTX_get0_chain_certs(ctx.get(), &chain);
+    for (int i = 0; chain != nullptr && i < sk_X509_num(chain); ++i) {
+      SSL_CTX_add1_chain_cert(cc.get(), sk_X509_value(chain, i));
+    }
+    if (!o.trusted_ca_file.empty()) {
+      SSL_CTX_set1_cert_store(cc.get(), store);
+    } else {
+      SSL_CTX_set_default_verify_paths(cc.get());
+    }
+    SSL_CTX_set_verify(cc.get(), o.skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, o.skip_verify ? nullptr : verify_callback);
+    *client_out = cc.release();
+  }
   *out = ctx.release();
   return {};
 }

@@ -1,6 +1,8 @@
-// The TLS settings of one kind of URL (client now; peer later: the same
-// options under etcd's --peer-* flag names) turned into an OpenSSL SSL_CTX,
-// re-read when the files change on disk.
+// The TLS settings of one kind of URL (the client URLs, or the peer URLs:
+// the same options under etcd's --peer-* flag names) turned into an OpenSSL
+// SSL_CTX, re-read when the files change on disk. The peer settings also
+// give a client context: members dial each other with the same key pair
+// (etcd's TLSInfo.ClientConfig, used by rafthttp).
 //
 // etcd builds a Go tls.Config from its flags (client/pkg/transport/
 // listener.go, TLSInfo.ServerConfig) and this mirrors it:
@@ -19,6 +21,16 @@
 //     accepted and change nothing);
 //   - min/max version: "TLS1.2", "TLS1.3" (max "" = the highest), etcd's
 //     "unexpected TLS version %q (must be one of: TLS1.2, TLS1.3)".
+//   - allowed-cn / allowed-hostname (peer): the other side's verified
+//     certificate must have one of these subject CNs, or be valid for one
+//     of these host names or IPs (SANs only, as Go's VerifyHostname), else
+//     the connection is refused with etcd's "client certificate
+//     authentication failed" (listener.go baseConfig's
+//     VerifyPeerCertificate, which etcd applies to both directions).
+// Client context (dial): the same chain and key, the trusted CA as roots
+// (else the system's), and the server's certificate must match the host
+// dialed; with skip_verify (--peer-auto-tls, self-signed) it is not
+// verified at all, as etcd sets InsecureSkipVerify.
 // ALPN: "http/1.1" when the client offers it (curl offers h2 and http/1.1,
 // and its /health must come over HTTP/1.1), else "h2" (gRPC offers only
 // h2), else none; the plaintext is routed by its first bytes anyway
@@ -45,6 +57,7 @@
 #include "common/error.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 namespace etcdq::net {
 
@@ -61,6 +74,10 @@ struct TlsOptions {
   std::vector<std::string> cipher_suites;  // Go's names; empty: OpenSSL's defaults
   std::string min_version = "TLS1.2";
   std::string max_version;  // "": the highest OpenSSL has (TLS 1.3)
+  std::vector<std::string> allowed_cn;        // empty: any CN
+  std::vector<std::string> allowed_hostname;  // empty: any host
+  bool dial = false;         // also build the client context (current_client)
+  bool skip_verify = false;  // client context: do not verify the server (auto TLS)
 };
 
 // Checks what can be checked without files: cipher suite names and the
@@ -81,18 +98,28 @@ class TlsContext {
   // Holds a reference the caller drops with SSL_CTX_free (SSL_new takes its
   // own, so free right after SSL_new).
   SSL_CTX* current();
+  // The same for connections this process dials (TLS_client_method): null
+  // unless options().dial.
+  SSL_CTX* current_client();
   const TlsOptions& options() const { return options_; }
+
+  // After a handshake, either side: "" when the other side's certificate
+  // passes allowed-cn / allowed-hostname (always, when neither is set),
+  // else why not (etcd's words). Any thread.
+  std::string check_identity(const SSL* ssl) const;
 
   static constexpr std::chrono::seconds kCheckEvery{1};
 
  private:
   explicit TlsContext(TlsOptions options) : options_(std::move(options)) {}
-  Error build(SSL_CTX** out) const;
+  Error build(SSL_CTX** out, SSL_CTX** client) const;
+  void refresh();  // mu_ held: rebuild when the files changed
   std::vector<std::string> stamp() const;  // each file's (mtime, size, inode)
 
   const TlsOptions options_;
   std::mutex mu_;  // guards everything below
   SSL_CTX* ctx_ = nullptr;
+  SSL_CTX* client_ctx_ = nullptr;  // options_.dial only
   std::vector<std::string> stamp_;         // of the files ctx_ was built from
   std::vector<std::string> failed_stamp_;  // the last change that did not load (logged once)
   std::chrono::steady_clock::time_point next_check_{};

@@ -5,12 +5,14 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -83,6 +85,7 @@ struct TlsPump::Impl {
     int route_fd = -1;  // the end the route got (the key of `names`)
     SSL* ssl = nullptr;
     bool routed = false;
+    bool dialed = false;  // client side (dial()); `plain` set from the start
     Clock::time_point since;
     std::list<uint64_t>::iterator waiting;  // in handshaking, until routed
     // TLS -> plain, and plain -> TLS; [off, len) is what is left to write.
@@ -97,8 +100,13 @@ struct TlsPump::Impl {
     int epoll = -1;
     int wake = -1;
     std::thread thread;
-    std::mutex mu;  // guards incoming
+    std::mutex mu;  // guards incoming and dialing
     std::vector<int> incoming;
+    struct Dial {
+      int tcp, plain;
+      std::string host;
+    };
+    std::vector<Dial> dialing;
     // Everything below: the worker thread only.
     std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
     std::list<uint64_t> handshaking;  // oldest first
@@ -109,6 +117,10 @@ struct TlsPump::Impl {
 
     ~Worker() {
       for (int fd : incoming) ::close(fd);
+      for (const Dial& d : dialing) {
+        ::close(d.tcp);
+        ::close(d.plain);
+      }
       if (wake >= 0) ::close(wake);
       if (epoll >= 0) ::close(epoll);
     }
@@ -131,13 +143,18 @@ struct TlsPump::Impl {
         logs_this_second = 0;
       }
       if (++logs_this_second > kRejectLogsPerSecond) return;
-      spdlog::warn("rejected connection on {} URL from {}: {}", owner->role, remote_address(c.tcp), why);
+      if (c.dialed) {
+        spdlog::warn("TLS to the {} at {} failed: {}", owner->role, remote_address(c.tcp), why);
+      } else {
+        spdlog::warn("rejected connection on {} URL from {}: {}", owner->role, remote_address(c.tcp), why);
+      }
     }
 
     std::string handshake_error(Conn& c, int err) {
       long verify = SSL_get_verify_result(c.ssl);
       if (verify != X509_V_OK) {
-        return std::string("tls: failed to verify client certificate: ") + X509_verify_cert_error_string(verify);
+        return std::string(c.dialed ? "tls: failed to verify certificate: " : "tls: failed to verify client certificate: ") +
+               X509_verify_cert_error_string(verify);
       }
       unsigned long e = ERR_peek_error();
       // etcd's (Go's) words for the common case.
@@ -167,13 +184,70 @@ struct TlsPump::Impl {
       c.since = Clock::now();
       SSL_set_fd(ssl, fd);
       SSL_set_accept_state(ssl);
+      start_handshake(std::move(conn));
+    }
+
+    void add_dialed(const Dial& d) {
+      SSL_CTX* ctx = owner->context->current_client();
+      SSL* ssl = ctx ? SSL_new(ctx) : nullptr;
+      if (ctx) SSL_CTX_free(ctx);
+      if (!ssl) {
+        ::close(d.tcp);
+        ::close(d.plain);
+        return;
+      }
+      auto conn = std::make_unique<Conn>();
+      Conn& c = *conn;
+      c.id = next_id++;
+      c.tcp = d.tcp;
+      c.plain = d.plain;
+      c.ssl = ssl;
+      c.dialed = true;
+      c.since = Clock::now();
+      SSL_set_fd(ssl, d.tcp);
+      SSL_set_connect_state(ssl);
+      if (!owner->context->options().skip_verify) {
+        // Go's crypto/tls checks the dialed host (ServerName from the URL).
+        unsigned char buf[16];
+        bool ip = inet_pton(AF_INET, d.host.c_str(), buf) == 1 || inet_pton(AF_INET6, d.host.c_str(), buf) == 1;
+        X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+        if (ip) {
+          X509_VERIFY_PARAM_set1_ip_asc(param, d.host.c_str());
+        } else {
+          X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+          X509_VERIFY_PARAM_set1_host(param, d.host.c_str(), d.host.size());
+          SSL_set_tlsext_host_name(ssl, d.host.c_str());
+        }
+      }
+      start_handshake(std::move(conn));
+    }
+
+    // The handshake is done and `c.plain` is set: watch it beside the TLS
+    // socket. False (the connection closed) when epoll refuses it.
+    bool start_routing(Conn& c) {
+      c.routed = true;
+      handshaking.erase(c.waiting);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+      ev.data.u64 = c.id;
+      if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.plain, &ev) != 0) {
+        close_conn(c);
+        return false;
+      }
+      return true;
+    }
+
+    // Registers a new connection (its SSL set up) and takes its first
+    // handshake step; the oldest handshake goes when there are too many.
+    void start_handshake(std::unique_ptr<Conn> conn) {
+      Conn& c = *conn;
       handshaking.push_back(c.id);
       c.waiting = std::prev(handshaking.end());
       conns.emplace(c.id, std::move(conn));
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
       ev.data.u64 = c.id;
-      if (epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.tcp, &ev) != 0) {
         close_conn(c);
         return;
       }
@@ -183,6 +257,25 @@ struct TlsPump::Impl {
         if (oldest == c.id) return;
       }
       step(c);
+    }
+
+    // The first plaintext bytes: HTTP/2 (gRPC), a prefixed route's magic,
+    // or HTTP/1.1, as on a plain port. Null route while more is needed.
+    const Route* classify(const Conn& c, bool* need_more) const {
+      *need_more = false;
+      bool maybe_prefixed = false;
+      for (const auto& p : owner->routes.prefixed) {
+        size_t n = std::min(c.in_len, p.magic.size());
+        if (std::memcmp(c.in.get(), p.magic.data(), n) != 0) continue;
+        if (n == p.magic.size()) return &p.route;
+        maybe_prefixed = true;
+      }
+      Sniffed s = sniff(c.in.get(), c.in_len);
+      if (maybe_prefixed || s == Sniffed::kNeedMore) {
+        *need_more = true;
+        return nullptr;
+      }
+      return s == Sniffed::kHttp2 ? &owner->routes.http2 : &owner->routes.http1;
     }
 
     // Handshake, then route on the first plaintext bytes, then pump.
@@ -197,8 +290,22 @@ struct TlsPump::Impl {
           close_conn(c);
           return;
         }
-        // The first bytes say HTTP/2 (gRPC) or HTTP/1.1, as on a plain port.
-        while (sniff(c.in.get(), c.in_len) == Sniffed::kNeedMore) {
+        std::string refused = owner->context->check_identity(c.ssl);
+        if (!refused.empty()) {
+          reject(c, refused);
+          close_conn(c);
+          return;
+        }
+        if (c.dialed) {
+          if (!start_routing(c)) return;
+          pump(c);
+          return;
+        }
+        const Route* picked = nullptr;
+        for (;;) {
+          bool need_more = false;
+          picked = classify(c, &need_more);
+          if (!need_more) break;
           ERR_clear_error();
           int n = SSL_read(c.ssl, c.in.get() + c.in_len, static_cast<int>(kPrefaceBytes - c.in_len));
           if (n <= 0) {
@@ -209,22 +316,15 @@ struct TlsPump::Impl {
           }
           c.in_len += static_cast<size_t>(n);
         }
-        bool h2 = sniff(c.in.get(), c.in_len) == Sniffed::kHttp2;
-        const Route& route = h2 ? owner->routes.http2 : owner->routes.http1;
+        const Route& route = *picked;
         int sv[2];
         if (!route || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
           close_conn(c);
           return;
         }
         c.plain = sv[0];
-        c.routed = true;
-        handshaking.erase(c.waiting);
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-        ev.data.u64 = c.id;
-        if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.plain, &ev) != 0) {
+        if (!start_routing(c)) {
           ::close(sv[1]);
-          close_conn(c);
           return;
         }
         c.route_fd = sv[1];
@@ -351,7 +451,13 @@ struct TlsPump::Impl {
               std::lock_guard<std::mutex> lock(mu);
               fds.swap(incoming);
             }
+            std::vector<Dial> dials;
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              dials.swap(dialing);
+            }
             for (int fd : fds) add(fd);
+            for (const Dial& d : dials) add_dialed(d);
             continue;
           }
           auto it = conns.find(id);
@@ -430,6 +536,22 @@ void TlsPump::adopt(int fd) {
   {
     std::lock_guard<std::mutex> lock(w.mu);
     w.incoming.push_back(fd);
+  }
+  uint64_t one = 1;
+  ssize_t ignored = write(w.wake, &one, sizeof(one));
+  (void)ignored;
+}
+
+void TlsPump::dial(int tcp, int plain, const std::string& host) {
+  if (!impl_->started || impl_->stop_requested.load() || !impl_->context->options().dial) {
+    ::close(tcp);
+    ::close(plain);
+    return;
+  }
+  auto& w = *impl_->workers[impl_->next_worker++ % impl_->workers.size()];
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.dialing.push_back({tcp, plain, host});
   }
   uint64_t one = 1;
   ssize_t ignored = write(w.wake, &one, sizeof(one));

@@ -1,4 +1,4 @@
-// TLS termination for the https:// client URLs (and, later, the peer URL):
+// TLS termination for the https:// client URLs and peer URLs:
 // the listener's net::Mux hands every connection that opens with a TLS
 // record ("\x16\x03", kTlsMagic) to adopt(); the pump runs the handshake
 // with OpenSSL (net/tls_context.h), reads the first plaintext bytes, and
@@ -13,6 +13,18 @@
 // plaintext only), and gRPC 1.51's credentials cannot set the cipher suites
 // or TLS versions etcd's flags set. cpp-httplib's TLS would be a third
 // stack. One OpenSSL termination serves both.
+//
+// On the peer URL the plaintext may also open with a prefixed route's magic
+// (libraft's connections, raft/transport.h): that route gets it, as
+// net::Mux routes a plain connection. So every check of what a member says
+// comes after its certificate was verified (and passed allowed-cn /
+// allowed-hostname, TlsContext::check_identity).
+//
+// Dialing (peer URLs): dial() runs the client side of TLS for a TCP
+// connection this process made, pumping between it and a plaintext socket
+// the caller already holds the other end of; the server's certificate is
+// verified against the host dialed. Same threads, buffers, handshake
+// timeout and logs as accepted connections.
 //
 // Threads: kThreads epoll threads (connections spread round-robin), each
 // running non-blocking SSL for its connections, edge-triggered on both
@@ -45,6 +57,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "net/tls_context.h"
@@ -55,9 +68,14 @@ class TlsPump {
  public:
   // Takes ownership of the plaintext end (non-blocking AF_UNIX socket).
   using Route = std::function<void(int fd)>;
+  struct Prefixed {
+    std::string magic;  // non-empty, and not a prefix of HTTP/2's preface
+    Route route;
+  };
   struct Routes {
     Route http2;  // gRPC
     Route http1;  // empty: closed (HTTP moved to --listen-client-http-urls)
+    std::vector<Prefixed> prefixed;  // looked at first
   };
 
   static constexpr std::string_view kTlsMagic{"\x16\x03", 2};  // a handshake record
@@ -77,6 +95,14 @@ class TlsPump {
   // Takes ownership of an accepted TCP socket (non-blocking) whose first
   // bytes are a TLS record.
   void adopt(int fd);
+  // Takes ownership of a connected TCP socket `tcp` this process dialed
+  // to `host` (a name or an IP: the server's certificate must be valid
+  // for it) and of `plain`, one end of a socketpair (non-blocking): the
+  // client side of TLS runs on `tcp` with the context's client context
+  // (TlsOptions::dial), and what the caller writes to the other end goes
+  // out encrypted. Either side closing, or a failed handshake (logged as a
+  // rejected connection), closes both. Any thread, after start().
+  void dial(int tcp, int plain, const std::string& host);
   // No route is called after this returns (one running finishes first);
   // connections that finish their handshake later are closed. Live routed
   // connections go on pumping, so their servers can end them.

@@ -72,13 +72,23 @@ bool Host::flush_locked(Consumer& c) {
       ++n;
     }
     b.revision = c.waiting[n - 1].revision;
-    b.events.reserve(n);
+    std::vector<mvcc::HubEvent> events;
+    events.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      b.events.emplace_back();
-      b.events.back().set_type(mvccpb::Event::PUT);
-      *b.events.back().mutable_kv() = c.waiting[i].kv;
+      mvccpb::Event ev;
+      ev.set_type(mvccpb::Event::PUT);
+      *ev.mutable_kv() = c.waiting[i].kv;
+      events.emplace_back(std::move(ev));
+      events.back().encode();
     }
-    if (!c.sink->offer(std::move(b))) {
+    std::vector<mvcc::EventRef> refs;
+    refs.reserve(n);
+    for (const auto& ev : events) {
+      refs.push_back(mvcc::EventRef{&ev, false});
+      b.bytes += refs.back().bytes().size();
+    }
+    b.events = std::span<const mvcc::EventRef>(refs);
+    if (!c.sink->offer(b)) {
       if (c.waiting_since == Clock::time_point{}) c.waiting_since = Clock::now();
       return false;
     }
@@ -123,7 +133,7 @@ void Host::cancel_locked(uint64_t instance, const std::string& reason) {
   cancel.watch_id = it->second.watch_id;
   cancel.revision = it->second.waiting.empty() ? 0 : it->second.waiting.back().revision;
   cancel.cancel_reason = reason;
-  it->second.sink->offer(std::move(cancel));
+  it->second.sink->offer(cancel);
   erase_locked(instance);
 }
 

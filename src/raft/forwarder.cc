@@ -14,18 +14,35 @@ std::string url_to_target(const std::string& url) {
   return rest;
 }
 
+namespace {
+std::mutex peer_credentials_mu;
+std::shared_ptr<grpc::ChannelCredentials> peer_credentials;  // guarded by peer_credentials_mu
+}  // namespace
+
+void Forwarder::set_peer_credentials(std::shared_ptr<grpc::ChannelCredentials> creds) {
+  std::lock_guard<std::mutex> lock(peer_credentials_mu);
+  peer_credentials = std::move(creds);
+}
+
+std::shared_ptr<grpc::Channel> Forwarder::make_channel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  // A restarted leader should be reachable again quickly.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  {
+    std::lock_guard<std::mutex> lock(peer_credentials_mu);
+    creds = peer_credentials;
+  }
+  return grpc::CreateCustomChannel(target, creds ? creds : grpc::InsecureChannelCredentials(), args);
+}
+
 std::shared_ptr<grpc::Channel> Forwarder::channel(const std::string& target) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& ch = channels_[target];
-  if (!ch) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    // A restarted leader should be reachable again quickly.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    ch = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  }
+  if (!ch) ch = make_channel(target);
   return ch;
 }
 

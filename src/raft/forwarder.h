@@ -68,11 +68,14 @@ class Forwarder {
   virtual Error fetch_snapshot(const std::string& target, uint64_t index,
                                const std::function<Error(const peer::SnapshotChunk&)>& fn);
 
-  // The channel to `target` (a peer host:port for the Peer service; a
-  // client host:port for proxying etcd's own services to the leader).
-  // Every member-to-member gRPC connection is made here (libraft's own in
-  // raft/transport.h), so peer TLS changes these credentials.
+  // The channel to a member's peer host:port (the Peer service). Every
+  // member-to-member gRPC connection is made here (libraft's own in
+  // raft/transport.h): with peer TLS, over set_peer_credentials()'s.
   std::shared_ptr<grpc::Channel> channel(const std::string& target);
+
+  // Peer TLS: the credentials of every channel() made from now on, in
+  // every Forwarder (null: plaintext). Set once at start, before any call.
+  static void set_peer_credentials(std::shared_ptr<grpc::ChannelCredentials> creds);
 
   static constexpr std::chrono::seconds kInactivityLimit{5};
 
@@ -83,7 +86,8 @@ class Forwarder {
 
  private:
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
+  std::shared_ptr<grpc::Channel> make_channel(const std::string& target);
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // peer targets
 };
 
 }  // namespace etcdq::raft

@@ -29,6 +29,9 @@ std::string remote_of(int fd) {
   sockaddr_storage a{};
   socklen_t len = sizeof a;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
+  // Peer TLS hands over the plaintext end of a socketpair (net/tls_pump.h
+  // logs the member's address when it refuses one).
+  if (a.ss_family == AF_UNIX) return "the peer TLS listener";
   char host[INET6_ADDRSTRLEN] = "?";
   int port = 0;
   if (a.ss_family == AF_INET) {

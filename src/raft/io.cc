@@ -29,7 +29,7 @@ namespace {
 
 class PeerUvIo final : public RaftIo {
  public:
-  explicit PeerUvIo(uv_loop_t* loop) : transport_(loop), uv_(loop, transport_.raw()) {}
+  PeerUvIo(uv_loop_t* loop, PeerTransport::Options opts) : transport_(loop, std::move(opts)), uv_(loop, transport_.raw()) {}
   Error open(const std::string& dir) override { return uv_.open(dir); }
   struct raft_io* get() override { return uv_.get(); }
   void close() override { uv_.close(); }
@@ -45,8 +45,11 @@ class PeerUvIo final : public RaftIo {
 
 }  // namespace
 
-std::unique_ptr<RaftIo> peer_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder>) {
-  return std::make_unique<PeerUvIo>(loop);
+std::unique_ptr<RaftIo> peer_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder>,
+                                   std::function<void(int tcp, int plain, const std::string& host)> tls_dial) {
+  PeerTransport::Options opts;
+  opts.tls_dial = std::move(tls_dial);
+  return std::make_unique<PeerUvIo>(loop, std::move(opts));
 }
 
 }  // namespace etcdq::raft

@@ -73,7 +73,9 @@ class UvIo : public RaftIo {
 // Called once, by Node's constructor.
 using IoFactory = std::function<std::unique_ptr<RaftIo>(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder)>;
 
-// The production I/O: raft_uv plus PeerTransport (raft/transport.h).
-std::unique_ptr<RaftIo> peer_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder);
+// The production I/O: raft_uv plus PeerTransport (raft/transport.h);
+// `tls_dial` is PeerTransport::Options::tls_dial (peer TLS; empty: plain).
+std::unique_ptr<RaftIo> peer_uv_io(uv_loop_t* loop, std::shared_ptr<Forwarder> forwarder,
+                                   std::function<void(int tcp, int plain, const std::string& host)> tls_dial = {});
 
 }  // namespace etcdq::raft

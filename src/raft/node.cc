@@ -296,12 +296,6 @@ std::string Node::leader_target() const {
   return "";
 }
 
-std::string Node::leader_client_target() const {
-  Progress p = progress();
-  if (p.leader_id == 0 || p.leader_id == opts_.id || !opts_.client_target_of) return "";
-  return opts_.client_target_of(p.leader_id);
-}
-
 void Node::stop() {
   Impl* m = impl_.get();
   if (!m->thread.joinable()) return;

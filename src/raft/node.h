@@ -84,10 +84,6 @@ struct NodeOptions {
   // leave too few reachable voters for a quorum.
   bool strict_reconfig_check = true;
   bool pre_vote = true;  // etcd's --pre-vote
-  // A member's published client host:port, "" if unknown: only for passing
-  // etcd's own services (Cluster) to the leader. Member-only calls use peer
-  // addresses from libraft's configuration.
-  std::function<std::string(uint64_t member_id)> client_target_of;
   // The rules a forwarded command must pass before the leader puts it in
   // the log (apply/command_check.h; --max-txn-ops).
   apply::CommandLimits command_limits;
@@ -189,8 +185,6 @@ class Node {
   // The leader's peer host:port (where it serves Peer), "" when no leader
   // is known or it is us.
   std::string leader_target() const;
-  // The leader's published client host:port, for etcd's own services.
-  std::string leader_client_target() const;
   // A connection the peer URL's listener routed to libraft (it opened with
   // raft::PeerTransport::kMagic), taken over from any thread; closed when
   // libraft does not listen (before start(), after stop()) or when

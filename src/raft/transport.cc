@@ -1,6 +1,10 @@
 #include "raft/transport.h"
 
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -57,6 +61,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
     Shared* t;
     uint64_t key;
     raft_id to;
+    std::string host;  // as dialed (TLS checks the certificate against it)
     uint64_t deadline_ms;
     std::string hello;
     uv_tcp_t* tcp = nullptr;  // raft_malloc'd: libraft frees it once it is libraft's
@@ -83,7 +88,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
   // ---- outgoing -------------------------------------------------------------
 
   void start_connect(uint64_t key, raft_id to, const char* address) override {
-    auto* o = new Outgoing{this, key, to, uv_now(loop) + static_cast<uint64_t>(opts.connect_timeout.count()),
+    auto* o = new Outgoing{this, key, to, "", uv_now(loop) + static_cast<uint64_t>(opts.connect_timeout.count()),
                            hello(id(), UvBridge::address())};
     outgoing[key] = o;
     arm_sweep();
@@ -93,6 +98,7 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
       fail_later(o, RAFT_NOCONNECTION);
       return;
     }
+    o->host = host;
     sockaddr_storage sa{};
     int p = std::atoi(port.c_str());
     if (uv_ip4_addr(host.c_str(), p, reinterpret_cast<sockaddr_in*>(&sa)) == 0 ||
@@ -151,6 +157,8 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
     if (!o->done) {
       if (status != 0) {
         o->t->fail(o, RAFT_NOCONNECTION);
+      } else if (o->t->opts.tls_dial) {
+        o->t->hand_to_tls(o);
       } else {
         uv_tcp_nodelay(o->tcp, 1);
         uv_buf_t b = uv_buf_init(o->hello.data(), static_cast<unsigned>(o->hello.size()));
@@ -181,6 +189,38 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
       }
     }
     maybe_free(o);
+  }
+
+  // Peer TLS: the connected socket goes to the TLS pump, libraft gets a
+  // socketpair whose first bytes (the hello) go out inside TLS.
+  void hand_to_tls(Outgoing* o) {
+    uv_os_fd_t fd = -1;
+    int tcp = -1;
+    int sv[2] = {-1, -1};
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(o->tcp), &fd) != 0 ||
+        (tcp = ::fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0 ||
+        ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+      if (tcp >= 0) ::close(tcp);
+      fail(o, RAFT_NOCONNECTION);
+      return;
+    }
+    int one = 1;
+    ::setsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // The dup keeps the socket open once libuv's handle is closed.
+    uv_close(reinterpret_cast<uv_handle_t*>(o->tcp), [](uv_handle_t* h) { raft_free(h); });
+    o->tcp = nullptr;
+    // A fresh socketpair takes the hello (at most 552 bytes) at once.
+    if (::send(sv[1], o->hello.data(), o->hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(o->hello.size())) {
+      ::close(tcp);
+      ::close(sv[0]);
+      ::close(sv[1]);
+      fail(o, RAFT_NOCONNECTION);
+      return;
+    }
+    opts.tls_dial(tcp, sv[0], o->host);
+    o->done = true;
+    outgoing.erase(o->key);
+    connected(o->key, sv[1], 0);
   }
 
   // Ends an attempt: closes what it opened; answers libraft with `status`

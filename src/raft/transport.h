@@ -40,22 +40,23 @@
 // hello within the handshake timeout is closed. A connect that has not
 // written its hello within the connect timeout fails (libraft retries).
 //
-// Peer TLS (issue #13): gRPC 1.51 serves adopted sockets in plaintext only
-// (AddInsecureChannelFromFd), so the peer mux will terminate TLS itself for
-// gRPC connections (a ClientHello rather than the preface) and pump the
-// plaintext into a socketpair it hands to the peer gRPC server. The client
-// URLs do exactly that already: net/tls_pump.h (a Mux route on the TLS
-// record's first bytes, net/tls_listener.h) with a net::TlsContext built
-// from the --peer-* flags (TlsOptions::flag_prefix "peer-"). libraft's
-// connections keep the plaintext magic and version (so the mux routes them
-// without parsing TLS) and then run TLS on the loop thread with OpenSSL
-// memory BIOs: incoming, the pump feeds what it reads to SSL through the
-// read BIO and passes SSL_read's plaintext to the wire check (the hello
-// moves inside TLS, after the peer's certificate was verified); outgoing,
-// libraft gets one end of a socketpair instead of the socket, and a pump of
-// the same shape reads it, SSL_writes it, and uv_writes the write BIO's
-// bytes to the socket. Both pumps already have the shape that needs
-// (chunks in, chunks out, a bounded queue, one thread).
+// Peer TLS (https:// peer URLs, cli/peer_tls.h): the peer URL's listener
+// is a net::TlsListener: only TLS records are taken, and net/tls_pump.h
+// terminates them with a net::TlsContext built from the --peer-* flags,
+// verifies the member's certificate (peer CA, allowed CN or host name),
+// and only then routes the plaintext by its first bytes: kMagic to adopt()
+// (so the hello and every check below see decrypted bytes from a verified
+// member), HTTP/2's preface to the peer gRPC server. Plaintext, the magic
+// included, is closed unread. Outgoing, Options::tls_dial is set: once TCP
+// connected, the socket goes to the TLS pump's client side
+// (net::TlsPump::dial, the dialed host checked against the member's
+// certificate), libraft gets one end of a socketpair whose first bytes are
+// the hello, and the pump carries both inside TLS. The TLS work runs on
+// the pump's threads, not on this loop; its buffers, handshake timeout and
+// refusal logs are the pump's (16 KiB each way a connection, 10 s,
+// rate-limited). A handshake that fails after the hello went into the
+// socketpair ends the stream libraft writes to, and libraft reconnects as
+// after a TCP error.
 //
 // Thread-safety: raw()'s callbacks and everything else run on the loop
 // thread; adopt() may be called from any thread (it posts to the loop,
@@ -95,6 +96,12 @@ class PeerTransport {
     std::chrono::milliseconds handshake_timeout{5000};
     // An outgoing connection's TCP connect and hello within this.
     std::chrono::milliseconds connect_timeout{1000};
+    // Peer TLS: set, every outgoing connection goes through it once TCP
+    // connected: it takes the socket `tcp` (dialed to `host`) and `plain`,
+    // one end of a socketpair, and runs TLS between them
+    // (net::TlsPump::dial); the hello is written into the socketpair's
+    // other end, which libraft gets. Unset: plain TCP.
+    std::function<void(int tcp, int plain, const std::string& host)> tls_dial;
   };
 
   PeerTransport(uv_loop_t* loop, Options opts);

@@ -1,6 +1,7 @@
 #include "server/auth_service.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 namespace etcdq::server {
@@ -115,16 +116,33 @@ grpc::ServerUnaryReactor* AuthService::Authenticate(grpc::CallbackServerContext*
                                                     etcdserverpb::AuthenticateResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  std::string token;
-  // bcrypt runs on this gRPC thread (tens of ms), never on consensus.
-  if (Error e = member::authenticate(*ctx_, req->name(), req->password(), &token)) {
-    finish(reactor, e);
-    return reactor;
-  }
-  resp->set_token(std::move(token));
-  ctx_->fill_header(resp->mutable_header());
-  finish(reactor, {});
+  Context* ctx = ctx_;
+  run_bcrypt(reactor, [ctx, req, resp, reactor] {
+    std::string token;
+    if (Error e = member::authenticate(*ctx, req->name(), req->password(), &token)) return finish(reactor, e);
+    resp->set_token(std::move(token));
+    ctx->fill_header(resp->mutable_header());
+    finish(reactor, {});
+  });
   return reactor;
+}
+
+int AuthService::bcrypt_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency() / 2)); }
+
+void AuthService::run_bcrypt(grpc::ServerUnaryReactor* reactor, std::function<void()> task) {
+  if (!bcrypt_->try_post(std::move(task), kMaxQueuedBcrypt)) finish(reactor, errors::too_many_requests());
+}
+
+template <typename Resp>
+void AuthService::hash_then_propose(grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor, Command cmd,
+                                    const std::string* password, std::string* (*hashed)(Command&), Resp* resp) {
+  Context* ctx = ctx_;
+  run_bcrypt(reactor, [ctx, c, password, hashed, resp, reactor, cmd = std::move(cmd)]() mutable {
+    std::string hash;
+    if (Error e = member::hash_password(*ctx, *password, &hash)) return finish(reactor, e);
+    *hashed(cmd) = std::move(hash);
+    propose_management(ctx, c, reactor, std::move(cmd), resp);
+  });
 }
 
 grpc::ServerUnaryReactor* AuthService::UserAdd(grpc::CallbackServerContext* c, const etcdserverpb::AuthUserAddRequest* req,
@@ -138,17 +156,13 @@ grpc::ServerUnaryReactor* AuthService::UserAdd(grpc::CallbackServerContext* c, c
     finish(reactor, errors::user_empty());
     return reactor;
   }
-  if (!(req->has_options() && req->options().no_password())) {
-    std::string hash;
-    if (!req->hashedpassword().empty()) {
-      hash = req->hashedpassword();
-    } else if (Error e = member::hash_password(*ctx_, req->password(), &hash)) {
-      finish(reactor, e);
-      return reactor;
-    }
-    add->set_hashedpassword(std::move(hash));
+  if ((req->has_options() && req->options().no_password()) || !req->hashedpassword().empty()) {
+    if (!(req->has_options() && req->options().no_password())) add->set_hashedpassword(req->hashedpassword());
+    propose_management(ctx_, c, reactor, std::move(cmd), resp);
+    return reactor;
   }
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  hash_then_propose(c, reactor, std::move(cmd), &req->password(),
+                    [](Command& m) { return m.mutable_user_add()->mutable_hashedpassword(); }, resp);
   return reactor;
 }
 
@@ -192,15 +206,13 @@ grpc::ServerUnaryReactor* AuthService::UserChangePassword(grpc::CallbackServerCo
   Command cmd;
   auto* ch = cmd.mutable_user_change_password();
   ch->set_name(req->name());
-  std::string hash;
   if (!req->hashedpassword().empty()) {
-    hash = req->hashedpassword();
-  } else if (Error e = member::hash_password(*ctx_, req->password(), &hash)) {
-    finish(reactor, e);
+    ch->set_hashedpassword(req->hashedpassword());
+    propose_management(ctx_, c, reactor, std::move(cmd), resp);
     return reactor;
   }
-  ch->set_hashedpassword(std::move(hash));
-  propose_management(ctx_, c, reactor, std::move(cmd), resp);
+  hash_then_propose(c, reactor, std::move(cmd), &req->password(),
+                    [](Command& m) { return m.mutable_user_change_password()->mutable_hashedpassword(); }, resp);
   return reactor;
 }
 

@@ -8,11 +8,21 @@
 // --bcrypt-cost (member/auth.h); Authenticate checks one and issues a
 // token of this member.
 //
+// bcrypt (tens of ms a call at cost 10) never runs on gRPC's threads: the
+// password checks and hashes run on bcrypt_threads() threads of their own
+// with at most kMaxQueuedBcrypt waiting; past that a call fails at once
+// with errors::too_many_requests(), so an Authenticate flood costs other
+// RPCs at most those threads, never gRPC's callback pool.
+//
 // Permission, as etcd: UserList, RoleList and every change need the root
 // role; UserGet is allowed for the user itself, RoleGet for a role the
 // user has; AuthStatus and Authenticate need nothing.
 #pragma once
 
+#include <functional>
+#include <memory>
+
+#include "common/executor.h"
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
 #include "server/request_parsing.h"
@@ -63,8 +73,24 @@ class AuthService final : public StrictParsing<etcdserverpb::Auth> {
                                                  const etcdserverpb::AuthRoleRevokePermissionRequest* req,
                                                  etcdserverpb::AuthRoleRevokePermissionResponse* resp) override;
 
+  // Half the cores, at least one: logins use at most that much CPU.
+  static int bcrypt_threads();
+  static constexpr size_t kMaxQueuedBcrypt = 64;
+
  private:
+  // Runs `task` on the bcrypt executor, or finishes `reactor` with
+  // errors::too_many_requests() when the queue is full.
+  void run_bcrypt(grpc::ServerUnaryReactor* reactor, std::function<void()> task);
+  // Hashes `password` on the bcrypt executor into the hashedPassword field
+  // `hashed(cmd)` names, then proposes `cmd` (UserAdd, UserChangePassword).
+  template <typename Resp>
+  void hash_then_propose(grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor, apply::Command cmd,
+                         const std::string* password, std::string* (*hashed)(apply::Command&), Resp* resp);
+
   Context* ctx_;
+  // Last member: destroyed first, running what is queued (each task
+  // finishes its call) before the context goes.
+  std::unique_ptr<Executor> bcrypt_ = std::make_unique<Executor>(bcrypt_threads());
 };
 
 }  // namespace etcdq::server

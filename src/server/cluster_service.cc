@@ -1,21 +1,74 @@
 #include "server/cluster_service.h"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "raft/forwarder.h"
 #include "server/peer_urls.h"
-#include "server/proxy.h"
+#include "server/forwarded_calls.h"
 
 namespace etcdq::server {
 namespace {
 
-std::string peer_url_of(const raft::MemberState& m) { return "http://" + m.address; }
+// libraft knows a member by host:port; every member's peer URLs have this
+// member's scheme (the flags refuse a mix: https:// with peer TLS).
+std::string peer_url_of(const Context& ctx, const raft::MemberState& m) {
+  bool tls = !ctx.self.peer_urls.empty() && ctx.self.peer_urls.front().rfind("https://", 0) == 0;
+  return (tls ? "https://" : "http://") + m.address;
+}
 
-// A follower's membership call goes to the leader (server/proxy.h).
-template <typename Resp, typename Start>
-bool proxy_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, Start start) {
-  return server::proxy_to_leader<etcdserverpb::Cluster>(ctx, reactor, resp, /*with_revision=*/false, start);
+// A follower's membership call goes to the leader's Peer service with the
+// caller it checked (server/forwarded_calls.h). `call(async, cctx, fwd,
+// resp, done)` starts the Peer stub's method for the forwarded request Fwd.
+template <typename Fwd, typename Req, typename Resp, typename Call>
+bool forward_membership(Context* ctx, grpc::ServerUnaryReactor* reactor, const Req* req, Resp* resp,
+                        const auth::Caller& who, Call call) {
+  return forward_to_leader(ctx, reactor, resp, /*with_revision=*/false,
+                           [req, resp, who, call](peer::Peer::Stub* stub, grpc::ClientContext* cctx, auto done) {
+                             auto fwd = std::make_shared<Fwd>();
+                             *fwd->mutable_request() = *req;
+                             set_forwarded_auth(who, fwd->mutable_auth());
+                             call(stub->async(), cctx, fwd.get(), resp,
+                                  [fwd, done = std::move(done)](grpc::Status s) { done(s); });
+                           });
+}
+
+// The root role, checked on the member the client called (etcd's
+// checkMembershipOperationPermission); `who` gets the caller.
+Error check_membership_caller(Context* ctx, grpc::CallbackServerContext* c, auth::Caller* who) {
+  return check_caller(ctx, c, [ctx, who](const auth::Caller& w) {
+    *who = w;
+    return member::check_admin(*ctx, w);
+  });
+}
+
+// The answer to MemberRemove and MemberPromote once `e` is known.
+template <typename Resp>
+std::function<void(Error)> members_after(Context* ctx, Resp* resp, std::function<void(Error)> done) {
+  return [ctx, resp, done = std::move(done)](Error e) {
+    if (e) return done(e);
+    list_members(*ctx, resp->mutable_members());
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    done({});
+  };
+}
+
+// MemberRemove and MemberPromote: checked here, done on the leader.
+template <typename Fwd, typename Req, typename Resp, typename Call, typename Op>
+grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerContext* c, const Req* req,
+                                            Resp* resp, Call call, Op op) {
+  auto* reactor = c->DefaultReactor();
+  auth::Caller who;
+  if (Error e = check_membership_caller(ctx, c, &who)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  if (refuse_call(*ctx, c, reactor)) return reactor;
+  if (forward_membership<Fwd>(ctx, reactor, req, resp, who, call)) return reactor;
+  op(ctx, *req, resp, [reactor](Error e) { finish(reactor, e); });
+  return reactor;
 }
 
 }  // namespace
@@ -30,7 +83,7 @@ void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdser
   for (const auto& m : members) {
     auto* o = out->Add();
     o->set_id(m.id);
-    o->add_peerurls(peer_url_of(m));
+    o->add_peerurls(peer_url_of(ctx, m));
     o->set_islearner(m.learner);
     if (auto a = ctx.members->get(m.id)) {
       o->set_name(a->name());
@@ -50,13 +103,41 @@ grpc::ServerUnaryReactor* ClusterService::MemberList(grpc::CallbackServerContext
   return reactor;
 }
 
+void member_add(Context* ctx, const etcdserverpb::MemberAddRequest& req, etcdserverpb::MemberAddResponse* resp,
+                std::function<void(Error)> done) {
+  PeerUrls peer;
+  if (Error e = parse_peer_urls({req.peerurls().begin(), req.peerurls().end()}, &peer)) return done(e);
+  std::vector<std::string> urls = peer.urls;
+  uint64_t id = member::member_id(urls, ctx->cluster_token);
+  bool learner = req.islearner();
+  ctx->node->add_member(id, peer.address, learner, [ctx, resp, id, urls, learner, done = std::move(done)](Error e) {
+    if (e) return done(e);
+    auto* m = resp->mutable_member();
+    m->set_id(id);
+    for (const auto& u : urls) m->add_peerurls(u);
+    m->set_islearner(learner);
+    list_members(*ctx, resp->mutable_members());
+    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
+    done({});
+  });
+}
+
+void member_remove(Context* ctx, const etcdserverpb::MemberRemoveRequest& req,
+                   etcdserverpb::MemberRemoveResponse* resp, std::function<void(Error)> done) {
+  ctx->node->remove_member(req.id(), members_after(ctx, resp, std::move(done)));
+}
+
+void member_promote(Context* ctx, const etcdserverpb::MemberPromoteRequest& req,
+                    etcdserverpb::MemberPromoteResponse* resp, std::function<void(Error)> done) {
+  ctx->node->promote_member(req.id(), members_after(ctx, resp, std::move(done)));
+}
+
 grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext* c,
                                                     const etcdserverpb::MemberAddRequest* req,
                                                     etcdserverpb::MemberAddResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  // Membership changes need the root role (etcd's authApplierV3 for
-  // cluster changes; checked on the member the client called).
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  auth::Caller who;
+  if (Error e = check_membership_caller(ctx_, c, &who)) {
     finish(reactor, e);
     return reactor;
   }
@@ -66,78 +147,40 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
     finish(reactor, e);
     return reactor;
   }
-  Context* ctx = ctx_;
-  if (proxy_to_leader(ctx, reactor, resp, [req, resp](auto* stub, auto* cctx, auto cb) {
-        stub->async()->MemberAdd(cctx, req, resp, std::move(cb));
-      })) {
+  if (forward_membership<peer::ForwardedMemberAdd>(
+          ctx_, reactor, req, resp, who,
+          [](auto* async, auto* cctx, auto* fwd, auto* rs, auto cb) { async->MemberAdd(cctx, fwd, rs, std::move(cb)); })) {
     return reactor;
   }
-  std::vector<std::string> urls = peer.urls;
-  uint64_t id = member::member_id(urls, ctx->cluster_token);
-  bool learner = req->islearner();
-  ctx->node->add_member(id, peer.address, learner, [ctx, reactor, resp, id, urls, learner](Error e) {
-    if (e) return finish(reactor, e);
-    auto* m = resp->mutable_member();
-    m->set_id(id);
-    for (const auto& u : urls) m->add_peerurls(u);
-    m->set_islearner(learner);
-    list_members(*ctx, resp->mutable_members());
-    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
-    finish(reactor, {});
-  });
-  return reactor;
-}
-
-// MemberRemove and MemberPromote: on the leader, `op` changes the
-// configuration; the answer lists the members after it.
-template <typename Req, typename Resp, typename Proxy, typename Op>
-grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerContext* c, const Req* req,
-                                            Resp* resp, Proxy proxy, Op op) {
-  auto* reactor = c->DefaultReactor();
-  if (Error e = check_caller(ctx, c, [ctx](const auth::Caller& who) { return member::check_admin(*ctx, who); })) {
-    finish(reactor, e);
-    return reactor;
-  }
-  if (refuse_call(*ctx, c, reactor)) return reactor;
-  if (proxy_to_leader(ctx, reactor, resp, [req, resp, proxy](auto* stub, auto* cctx, auto cb) {
-        proxy(stub, cctx, req, resp, std::move(cb));
-      })) {
-    return reactor;
-  }
-  op(req->id(), [ctx, reactor, resp](Error e) {
-    if (e) return finish(reactor, e);
-    list_members(*ctx, resp->mutable_members());
-    ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
-    finish(reactor, {});
-  });
+  member_add(ctx_, *req, resp, [reactor](Error e) { finish(reactor, e); });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ClusterService::MemberRemove(grpc::CallbackServerContext* c,
                                                        const etcdserverpb::MemberRemoveRequest* req,
                                                        etcdserverpb::MemberRemoveResponse* resp) {
-  return change_membership(
+  return change_membership<peer::ForwardedMemberRemove>(
       ctx_, c, req, resp,
-      [](auto* stub, auto* cctx, auto* rq, auto* rs, auto cb) { stub->async()->MemberRemove(cctx, rq, rs, std::move(cb)); },
-      [this](uint64_t id, auto done) { ctx_->node->remove_member(id, std::move(done)); });
+      [](auto* async, auto* cctx, auto* fwd, auto* rs, auto cb) { async->MemberRemove(cctx, fwd, rs, std::move(cb)); },
+      member_remove);
 }
 
 grpc::ServerUnaryReactor* ClusterService::MemberPromote(grpc::CallbackServerContext* c,
                                                         const etcdserverpb::MemberPromoteRequest* req,
                                                         etcdserverpb::MemberPromoteResponse* resp) {
-  return change_membership(
+  return change_membership<peer::ForwardedMemberPromote>(
       ctx_, c, req, resp,
-      [](auto* stub, auto* cctx, auto* rq, auto* rs, auto cb) { stub->async()->MemberPromote(cctx, rq, rs, std::move(cb)); },
-      [this](uint64_t id, auto done) { ctx_->node->promote_member(id, std::move(done)); });
+      [](auto* async, auto* cctx, auto* fwd, auto* rs, auto cb) { async->MemberPromote(cctx, fwd, rs, std::move(cb)); },
+      member_promote);
 }
 
 grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerContext* c,
                                                        const etcdserverpb::MemberUpdateRequest* req,
                                                        etcdserverpb::MemberUpdateResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  // Membership changes need the root role (etcd's authApplierV3 for
-  // cluster changes; checked on the member the client called).
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  // Nothing changes (libraft cannot move a member): answered here.
+  auth::Caller who;
+  if (Error e = check_membership_caller(ctx_, c, &who)) {
     finish(reactor, e);
     return reactor;
   }

@@ -2,8 +2,10 @@
 // (ids, peer addresses, voter or learner), with the names and client URLs
 // members publish (apply/members.h).
 //
-// Changes run on the leader; a follower passes the call to the leader's
-// client URL and answers with the leader's result. Member ids of added
+// Changes need the root role (etcd's checkMembershipOperationPermission,
+// checked on the member the client called) and run on the leader; a
+// follower passes the call to the leader's Peer service with the checked
+// caller (server/forwarded_calls.h) and answers with the leader's result. Member ids of added
 // members derive from their peer URLs and this member's
 // --initial-cluster-token, as for the initial cluster (member/identity.h),
 // so the new member computes the same id from its own flags; it must be
@@ -12,6 +14,8 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+
+#include <functional>
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
@@ -48,5 +52,15 @@ class ClusterService final : public StrictParsing<etcdserverpb::Cluster> {
 
 // Every member, as MemberList answers (also used by MemberAdd and friends).
 void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out);
+
+// The leader's part of MemberAdd, MemberRemove and MemberPromote, checks
+// done: `done` once the configuration changed (with `resp` filled) or the
+// change failed. Call on the leader only.
+void member_add(Context* ctx, const etcdserverpb::MemberAddRequest& req, etcdserverpb::MemberAddResponse* resp,
+                std::function<void(Error)> done);
+void member_remove(Context* ctx, const etcdserverpb::MemberRemoveRequest& req,
+                   etcdserverpb::MemberRemoveResponse* resp, std::function<void(Error)> done);
+void member_promote(Context* ctx, const etcdserverpb::MemberPromoteRequest& req,
+                    etcdserverpb::MemberPromoteResponse* resp, std::function<void(Error)> done);
 
 }  // namespace etcdq::server

@@ -27,25 +27,36 @@ bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::Se
 
 
 
-Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out) {
-  *out = {};
-  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+Credentials credentials_of(const grpc::ServerContextBase* call) {
+  Credentials c;
   const auto& md = call->client_metadata();
   auto it = md.find("token");
   if (it == md.end()) it = md.find("authorization");
-  if (it == md.end()) {
-    // No token: with client-cert-auth, the verified certificate's Common
-    // Name is the user, as etcd's AuthInfoFromTLS. gRPC names a connection
-    // the TLS pump handed over by its socketpair end, "fd:N".
-    std::string peer = call->peer();
-    if (peer.rfind("fd:", 0) != 0) return {};
-    std::string cn = net::TlsPump::peer_common_name(std::atoi(peer.c_str() + 3));
-    if (cn.empty()) return {};
-    return member::caller_of_cert_common_name(ctx, cn, out);
+  if (it != md.end()) {
+    // A bounded copy: a token is 16 letters, a dot and an index.
+    c.has_token = true;
+    c.token.assign(it->second.data(), std::min<size_t>(it->second.size(), 1024));
+    return c;
   }
-  // A bounded copy: a token is 16 letters, a dot and an index.
-  std::string_view token(it->second.data(), std::min<size_t>(it->second.size(), 1024));
-  return member::caller_of_token(ctx, token, out);
+  // gRPC names a connection the TLS pump handed over by its socketpair end,
+  // "fd:N"; the pump knows the certificate it verified there.
+  std::string peer = call->peer();
+  if (peer.rfind("fd:", 0) == 0) c.common_name = net::TlsPump::peer_common_name(std::atoi(peer.c_str() + 3));
+  return c;
+}
+
+Error caller_of(const Context& ctx, const Credentials& cred, auth::Caller* out) {
+  *out = {};
+  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+  if (cred.has_token) return member::caller_of_token(ctx, cred.token, out);
+  if (!cred.common_name.empty()) return member::caller_of_cert_common_name(ctx, cred.common_name, out);
+  return {};
+}
+
+Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out) {
+  *out = {};
+  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+  return caller_of(ctx, credentials_of(call), out);
 }
 
 bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc::ServerUnaryReactor* reactor,

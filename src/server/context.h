@@ -28,18 +28,38 @@ grpc::Status to_grpc(const Error& e);
 bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::ServerUnaryReactor* reactor,
                  bool learner_ok = false);
 
-// Who makes `call` (member/auth.h): the token in its "token" metadata, as
-// etcd's clients send it, or in "authorization" (the JSON gateway passes the
-// HTTP header on; etcd's gateway does the same). Errors: invalid_auth_token().
+// What a call presents to say who makes it: the token in its "token"
+// metadata, as etcd's clients send it, or in "authorization" (the JSON
+// gateway passes the HTTP header on; etcd's gateway does the same), at most
+// 1 KiB of it; else, on a client-cert-auth TLS connection, the verified
+// certificate's Common Name (etcd's AuthInfoFromTLS). A stream keeps these
+// and resolves them per request (a token can expire while the stream lives).
+struct Credentials {
+  bool has_token = false;  // an empty token is still a (bad) token, as etcd's
+  std::string token;
+  std::string common_name;
+};
+Credentials credentials_of(const grpc::ServerContextBase* call);
+
+// Who presents `cred` (member/auth.h). Auth off: an empty caller. Errors:
+// invalid_auth_token() (a bad or expired token); a certificate whose Common
+// Name is no user: auth_failed().
+Error caller_of(const Context& ctx, const Credentials& cred, auth::Caller* out);
+// caller_of(credentials_of(call)).
 Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out);
 
 // caller_of, then `check(caller)` when auth is on; the first error.
 template <typename Check>
-Error check_caller(const Context* ctx, const grpc::ServerContextBase* call, Check check) {
+Error check_caller(const Context* ctx, const Credentials& cred, Check check) {
   if (ctx->auth == nullptr || !ctx->auth->enabled()) return {};
   auth::Caller who;
-  if (Error e = caller_of(*ctx, call, &who)) return e;
+  if (Error e = caller_of(*ctx, cred, &who)) return e;
   return check(who);
+}
+template <typename Check>
+Error check_caller(const Context* ctx, const grpc::ServerContextBase* call, Check check) {
+  if (ctx->auth == nullptr || !ctx->auth->enabled()) return {};
+  return check_caller(ctx, credentials_of(call), check);
 }
 
 // Stamps `cmd` with the call's caller (member::stamp); the pipeline checks

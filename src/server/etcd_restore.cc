@@ -246,7 +246,7 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
   }
   if (Error e = engine->write(meta)) return e;
   uint64_t member = o.member_id, cluster = o.cluster_id;
-  member::keep_identity(engine.get(), &member, &cluster);  // a new database: stores them
+  member::keep_identity(engine.get(), &member, &cluster, o.cluster_token);  // a new database: stores them
   return engine->sync_wal();
 }
 

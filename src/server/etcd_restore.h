@@ -62,6 +62,7 @@ struct RestoreOptions {
   std::string data_dir;
   uint64_t member_id = 0;
   uint64_t cluster_id = 0;
+  std::string cluster_token;  // --initial-cluster-token the ids derive from (stored)
   bool skip_hash_check = false;
 };
 

@@ -1,5 +1,7 @@
 #include "server/grpc_metrics.h"
 
+#include <algorithm>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message_lite.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -68,9 +70,11 @@ class Interceptor final : public grpc::experimental::Interceptor {
     if (b->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       if (const void* msg = b->GetRecvMessage()) {
         m_->received->Increment();
-        // Only generated (protobuf) methods get an interceptor (below).
-        families().received_bytes.Increment(
-            static_cast<double>(static_cast<const google::protobuf::MessageLite*>(msg)->ByteSizeLong()));
+        // Only generated methods get an interceptor (below): a protobuf
+        // message, or the bytes of one for a method registered raw.
+        size_t n = m_->raw ? static_cast<const grpc::ByteBuffer*>(msg)->Length()
+                           : static_cast<const google::protobuf::MessageLite*>(msg)->ByteSizeLong();
+        families().received_bytes.Increment(static_cast<double>(n));
       }
     }
     if (b->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
@@ -100,7 +104,9 @@ const char* type_name(bool client_streaming, bool server_streaming) {
 
 }  // namespace
 
-GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services) {
+GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services, const std::vector<std::string>& raw_methods,
+                         std::shared_ptr<std::atomic<uint64_t>> unary_started)
+    : unary_started_(std::move(unary_started)) {
   Families& f = families();
   const auto* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const auto& name : services) {
@@ -115,12 +121,19 @@ GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services) {
       m.started = &f.started.Add(l);
       m.received = &f.received.Add(l);
       m.sent = &f.sent.Add(l);
+      // Lock and Campaign wait for other clients, maybe for hours: a client
+      // waiting there is not load.
+      bool waits = (name == "v3lockpb.Lock" && md->name() == "Lock") ||
+                   (name == "v3electionpb.Election" && md->name() == "Campaign");
+      m.unary = !md->client_streaming() && !md->server_streaming() && !waits;
       for (int c = 0; c < 17; ++c) {
         prometheus::Labels lc = l;
         lc["grpc_code"] = kCodeNames[c];
         m.handled[c] = &f.handled.Add(lc);
       }
-      methods_.emplace("/" + name + "/" + md->name(), m);
+      std::string path = "/" + name + "/" + md->name();
+      m.raw = std::find(raw_methods.begin(), raw_methods.end(), path) != raw_methods.end();
+      methods_.emplace(path, m);
     }
   }
   // The version etcdq answers as (Status, /version), as etcd's gauges.
@@ -147,6 +160,7 @@ grpc::experimental::Interceptor* GrpcMetrics::CreateServerInterceptor(grpc::expe
   auto it = methods_.find(info->method());
   if (it == methods_.end()) return nullptr;
   it->second.started->Increment();
+  if (it->second.unary && unary_started_) unary_started_->fetch_add(1, std::memory_order_relaxed);
   return new Interceptor(&it->second);
 }
 

@@ -21,12 +21,18 @@
 // etcd_cluster_version{cluster_version}, 1, with the etcd version etcdq
 // answers as (maintenance_service.h).
 //
+// Also counts the unary calls started (`unary_started`, when given; Lock
+// and Campaign left out, as they wait for other clients), for the HTTP
+// side to yield to gRPC (http/gateway.h).
+//
 // Thread-safety: the factory is immutable after construction; counters are
 // prometheus-cpp's (atomic).
 #pragma once
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -39,8 +45,10 @@ namespace etcdq::server {
 class GrpcMetrics final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   // `services`: full names ("etcdserverpb.KV"), found in protobuf's
-  // generated descriptor pool.
-  explicit GrpcMetrics(const std::vector<std::string>& services);
+  // generated descriptor pool. `raw_methods` ("/etcdserverpb.Watch/Watch"):
+  // methods registered raw, whose messages are ByteBuffers.
+  explicit GrpcMetrics(const std::vector<std::string>& services, const std::vector<std::string>& raw_methods = {},
+                       std::shared_ptr<std::atomic<uint64_t>> unary_started = nullptr);
 
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
 
@@ -49,10 +57,13 @@ class GrpcMetrics final : public grpc::experimental::ServerInterceptorFactoryInt
     prometheus::Counter* handled[17];  // by grpc::StatusCode
     prometheus::Counter* received;
     prometheus::Counter* sent;
+    bool unary;  // counted in unary_started
+    bool raw;    // messages are grpc::ByteBuffer
   };
 
  private:
   std::unordered_map<std::string, Method> methods_;  // by "/service/method"
+  std::shared_ptr<std::atomic<uint64_t>> unary_started_;
 };
 
 }  // namespace etcdq::server

@@ -37,11 +37,16 @@ bool txn_is_serializable(const etcdserverpb::TxnRequest& r) {
   return all(r.success()) && all(r.failure());
 }
 
-// Runs `read` now (serializable) or after the read barrier (linearizable).
-template <typename Read>
-void serve_read(Context* ctx, bool serializable, grpc::ServerUnaryReactor* reactor, Read read) {
-  auto run = [ctx, reactor, read](Error e) {
+// Runs `check` (the caller's permission) and then `read`, now
+// (serializable) or after the read barrier (linearizable). After it, as
+// etcd's Range checks after its read index: a follower has then applied
+// every auth change the leader had, so a revoked permission (or auth just
+// enabled) cannot still be honoured there.
+template <typename Check, typename Read>
+void serve_read(Context* ctx, bool serializable, grpc::ServerUnaryReactor* reactor, Check check, Read read) {
+  auto run = [ctx, reactor, check, read](Error e) {
     if (e) return finish(reactor, e);
+    if (Error denied = check()) return finish(reactor, denied);
     auto view = ctx->store->view();
     apply::ViewState s(*view, *ctx->keys);
     finish(reactor, read(s));
@@ -64,12 +69,11 @@ grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* c, const
   }
   if (refuse_call(*ctx_, c, reactor, /*learner_ok=*/req->serializable())) return reactor;
   // etcd checks a read before serving it (v3_server.go's Range).
-  if (Error e = check_caller(ctx_, c, [&](const auth::Caller& who) { return auth::check_range(*ctx_->auth, who, *req); })) {
-    finish(reactor, e);
-    return reactor;
-  }
   Context* ctx = ctx_;
-  serve_read(ctx, req->serializable(), reactor, [ctx, req, resp](apply::ViewState& s) {
+  auto check = [ctx, req, cred = credentials_of(c)] {
+    return check_caller(ctx, cred, [&](const auth::Caller& who) { return auth::check_range(*ctx->auth, who, *req); });
+  };
+  serve_read(ctx, req->serializable(), reactor, check, [ctx, req, resp](apply::ViewState& s) {
     Error e = apply::range(s, *req, resp);
     if (!e) ctx->fill_header(resp->mutable_header());
     return e;
@@ -111,14 +115,12 @@ grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const e
       finish(reactor, e);
       return reactor;
     }
-    if (Error e = check_caller(ctx_, c, [&](const auth::Caller& who) {
-          return auth::check_txn(*ctx_->auth, who, *req, nullptr);
-        })) {
-      finish(reactor, e);
-      return reactor;
-    }
     Context* ctx = ctx_;
-    serve_read(ctx, txn_is_serializable(*req), reactor, [ctx, req, resp](apply::ViewState& s) {
+    auto check = [ctx, req, cred = credentials_of(c)] {
+      return check_caller(ctx, cred,
+                          [&](const auth::Caller& who) { return auth::check_txn(*ctx->auth, who, *req, nullptr); });
+    };
+    serve_read(ctx, txn_is_serializable(*req), reactor, check, [ctx, req, resp](apply::ViewState& s) {
       Error e = apply::txn(s, *req, apply::Env{[](int64_t) { return false; }}, resp);
       if (!e) ctx->fill_header(resp->mutable_header());
       return e;

@@ -4,7 +4,7 @@
 
 #include "mvcc/range.h"
 #include "member/pipeline.h"
-#include "server/proxy.h"
+#include "server/forwarded_calls.h"
 
 namespace etcdq::server {
 namespace {
@@ -14,14 +14,28 @@ using etcdserverpb::LeaseKeepAliveResponse;
 
 
 // Answers each keep-alive request with the lease's TTL (0: unknown lease),
-// one at a time, in order.
+// one at a time, in order. With auth on, each request is checked first as
+// etcd 3.5 checks a renewal (member/auth.h check_lease_renew, on the
+// member the client called, before a follower forwards it); a refusal
+// ends the stream with etcd's error, as v3rpc's leaseKeepAlive returns it.
 class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse> {
  public:
-  KeepAliveStream(Context* ctx, lease::Lessor* lessor) : ctx_(ctx), lessor_(lessor) { StartRead(&req_); }
+  KeepAliveStream(Context* ctx, grpc::CallbackServerContext* call, lease::Lessor* lessor)
+      : ctx_(ctx), call_(call), lessor_(lessor) {
+    StartRead(&req_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
       Finish(grpc::Status::OK);
+      return;
+    }
+    Context* cx = ctx_;
+    int64_t id = req_.id();
+    if (Error e = check_caller(ctx_, call_, [cx, id](const auth::Caller& who) {
+          return member::check_lease_renew(*cx, who, id);
+        })) {
+      Finish(to_grpc(e));
       return;
     }
     resp_.Clear();
@@ -61,6 +75,7 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
 
  private:
   Context* ctx_;
+  grpc::CallbackServerContext* call_;
   lease::Lessor* lessor_;
   LeaseKeepAliveRequest req_;
   LeaseKeepAliveResponse resp_;
@@ -124,12 +139,29 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
 }
 
 grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
-    grpc::CallbackServerContext*) {
+    grpc::CallbackServerContext* c) {
   if (ctx_->node->progress().is_learner) {
     return new RefusedStream<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
         to_grpc(errors::not_supported_for_learner()));
   }
-  return new KeepAliveStream(ctx_, lessor_);
+  return new KeepAliveStream(ctx_, c, lessor_);
+}
+
+void lease_time_to_live(const Context& ctx, const etcdserverpb::LeaseTimeToLiveRequest& req,
+                        etcdserverpb::LeaseTimeToLiveResponse* resp) {
+  resp->set_id(req.id());
+  auto info = ctx.lessor->info(req.id());
+  if (!info) {
+    resp->set_ttl(-1);  // etcd answers an unknown lease with TTL -1, not an error
+  } else {
+    resp->set_ttl(info->remaining_seconds);
+    resp->set_grantedttl(info->granted_ttl);
+    if (req.keys()) {
+      auto view = ctx.store->view();
+      for (auto& k : mvcc::keys_of_lease(*view, req.id())) resp->add_keys(std::move(k));
+    }
+  }
+  ctx.fill_header(resp->mutable_header());
 }
 
 grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerContext* c,
@@ -137,43 +169,29 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
   if (refuse_call(*ctx_, c, reactor)) return reactor;
-  // etcd's requireAuthInfo, and with keys READ on each attached key unless
-  // root (checkLeaseTimeToLive). Checked here, on the member the client
-  // called: a follower's proxied call reaches the leader without the token
-  // (see the auth README note).
+  // Checked here, on the member the client called (it has the token); a
+  // follower passes the checked user on (server/forwarded_calls.h).
   Context* cx = ctx_;
-  if (Error e = check_caller(ctx_, c, [cx, req](const auth::Caller& who) -> Error {
-        if (Error e = member::require_user(*cx, who)) return e;
-        if (!req->keys() || !member::check_admin(*cx, who)) return {};
-        auto view = cx->store->view();
-        for (const auto& k : mvcc::keys_of_lease(*view, req->id())) {
-          if (Error e = member::check_read(*cx, who, k, "")) return e;
-        }
-        return {};
+  auth::Caller who;
+  if (Error e = check_caller(ctx_, c, [cx, req, &who](const auth::Caller& w) -> Error {
+        who = w;
+        return member::check_lease_time_to_live(*cx, w, req->id(), req->keys());
       })) {
     finish(reactor, e);
     return reactor;
   }
   // The remaining TTL is the leader's clock: a follower asks it.
-  if (proxy_to_leader<etcdserverpb::Lease>(ctx_, reactor, resp, /*with_revision=*/true,
-                                           [req, resp](auto* stub, auto* cctx, auto done) {
-                                             stub->async()->LeaseTimeToLive(cctx, req, resp, std::move(done));
-                                           })) {
+  if (forward_to_leader(ctx_, reactor, resp, /*with_revision=*/true,
+                        [req, resp, who](peer::Peer::Stub* stub, grpc::ClientContext* cctx, auto done) {
+                          auto fwd = std::make_shared<peer::ForwardedLeaseTimeToLive>();
+                          *fwd->mutable_request() = *req;
+                          set_forwarded_auth(who, fwd->mutable_auth());
+                          stub->async()->LeaseTimeToLive(cctx, fwd.get(), resp,
+                                                         [fwd, done = std::move(done)](grpc::Status s) { done(s); });
+                        })) {
     return reactor;
   }
-  resp->set_id(req->id());
-  auto info = lessor_->info(req->id());
-  if (!info) {
-    resp->set_ttl(-1);  // etcd answers an unknown lease with TTL -1, not an error
-  } else {
-    resp->set_ttl(info->remaining_seconds);
-    resp->set_grantedttl(info->granted_ttl);
-    if (req->keys()) {
-      auto view = ctx_->store->view();
-      for (auto& k : mvcc::keys_of_lease(*view, req->id())) resp->add_keys(std::move(k));
-    }
-  }
-  ctx_->fill_header(resp->mutable_header());
+  lease_time_to_live(*ctx_, *req, resp);
   finish(reactor, {});
   return reactor;
 }

@@ -39,4 +39,9 @@ class LeaseService final : public StrictParsing<etcdserverpb::Lease> {
   lease::Lessor* lessor_;
 };
 
+// The leader's answer to LeaseTimeToLive (its lease clock), checks done:
+// TTL -1 for an unknown lease, as etcd; `resp`'s header filled.
+void lease_time_to_live(const Context& ctx, const etcdserverpb::LeaseTimeToLiveRequest& req,
+                        etcdserverpb::LeaseTimeToLiveResponse* resp);
+
 }  // namespace etcdq::server

@@ -20,10 +20,15 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
 
   // Hub lock held: hand the events to the executor. A recipe watches one
   // key or a small prefix, so the queue stays small.
-  bool offer(mvcc::WatchBatch&& b) override {
+  bool offer(const mvcc::WatchBatch& b) override {
     auto self = weak_from_this().lock();
     if (!self) return true;  // being destroyed: it is about to leave the hub
-    auto events = std::make_shared<std::vector<mvccpb::Event>>(std::move(b.events));
+    auto events = std::make_shared<std::vector<mvccpb::Event>>();
+    events->reserve(b.events.size());
+    for (const auto& r : b.events) {
+      events->push_back(r.event->event());
+      if (!r.with_prev) events->back().clear_prev_kv();
+    }
     bool compacted = b.compact_revision != 0;
     client_->post([self, events, compacted] {
       if (self->canceled_) return;

@@ -9,6 +9,9 @@
 #include "apply/command_check.h"
 #include "member/pipeline.h"
 #include "server/blocking_writer.h"
+#include "server/cluster_service.h"
+#include "server/forwarded_calls.h"
+#include "server/lease_service.h"
 
 namespace etcdq::server {
 namespace {
@@ -214,6 +217,57 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
   resp->set_ttl(ctx_->lessor->renew(req->id()));
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});
+  return reactor;
+}
+
+bool PeerService::refuse_forwarded_admin(const peer::ForwardedAuth& a, grpc::ServerUnaryReactor* reactor) const {
+  Error e;
+  if (!ctx_->node->progress().is_leader) e = errors::not_leader();
+  auth::Caller who = caller_of_forwarded(a);
+  if (!e) e = check_forwarded_revision(*ctx_, who);
+  if (!e) e = member::check_admin(*ctx_, who);
+  if (!e) return false;
+  finish(reactor, e);
+  return true;
+}
+
+grpc::ServerUnaryReactor* PeerService::LeaseTimeToLive(grpc::CallbackServerContext* c,
+                                                       const peer::ForwardedLeaseTimeToLive* req,
+                                                       etcdserverpb::LeaseTimeToLiveResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  Error e;
+  if (!ctx_->node->progress().is_leader) e = errors::not_leader();
+  auth::Caller who = caller_of_forwarded(req->auth());
+  if (!e) e = check_forwarded_revision(*ctx_, who);
+  if (!e) e = member::check_lease_time_to_live(*ctx_, who, req->request().id(), req->request().keys());
+  if (!e) lease_time_to_live(*ctx_, req->request(), resp);
+  finish(reactor, e);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::MemberAdd(grpc::CallbackServerContext* c, const peer::ForwardedMemberAdd* req,
+                                                 etcdserverpb::MemberAddResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_forwarded_admin(req->auth(), reactor)) return reactor;
+  member_add(ctx_, req->request(), resp, [reactor](Error e) { finish(reactor, e); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::MemberRemove(grpc::CallbackServerContext* c,
+                                                    const peer::ForwardedMemberRemove* req,
+                                                    etcdserverpb::MemberRemoveResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_forwarded_admin(req->auth(), reactor)) return reactor;
+  member_remove(ctx_, req->request(), resp, [reactor](Error e) { finish(reactor, e); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::MemberPromote(grpc::CallbackServerContext* c,
+                                                     const peer::ForwardedMemberPromote* req,
+                                                     etcdserverpb::MemberPromoteResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_forwarded_admin(req->auth(), reactor)) return reactor;
+  member_promote(ctx_, req->request(), resp, [reactor](Error e) { finish(reactor, e); });
   return reactor;
 }
 

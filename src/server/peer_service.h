@@ -2,6 +2,10 @@
 // this one. Served on the peer URL only (server/peer_server.h).
 //   Propose, ReadIndex, LeaseKeepAlive: on the leader (errors::not_leader()
 //     elsewhere, and the caller retries with the new leader).
+//   LeaseTimeToLive, MemberAdd, MemberRemove, MemberPromote: a client's
+//     call a follower checked and passed on (server/forwarded_calls.h); on
+//     the leader only (errors::not_leader() elsewhere), checked again
+//     with the user and auth revision the follower sent.
 //   FetchSnapshot: the checkpoint taken with one of our snapshots, streamed
 //     in chunks of about 1 MiB from a thread of its own, at the pace the
 //     receiver takes them; at most kMaxSnapshotSenders at once (more get
@@ -41,6 +45,14 @@ class PeerService final : public peer::Peer::CallbackService {
                                           peer::ConfigurationResponse* resp) override;
   grpc::ServerUnaryReactor* QueueConsumers(grpc::CallbackServerContext* c, const peer::QueueConsumersRequest* req,
                                            peer::QueueConsumersResponse* resp) override;
+  grpc::ServerUnaryReactor* LeaseTimeToLive(grpc::CallbackServerContext* c, const peer::ForwardedLeaseTimeToLive* req,
+                                            etcdserverpb::LeaseTimeToLiveResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberAdd(grpc::CallbackServerContext* c, const peer::ForwardedMemberAdd* req,
+                                      etcdserverpb::MemberAddResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberRemove(grpc::CallbackServerContext* c, const peer::ForwardedMemberRemove* req,
+                                         etcdserverpb::MemberRemoveResponse* resp) override;
+  grpc::ServerUnaryReactor* MemberPromote(grpc::CallbackServerContext* c, const peer::ForwardedMemberPromote* req,
+                                          etcdserverpb::MemberPromoteResponse* resp) override;
   grpc::ServerWriteReactor<peer::SnapshotChunk>* FetchSnapshot(grpc::CallbackServerContext* c,
                                                                const peer::FetchSnapshotRequest* req) override;
 
@@ -49,6 +61,10 @@ class PeerService final : public peer::Peer::CallbackService {
   static constexpr int kMaxSnapshotSenders = 8;
 
  private:
+  // Refuses a forwarded call here unless this member leads and the
+  // forwarded caller still has the root role (see forwarded_calls.h);
+  // true when `reactor` was finished.
+  bool refuse_forwarded_admin(const peer::ForwardedAuth& a, grpc::ServerUnaryReactor* reactor) const;
   // `id` is in this member's view of the configuration.
   bool is_member(uint64_t id) const;
   // The peer host:port of member `id`, "" if unknown.

@@ -119,7 +119,7 @@ bool parse_one(std::string_view s, std::string* normalized, std::string* address
   }
   std::string scheme(rest.substr(0, colon));
   std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (scheme != "http") return false;  // etcd also takes https, unix and unixs; etcdq cannot reach those
+  if (scheme != "http" && scheme != "https") return false;  // etcd also takes unix and unixs; etcdq cannot reach those
   rest = rest.substr(colon + 1);
   if (size_t q = rest.find('?'); q != std::string_view::npos) rest = rest.substr(0, q);  // a query is not checked
   if (rest.substr(0, 2) != "//") return false;  // no host

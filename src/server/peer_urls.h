@@ -5,9 +5,9 @@
 // the host may be empty, the port any digits or none) and no path.
 // Userinfo, query and fragment are allowed, as in etcd.
 //
-// etcdq reaches its peers over plain TCP only, so a URL etcd would take with
-// the scheme https, unix or unixs is refused here too (the flags refuse
-// them the same way, cli/flags.h).
+// etcdq reaches its peers over TCP or TLS (https://, peer TLS), not over
+// unix sockets, so a URL etcd would take with the scheme unix or unixs is
+// refused here too.
 //
 // Pure functions; any thread.
 #pragma once

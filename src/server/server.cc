@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/server_posix.h>
 
 #include <chrono>
@@ -70,7 +71,8 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   // grpc_server_* and etcd's byte counters (grpc_metrics.h).
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<GrpcMetrics>(
-      std::vector<std::string>(std::begin(kClientServices), std::end(kClientServices))));
+      std::vector<std::string>(std::begin(kClientServices), std::end(kClientServices)),
+      std::vector<std::string>{"/etcdserverpb.Watch/Watch"}, unary_started_));  // raw: watch_service.h
   b.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the client server");
@@ -96,6 +98,18 @@ std::shared_ptr<grpc::Channel> ClientServer::in_process_channel() {
 
 void ClientServer::shutdown(int grace_ms) {
   if (!server_) return;
+  // First gRPC's own shutdown, through its C core (the C++ Shutdown below
+  // would block here): every connection is sent GOAWAY, and no new call is
+  // taken. Only then do the watch streams end with Unavailable. A client
+  // that re-opens its watch at once (clientv3 retries Unavailable without a
+  // pause) has then read the GOAWAY before the status, and dials again
+  // (refused: Unavailable, retried). Without it, the re-opened stream
+  // reached a server already shutting down, which cancels a call it will
+  // not serve: the client saw Canceled and ended its watch for good
+  // (clientv3's isHaltErr), as kube-apiserver logged at a member's SIGTERM.
+  grpc_completion_queue* cq = grpc_completion_queue_create_for_pluck(nullptr);
+  int tag = 0;
+  grpc_server_shutdown_and_notify(server_->c_server(), cq, &tag);
   services_->watch.shutdown();
   // Watch streams end with Unavailable, which clients retry; one that is
   // still in flight at gRPC's deadline is canceled, which etcd's client
@@ -103,6 +117,10 @@ void ClientServer::shutdown(int grace_ms) {
   services_->watch.wait_streams_done(std::chrono::milliseconds(kWatchEndMs));
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server_->Wait();
+  // The core notified both shutdowns when the last call ended.
+  grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr);
+  grpc_completion_queue_shutdown(cq);
+  grpc_completion_queue_destroy(cq);
   server_.reset();
 }
 

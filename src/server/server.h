@@ -7,7 +7,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +34,9 @@ class ClientServer {
   // http/gateway.h: its calls take the path every gRPC call takes). Any
   // thread, between start() and shutdown().
   std::shared_ptr<grpc::Channel> in_process_channel();
+  // Unary calls started so far, the in-process channel's included (the
+  // HTTP side yields to the others: http/gateway.h). Any thread.
+  uint64_t unary_calls_started() const { return unary_started_->load(std::memory_order_relaxed); }
   // Ends every watch with a cancel and the reason, stops accepting calls;
   // in-flight calls get until `grace_ms` to finish.
   void shutdown(int grace_ms);
@@ -41,6 +46,7 @@ class ClientServer {
   Context* ctx_;
   std::unique_ptr<Services> services_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<std::atomic<uint64_t>> unary_started_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 }  // namespace etcdq::server

@@ -5,6 +5,11 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <unordered_map>
+
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+#include "server/watch_wire.h"
 
 namespace etcdq::server {
 
@@ -12,14 +17,16 @@ using etcdserverpb::WatchCreateRequest;
 using etcdserverpb::WatchRequest;
 using etcdserverpb::WatchResponse;
 
-class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResponse>, public mvcc::WatchSink {
+class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                          public mvcc::WatchSink,
+                          public Kickable {
  public:
   // What to do with gRPC next, decided under mu_ and done after releasing
   // it: gRPC may run OnWriteDone (or OnDone) inline inside StartWrite or
   // Finish, and those take mu_ (or delete this).
   struct Action {
     enum Kind { kNone, kWrite, kFinish } kind = kNone;
-    const WatchResponse* msg = nullptr;
+    const grpc::ByteBuffer* msg = nullptr;
     grpc::WriteOptions opts;
     grpc::Status status;
   };
@@ -31,11 +38,11 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       Finish(a.status);
     }
   }
-  // `token`: the stream's auth token (its "token" metadata), resolved on
-  // each create as etcd's isWatchPermitted does.
-  WatchStream(WatchService* svc, Context* ctx, std::string token)
-      : svc_(svc), ctx_(ctx), token_(std::move(token)) {
-    StartRead(&req_);
+  // `cred`: who the stream says it is (a token, or its TLS certificate's
+  // Common Name), resolved on each create as etcd's isWatchPermitted does.
+  WatchStream(WatchService* svc, Context* ctx, Credentials cred)
+      : svc_(svc), ctx_(ctx), cred_(std::move(cred)) {
+    StartRead(&req_buf_);
   }
 
   void OnReadDone(bool ok) override {
@@ -44,35 +51,44 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       // (the stream ends when the call is canceled or the client goes).
       return;
     }
-    switch (req_.request_union_case()) {
-      case WatchRequest::kCreateRequest: create(req_.create_request()); break;
-      case WatchRequest::kCancelRequest: cancel(req_.cancel_request().watch_id()); break;
+    WatchRequest req;
+    if (!grpc::SerializationTraits<WatchRequest>::Deserialize(&req_buf_, &req).ok()) {
+      // As grpc-go ends etcd's stream on a message it cannot unmarshal
+      // (reading on would leave the client waiting for an answer).
+      close(grpc::Status(grpc::StatusCode::INTERNAL,
+                         "grpc: failed to unmarshal the received message proto: cannot parse invalid wire-format data"));
+      return;
+    }
+    switch (req.request_union_case()) {
+      case WatchRequest::kCreateRequest: create(req.create_request()); break;
+      case WatchRequest::kCancelRequest: cancel(req.cancel_request().watch_id()); break;
       case WatchRequest::kProgressRequest: progress_request(); break;
       default: break;
     }
-    StartRead(&req_);
+    StartRead(&req_buf_);
   }
 
   void OnWriteDone(bool ok) override {
     Action a;
-    bool drained;
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
       inflight_bytes_ = 0;
+      writing_buf_.Clear();
       if (!ok) {  // the client is gone: nothing more can be sent
-        out_.clear();
-        queued_bytes_ = 0;
+        drop_queue_locked();
         broken_ = true;
-      } else {
-        queued_bytes_ -= out_.front().second;
-        out_.pop_front();
       }
+      // The next write starts here, on gRPC's thread, with whatever was
+      // queued meanwhile: no other thread is woken for it.
       a = next_locked();
-      drained = out_.empty() && !broken_;
+      // A watcher that fell behind catches up once there is room; only
+      // then is the hub's catch-up thread woken, not after every write.
+      wake = starved_ && !broken_ && room_locked() > 0;
+      if (wake) starved_ = false;
     }
-    // Drained: watchers that fell behind may catch up from storage now.
-    if (drained) ctx_->store->watch_hub().wake();
+    if (wake) ctx_->store->watch_hub().wake();
     perform(a);  // may be the last use of this object
   }
 
@@ -87,19 +103,36 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     svc->stream_closed(peak);
   }
 
-  // --- mvcc::WatchSink (hub lock held) ---
-  bool offer(mvcc::WatchBatch&& b) override {
+  // --- Kickable: a writer thread starts the write this stream is ready for.
+  void kick() override {
     Action a;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!offer_locked(std::move(b))) return false;
+      scheduled_ = false;
       a = next_locked();
     }
     perform(a);
+  }
+
+  // --- mvcc::WatchSink (hub or queue host lock held; never blocks) ---
+  bool offer(const mvcc::WatchBatch& b) override {
+    bool post;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!offer_locked(b)) return false;
+      post = schedule_locked();
+    }
+    // An idle stream starts its write on the apply thread once the hub
+    // lock is released (no wake-up of a writer thread: the event leaves
+    // before the put's answer, as etcd's does), for the first few streams
+    // of a revision; the rest go to the writer threads.
+    if (post && !mvcc::WatchHub::defer([](void* s) { static_cast<WatchStream*>(s)->kick(); }, this)) {
+      svc_->writers_.post(this);
+    }
     return true;
   }
 
-  bool offer_locked(mvcc::WatchBatch&& b) {
+  bool offer_locked(const mvcc::WatchBatch& b) {
     if (finishing_ || broken_) return true;  // nobody will read it; drop
     if (!b.cancel_reason.empty()) {
       if (watchers_.erase(b.watch_id) == 0) return true;
@@ -108,20 +141,9 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       r.set_canceled(true);
       r.set_cancel_reason(b.cancel_reason);
       header(&r, b.revision);
-      enqueue(std::move(r));
+      enqueue_control(r);
       return true;
     }
-    // The bound (kMaxQueuedBytes) holds for what this stream keeps: a batch
-    // that does not fit waits in storage. Only a stream with nothing queued
-    // takes a batch bigger than the bound (one revision can be, and it must
-    // get through).
-    if (!b.events.empty()) {
-      size_t bytes = 0;
-      for (const auto& ev : b.events) bytes += ev.ByteSizeLong();
-      if (!fits_locked(bytes)) return false;
-    }
-    auto it = watchers_.find(b.watch_id);
-    bool fragment = it != watchers_.end() && it->second.fragment;
     if (b.compact_revision != 0) {
       watchers_.erase(b.watch_id);
       WatchResponse r;
@@ -129,28 +151,49 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       r.set_canceled(true);
       r.set_compact_revision(b.compact_revision);
       header(&r, 0);
-      enqueue(std::move(r));
+      enqueue_control(r);
       return true;
     }
-    WatchResponse r;
-    r.set_watch_id(b.watch_id);
-    header(&r, b.revision);
-    for (auto& ev : b.events) *r.add_events() = std::move(ev);
-    if (fragment && static_cast<int64_t>(r.ByteSizeLong()) > fragment_limit()) {
-      enqueue_fragments(std::move(r));
-    } else {
-      enqueue(std::move(r));
+    if (b.events.empty()) return true;
+    size_t bytes = 0;
+    for (const auto& ev : b.events) bytes += server::event_field_size(ev.bytes().size());
+    // The bound (kMaxQueuedBytes) holds for what this stream keeps: a batch
+    // that does not fit waits in storage. Only a stream with nothing queued
+    // takes a batch bigger than the bound (one revision can be, and it must
+    // get through).
+    if (!fits_locked(bytes)) {
+      starved_ = true;
+      return false;
     }
+    auto it = watchers_.find(b.watch_id);
+    Flags* f = it != watchers_.end() ? &it->second : nullptr;
+    if (f != nullptr && f->fragment && bytes + kMaxWirePrefix > static_cast<size_t>(fragment_limit())) {
+      enqueue_fragments(b);
+      f->open_seq = kNone;  // later events start a response of their own
+      return true;
+    }
+    // Join the watcher's queued response if it has one and room: its
+    // events stay in order and each revision stays whole. It is open while
+    // not being written (seq >= head_seq_) and no control response was
+    // queued after it (seq >= barrier_seq_).
+    if (f != nullptr && f->open_seq != kNone && f->open_seq >= head_seq_ && f->open_seq >= barrier_seq_) {
+      Out& q = out_[static_cast<size_t>(f->open_seq - head_seq_)];
+      if (q.body.size() + bytes <= WatchService::kMergeBytes) {
+        for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
+        q.revision = b.revision;
+        add_queued(bytes);
+        return true;
+      }
+    }
+    Out& q = push_out(b.watch_id, b.revision);
+    q.body.reserve(bytes);
+    for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
+    add_queued(bytes + kMaxWirePrefix);
+    if (f != nullptr) f->open_seq = q.seq;
     return true;
   }
 
-  bool fits(size_t bytes) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return fits_locked(bytes);
-  }
-
   bool fits_locked(size_t bytes) const {  // mu_ held
-    if (finishing_ || broken_) return true;  // offer() drops it: no copy is kept
     return out_.empty() || held_bytes() + bytes <= WatchService::kMaxQueuedBytes;
   }
 
@@ -159,6 +202,12 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   size_t room() const override {
     std::lock_guard<std::mutex> lock(mu_);
     if (finishing_ || broken_) return 0;
+    size_t r = room_locked();
+    if (r == 0) starved_ = true;  // OnWriteDone wakes the hub when there is
+    return r;
+  }
+
+  size_t room_locked() const {  // mu_ held
     size_t held = held_bytes();
     if (!out_.empty() && held > WatchService::kMaxQueuedBytes / 4 * 3) return 0;
     return held < WatchService::kMaxQueuedBytes ? WatchService::kMaxQueuedBytes - held : 0;
@@ -181,7 +230,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       r.set_watch_id(id);
       header(&r, hub.revision());
       std::lock_guard<std::mutex> lock(mu_);
-      if (watchers_.count(id)) enqueue(std::move(r));
+      if (watchers_.count(id)) enqueue_control(r);
     }
     std::lock_guard<std::mutex> lock(mu_);
     return next_locked();
@@ -203,23 +252,30 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     watchers_.clear();
     // Events queued but not yet written are dropped: the client resumes
     // after the last one it received, so it gets them again.
-    if (!writing_) {
-      out_.clear();
-      queued_bytes_ = 0;
-    } else {
-      while (out_.size() > 1) {
-        queued_bytes_ -= out_.back().second;
-        out_.pop_back();
-      }
-    }
+    drop_queue_locked();
     finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
     return next_locked();
   }
 
  private:
+  static constexpr uint64_t kNone = UINT64_MAX;
   struct Flags {
     bool fragment = false;
     bool progress_notify = false;
+    uint64_t open_seq = kNone;  // this watcher's last events response (see offer_locked)
+  };
+
+  // One queued response: a whole serialized WatchResponse (created,
+  // canceled, progress), or the events of one watcher, written with its
+  // header when the write starts.
+  struct Out {
+    uint64_t seq = 0;
+    bool whole = false;
+    int64_t watch_id = 0;
+    int64_t revision = 0;  // the header's
+    bool fragment = false;
+    std::string body;  // `whole`: the response; else append_event_field entries
+    size_t bytes = 0;  // what it counts in queued_bytes_
   };
 
   // revision 0: none, as etcd sends for a compacted watcher's cancel.
@@ -232,7 +288,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   bool permitted(const WatchCreateRequest& c) const {
     if (ctx_->auth == nullptr || !ctx_->auth->enabled()) return true;
     auth::Caller who;
-    if (member::caller_of_token(*ctx_, token_, &who)) return false;
+    if (caller_of(*ctx_, cred_, &who)) return false;
     return !member::check_read(*ctx_, who, c.key(), c.range_end());
   }
 
@@ -280,12 +336,12 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
         r.set_watch_id(-1);
         r.set_canceled(true);
         r.set_cancel_reason(err);
-        enqueue(std::move(r));
+        enqueue_control(r);
         a = next_locked();
       } else {
         r.set_watch_id(id);
-        watchers_[id] = Flags{c.fragment(), c.progress_notify()};
-        enqueue(std::move(r));  // `created` goes out before any event
+        watchers_[id] = Flags{c.fragment(), c.progress_notify(), kNone};
+        enqueue_control(r);  // `created` goes out before any event
         a = next_locked();
         added = true;
       }
@@ -312,7 +368,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
       std::lock_guard<std::mutex> lock(mu_);
       existed = watchers_.erase(id) > 0 || existed;
       if (!existed) return;  // etcd answers nothing for an unknown id
-      enqueue(std::move(r));
+      enqueue_control(r);
       a = next_locked();
     }
     perform(a);
@@ -327,7 +383,7 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     Action a;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      enqueue(std::move(r));
+      enqueue_control(r);
       a = next_locked();
     }
     perform(a);
@@ -337,51 +393,93 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
   // plus the 512 KiB allowance (grpcOverheadBytes in v3rpc's watch server).
   int64_t fragment_limit() const { return ctx_->limits.max_request_bytes + 512 * 1024; }
 
-  void enqueue_fragments(WatchResponse&& whole) {
+  // One revision (or a catch-up step) too big for one response: parts of
+  // whole events, each but the last marked `fragment`. mu_ held.
+  void enqueue_fragments(const mvcc::WatchBatch& b) {
     size_t limit = static_cast<size_t>(fragment_limit());
-    WatchResponse part;
-    auto start = [&] {
-      part.Clear();
-      part.set_watch_id(whole.watch_id());
-      *part.mutable_header() = whole.header();
-    };
-    start();
-    for (int i = 0; i < whole.events_size(); ++i) {
-      size_t ev = whole.events(i).ByteSizeLong();
-      if (part.events_size() > 0 && part.ByteSizeLong() + ev + 8 > limit) {
-        part.set_fragment(true);
-        enqueue(std::move(part));
-        start();
+    Out* part = nullptr;
+    for (const auto& ev : b.events) {
+      size_t n = event_field_size(ev.bytes().size());
+      if (part != nullptr && !part->body.empty() && kMaxWirePrefix + part->body.size() + n > limit) {
+        part->fragment = true;
+        add_queued(part->body.size() + kMaxWirePrefix);
+        part = nullptr;
       }
-      *part.add_events() = std::move(*whole.mutable_events(i));
+      if (part == nullptr) part = &push_out(b.watch_id, b.revision);
+      append_event_field(&part->body, ev.bytes());
     }
-    enqueue(std::move(part));
+    add_queued(part->body.size() + kMaxWirePrefix);
   }
 
-  void enqueue(WatchResponse&& r) {  // mu_ held
-    if (broken_ || finishing_) return;
-    size_t bytes = r.ByteSizeLong();
-    out_.emplace_back(std::move(r), bytes);
+  Out& push_out(int64_t watch_id, int64_t revision) {  // mu_ held
+    Out& q = out_.emplace_back();
+    q.seq = head_seq_ + out_.size() - 1;
+    q.watch_id = watch_id;
+    q.revision = revision;
+    return q;
+  }
+
+  void add_queued(size_t bytes) {  // mu_ held; to the last response pushed or joined
     queued_bytes_ += bytes;
     peak_bytes_ = std::max(peak_bytes_, held_bytes());
   }
 
-  // What this stream holds: the queue, and gRPC's serialized copy of the
-  // response being written (the response itself stays in out_ until
-  // OnWriteDone, as StartWrite requires).
+  // created, canceled and progress responses, serialized as they are. Any
+  // of them ends joining: a progress response says every event up to its
+  // revision was sent, so no later event may join a response before it.
+  void enqueue_control(const WatchResponse& r) {  // mu_ held
+    if (broken_ || finishing_) return;
+    Out& q = push_out(r.watch_id(), 0);
+    q.whole = true;
+    r.SerializeToString(&q.body);
+    q.bytes = q.body.size();
+    queued_bytes_ += q.bytes;
+    peak_bytes_ = std::max(peak_bytes_, held_bytes());
+    barrier_seq_ = q.seq + 1;
+  }
+
+  void drop_queue_locked() {  // mu_ held
+    head_seq_ += out_.size();
+    out_.clear();
+    queued_bytes_ = 0;
+  }
+
+  // What this stream holds: the queue, and the response being written.
   size_t held_bytes() const { return queued_bytes_ + inflight_bytes_; }  // mu_ held
+
+  // Whether a writer thread must be asked to start a write (mu_ held).
+  bool schedule_locked() {
+    if (writing_ || scheduled_ || finished_ || out_.empty()) return false;
+    scheduled_ = true;
+    return true;
+  }
 
   Action next_locked() {  // mu_ held
     Action a;
-    if (writing_ || finished_) return a;
+    if (writing_ || scheduled_ || finished_) return a;
     if (!out_.empty() && !broken_) {
+      Out& q = out_.front();
+      size_t counted = q.whole ? q.bytes : q.body.size() + kMaxWirePrefix;
+      if (q.whole) {
+        grpc::Slice s(q.body.data(), q.body.size());
+        writing_buf_ = grpc::ByteBuffer(&s, 1);
+      } else {
+        WireHeader h;
+        h.cluster_id = ctx_->current_cluster_id();
+        h.member_id = ctx_->self.id;
+        h.revision = q.revision;
+        h.raft_term = ctx_->node->progress().term;
+        writing_buf_ = encode_watch_response(h, q.watch_id, q.fragment, &q.body);
+      }
+      queued_bytes_ -= std::min(queued_bytes_, counted);
+      inflight_bytes_ = counted;
+      out_.pop_front();
+      ++head_seq_;
       writing_ = true;
-      inflight_bytes_ = out_.front().second;
-      peak_bytes_ = std::max(peak_bytes_, held_bytes());
       a.kind = Action::kWrite;
-      a.msg = &out_.front().first;  // a deque keeps its front in place on push_back
+      a.msg = &writing_buf_;
       // More queued behind this one: let gRPC send them together.
-      if (out_.size() > 1) a.opts.set_buffer_hint();
+      if (!out_.empty()) a.opts.set_buffer_hint();
       return a;
     }
     if (finishing_) {
@@ -391,8 +489,6 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
     }
     return a;
   }
-
-
 
   void finish_locked(grpc::Status s) {  // mu_ held; next_locked() finishes
     if (finishing_) return;
@@ -415,14 +511,19 @@ class WatchStream final : public grpc::ServerBidiReactor<WatchRequest, WatchResp
 
   WatchService* svc_;
   Context* ctx_;
-  const std::string token_;
-  WatchRequest req_;
+  const Credentials cred_;
+  grpc::ByteBuffer req_buf_;
   mutable std::mutex mu_;  // guards everything below
-  std::deque<std::pair<WatchResponse, size_t>> out_;
-  size_t queued_bytes_ = 0;    // of out_, the response being written included
-  size_t inflight_bytes_ = 0;  // gRPC's copy of the response being written
+  std::deque<Out> out_;
+  uint64_t head_seq_ = 0;  // seq of out_.front()
+  uint64_t barrier_seq_ = 0;  // no response before this seq takes more events
+  grpc::ByteBuffer writing_buf_;  // the response being written
+  size_t queued_bytes_ = 0;    // of out_
+  size_t inflight_bytes_ = 0;  // of writing_buf_
   size_t peak_bytes_ = 0;      // the most held_bytes() ever was
   bool writing_ = false;
+  bool scheduled_ = false;  // posted to the writer threads (holds off writes and Finish)
+  mutable bool starved_ = false;  // refused events or had no room: wake the hub when there is
   bool broken_ = false;
   bool finishing_ = false;
   bool finished_ = false;
@@ -443,16 +544,11 @@ WatchService::~WatchService() {
   progress_thread_.join();
 }
 
-grpc::ServerBidiReactor<WatchRequest, WatchResponse>* WatchService::Watch(grpc::CallbackServerContext* c) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WatchService::Watch(grpc::CallbackServerContext* c) {
   if (ctx_->node->progress().is_learner) {
-    return new RefusedStream<WatchRequest, WatchResponse>(to_grpc(errors::not_supported_for_learner()));
+    return new RefusedStream<grpc::ByteBuffer, grpc::ByteBuffer>(to_grpc(errors::not_supported_for_learner()));
   }
-  std::string token;
-  const auto& md = c->client_metadata();
-  auto it = md.find("token");
-  if (it == md.end()) it = md.find("authorization");
-  if (it != md.end()) token.assign(it->second.data(), std::min<size_t>(it->second.size(), 1024));
-  auto* s = new WatchStream(this, ctx_, std::move(token));
+  auto* s = new WatchStream(this, ctx_, credentials_of(c));
   WatchStream::Action a;
   {
     std::lock_guard<std::mutex> lock(mu_);

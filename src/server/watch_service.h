@@ -1,16 +1,27 @@
 // etcd's Watch service: one bidirectional stream per client call, any
 // number of watchers on it (gRPC callback API: no thread per stream).
 //
-// Each stream keeps one write in flight and a queue behind it. The queue
-// is bounded (kMaxQueuedBytes): when it is full the hub stops handing this
-// stream events and its watchers catch up from storage once it drains, so
-// a client that stops reading costs at most that much memory and never
-// slows apply or another client.
+// The method is registered raw (ByteBuffer in and out): requests are parsed
+// here, and event responses are assembled from the events the hub encoded
+// once (watch_wire.h), not built and serialized per watcher.
+//
+// Each stream keeps one write in flight and a queue behind it; events for a
+// watcher whose last response is still queued (not being written) join
+// that response, up to kMergeBytes, so a busy stream sends fewer, fuller
+// responses (each revision whole, in order). The queue is bounded
+// (kMaxQueuedBytes): when it is full the hub stops handing this stream
+// events and its watchers catch up from storage once it drains, so a
+// client that stops reading costs at most that much memory and never
+// slows apply or another client. An idle stream that gets events starts
+// its write on the apply thread after the hub lock is released, for the
+// first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
+// writer thread (watch_writers.h).
 //
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
 // = the current revision), events with the revision they were published
-// at, `canceled` with `compact_revision` when the start revision was
-// compacted, cancel confirmations, progress responses (watch_id -1 for a
+// at (a merged response: the last one's), `canceled` with
+// `compact_revision` when the start revision was compacted, cancel
+// confirmations, progress responses (watch_id -1 for a
 // WatchProgressRequest when all watchers are synced; per watcher for
 // progress_notify), and `fragment` splitting for watchers that asked.
 #pragma once
@@ -23,20 +34,20 @@
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "mvcc/watch_hub.h"
 #include "server/context.h"
+#include "server/watch_writers.h"
 
 namespace etcdq::server {
 
 class WatchStream;
 
-class WatchService final : public etcdserverpb::Watch::CallbackService {
+class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Watch<etcdserverpb::Watch::Service> {
  public:
   // `progress_interval`: how often watchers with progress_notify get an
   // empty response while synced (etcd's default is 10 minutes).
   WatchService(Context* ctx, std::chrono::milliseconds progress_interval);
   ~WatchService() override;
 
-  grpc::ServerBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>* Watch(
-      grpc::CallbackServerContext* c) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Watch(grpc::CallbackServerContext* c) override;
 
   // Ends every stream with Unavailable "etcdserver: server stopped" and no
   // cancel responses, so clients reconnect and resume their watches (what
@@ -56,6 +67,12 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   // glibc keeps freed chunks in its arenas otherwise, and the RSS of a
   // member that served stuck clients would never come down.
   static constexpr size_t kTrimAfterBytes = 1 << 20;
+  // A queued response takes more events for its watcher up to this size
+  // (well under any fragment limit and gRPC's default 4 MiB receive limit).
+  static constexpr size_t kMergeBytes = 64 << 10;
+  // Threads that start writes on idle streams (gRPC's own threads start
+  // the writes that follow).
+  static constexpr int kWriterThreads = 2;
 
  private:
   friend class WatchStream;
@@ -72,6 +89,7 @@ class WatchService final : public etcdserverpb::Watch::CallbackService {
   bool stopping_ = false;
   bool trim_wanted_ = false;
   std::thread progress_thread_;  // progress notifications and trims
+  WatchWriters writers_{kWriterThreads};  // last: stopped first, after its queue ran
 };
 
 }  // namespace etcdq::server

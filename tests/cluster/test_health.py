@@ -11,7 +11,9 @@ or /readyz.
 import http.client
 import json
 import os
+import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -101,6 +103,80 @@ class HealthTest(ClusterTestCase):
             time.sleep(0.2)
         self.assertEqual(health(survivor), (200, {"health": "true", "reason": ""}))
         self.assertEqual(get(survivor, "/readyz")[0], 200)
+
+    def test_readyz_without_quorum_holds_no_worker_among_slow_connections(self):
+        # /readyz waits for a linearizable read, which without quorum only
+        # ends at the request timeout. It used to wait on one of 4 HTTP
+        # workers: 40 at once took 10 timeouts in a row. Now it waits on
+        # nothing (src/http/health.h): with 300 idle and 50 slowloris
+        # connections open, 40 /readyz all answer within one request
+        # timeout, and /livez, /health?serializable=true, /metrics and
+        # /version answer at once meanwhile.
+        if REFERENCE:
+            self.skipTest("etcd 3.4 has no /readyz")
+        c = self.new_cluster(size=3)
+        survivor = c[0].client_port
+        self.assertEqual(get(survivor, "/readyz")[0], 200)
+        c.kill9(1, 2)
+        request_timeout_s = (5000 + 2 * c.election_ms) / 1000.0   # raft/node.h
+        idle = [socket.create_connection(("127.0.0.1", survivor), timeout=5) for _ in range(300)]
+        slow = [socket.create_connection(("127.0.0.1", survivor), timeout=5) for _ in range(50)]
+        for s in slow:
+            s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.is_set():
+                for s in slow:
+                    try:
+                        s.send(b"a")
+                    except OSError:
+                        pass
+                stop.wait(0.2)
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        readyz = []
+
+        def ask_readyz():
+            t0 = time.monotonic()
+            try:
+                status, body = get(survivor, "/readyz", timeout=4 * request_timeout_s)
+            except OSError as e:
+                status, body = 0, str(e)
+            readyz.append((status, body, time.monotonic() - t0))
+
+        askers = [threading.Thread(target=ask_readyz) for _ in range(40)]
+        try:
+            t0 = time.monotonic()
+            for t in askers:
+                t.start()
+            others = []
+            while any(t.is_alive() for t in askers) and time.monotonic() - t0 < 4 * request_timeout_s:
+                for path in ("/livez", "/health?serializable=true", "/metrics", "/version"):
+                    t1 = time.monotonic()
+                    status, _ = get(survivor, path, timeout=5)
+                    others.append((path, status, time.monotonic() - t1))
+                time.sleep(0.2)
+            for t in askers:
+                t.join(4 * request_timeout_s)
+        finally:
+            stop.set()
+            trickler.join(5)
+            for s in idle + slow:
+                s.close()
+        slowest = max(r[2] for r in readyz)
+        slowest_other = max(o[2] for o in others)
+        self.note("40 /readyz without quorum beside 300 idle + 50 slowloris connections: slowest %.2f s "
+                  "(request timeout %.1f s); %d other requests meanwhile, slowest %.3f s" % (
+                      slowest, request_timeout_s, len(others), slowest_other))
+        self.assertEqual(len(readyz), 40)
+        for status, body, _ in readyz:
+            self.assertEqual(status, 503, body)
+            self.assertIn("[-]linearizable_read failed: ", body)
+        self.assertLess(slowest, request_timeout_s + 3, readyz)
+        self.assertEqual([o for o in others if o[1] != 200], [])
+        self.assertLess(slowest_other, 1.0, others)
 
 
 if __name__ == "__main__":

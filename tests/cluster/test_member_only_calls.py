@@ -10,9 +10,9 @@ not have (UNIMPLEMENTED, "unknown service ..."), and libraft's raw connection
 enters the log, every member stays up, and the hash of the key space is the
 same before and after.
 
-On the peer URL, where members call each other (and which peer TLS will
-guard), the leader decodes and checks every forwarded command as it would a
-client's request: badly framed, undecodable, empty-key, oversized, too-many-ops
+On the peer URL, where members call each other (and which peer TLS guards:
+test_peer_tls.py), the leader decodes and checks every forwarded command as it
+would a client's request: badly framed, undecodable, empty-key, oversized, too-many-ops
 and malformed queue commands, queue assignments and forged member attributes
 are refused before they are proposed; a forged removal notice stops no one; a
 flood of consumer reports that never complete leaves memory flat; garbage on

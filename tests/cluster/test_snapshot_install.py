@@ -24,6 +24,13 @@ import grpc  # noqa: E402
 from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc, sanitized  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
+# Under AddressSanitizer a follower applying these 400 KB Txns (100 Puts of
+# 4 KB each) can go more than 500 ms without answering the leader, which
+# then steps down ("leader changed" for the load's Puts; seen on a quiet
+# 2-core machine, with the code of a666e20 as well). The tests are about
+# installs, not elections: sanitizer builds get a longer election timeout.
+if sanitized():
+    HEARTBEAT_MS, ELECTION_MS = 100, 2000
 SNAPSHOT_COUNT = 50
 VALUE = os.urandom(4000)
 
@@ -157,15 +164,21 @@ def many_entries(kv, n):
     time.sleep(1)  # etcd compacts its log behind a snapshot asynchronously
 
 
-def first_linearizable_read_s(member, since, timeout=60):
-    """Seconds from `since` until `member` answers a linearizable Range (what
-    `etcdctl get` sends), asked on a fresh channel every 20 ms."""
+def first_reads_s(member, since, timeout=60):
+    """Seconds from `since` until `member` first answers a serializable Range
+    (it is up and serving from its own state) and then a linearizable one,
+    asked on a fresh channel every 20 ms."""
     deadline = since + timeout
+    serving = None
     while time.monotonic() < deadline:
         try:
             with grpc.insecure_channel(member.endpoint, options=CHANNEL_OPTIONS) as ch:
-                rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=1)
-            return time.monotonic() - since
+                kv = rpc_pb2_grpc.KVStub(ch)
+                if serving is None:
+                    kv.Range(rpc_pb2.RangeRequest(key=b"foo", serializable=True), timeout=1)
+                    serving = time.monotonic() - since
+                kv.Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=1)
+            return serving, time.monotonic() - since
         except grpc.RpcError:
             time.sleep(0.02)
     raise AssertionError("%r answered no linearizable read within %d s of its restart" % (member, timeout))
@@ -191,7 +204,7 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
     TRIALS = 3
 
     def test_follower_restarted_as_its_install_starts_reads_linearizably_soon(self):
-        times = []
+        times, gaps = [], []
         c = None
         for _ in range(self.TRIALS):
             # The same cluster throughout (the slow case needs a leader that
@@ -212,20 +225,26 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
             c.kill9(follower)
             restarted = time.monotonic()
             c.restart(follower, wait=False)
-            times.append(first_linearizable_read_s(c.members[follower], restarted))
+            serving, linearizable = first_reads_s(c.members[follower], restarted)
+            times.append(linearizable)
+            gaps.append(linearizable - serving)
             c.wait_serving()
-        print("\nfirst linearizable read after the restart: %s s" % ", ".join("%.2f" % t for t in times))
+        print("\nfirst linearizable read after the restart: %s s; after it first served: %s s" % (
+            ", ".join("%.2f" % t for t in times), ", ".join("%.2f" % g for g in gaps)))
         # etcd answers in 0.05-0.10 s here (0.4-0.65 s on the machine the
-        # issue was measured on); etcdq in 0.6 s under load (it fetches the
-        # state its killed install left unfinished before it starts). The
-        # libraft bug cost --snapshot-count heartbeats (2-3.4 s here), and
-        # libraft's 1 s between dials to a peer up to 1 s more (UvIo now
-        # dials every 100 ms, as etcd): the bound tells them apart.
-        # Under the sanitizers a restart alone takes 1.1-1.7 s (ASan): there
-        # the follower must answer (first_linearizable_read_s fails after
-        # 60 s), and the timing is the plain build's to check.
+        # issue was measured on); etcdq in 0.6 s on a quiet machine (it
+        # fetches the state its killed install left unfinished before it
+        # starts), 1.8 s with builds beside it. What the bound must catch
+        # happens once the member serves again: the libraft bug cost
+        # --snapshot-count heartbeats (2-3.4 s here) before its log matched
+        # the leader's, and libraft's 1 s between dials to a peer up to 1 s
+        # more (UvIo now dials every 100 ms, as etcd). So the bound is on
+        # the time from the first serializable answer (the member is up, on
+        # its restored state) to the first linearizable one, not on start-up.
+        # Under the sanitizers the follower must answer (first_reads_s fails
+        # after 60 s), and the timing is the plain build's to check.
         if not sanitized():
-            self.assertLess(max(times), 1.5, times)
+            self.assertLess(max(gaps), 1.0, (times, gaps))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""A 3-member cluster whose client URLs are https:// (peer URLs stay http://
-while peer TLS is not implemented) serves etcdctl over TLS on every member:
+"""A 3-member cluster whose client URLs are https:// (peer URLs http://
+here; peer TLS: test_peer_tls.py) serves etcdctl over TLS on every member:
 a write through a follower (forwarded to the leader over the peer URL)
 is read back through the others, and MemberList reports each member's
 https:// client URL as given (src/net/tls_pump.h).

@@ -117,6 +117,18 @@ class DefaultLimitsTest(BadInputCase):
         self.assert_rejected_and_unchanged(self.kv.Put, pb.PutRequest(key=b"", value=b"x"),
                                            INVALID_ARGUMENT, KEY_NOT_PROVIDED)
 
+    def test_undecodable_watch_request_ends_the_stream_with_internal(self):
+        # grpc-go ends etcd's Watch stream on a message it cannot unmarshal;
+        # etcdq once stopped reading and left the client waiting.
+        ch = self.member.channel()
+        call = ch.stream_stream("/etcdserverpb.Watch/Watch", request_serializer=None, response_deserializer=None)
+        it = call(iter([b"\xff\xff\xff", b"\x0a\x05\x0a\x03abc"]), timeout=10)
+        with self.assertRaises(grpc.RpcError) as cm:
+            for _ in it:
+                pass
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INTERNAL, cm.exception.details())
+        self.assertIn("failed to unmarshal", cm.exception.details())
+
     def test_range_with_empty_key_is_invalid_argument(self):
         self.put(self.k("existing"))
         self.assert_rejected_and_unchanged(self.kv.Range, pb.RangeRequest(key=b""),

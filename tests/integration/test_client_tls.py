@@ -444,6 +444,28 @@ class ClientCertCommonNameTest(harness.MemberTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.ctl("get", "cn-key", "--print-value-only")
         self.assertEqual(r.stdout.strip(), "by-root-user", r.stderr)
+        # Watch is a stream: the certificate names its user too (kube-apiserver
+        # with etcd auth watches this way). reader may watch cn-key, not cn-other.
+        p = self.pki
+        base = ["etcdctl", "--endpoints", self.m.endpoint, "--cacert", p.ca, "--cert", self.reader,
+                "--key", self.reader_key, "--dial-timeout=3s", "watch"]
+        env = dict(os.environ, ETCDCTL_API="3")
+        w = subprocess.Popen(base + ["cn-key"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        denied = subprocess.Popen(base + ["cn-other"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env)
+        try:
+            time.sleep(1.5)
+            r = self.ctl("put", "cn-key", "watched-by-reader")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            time.sleep(1.5)
+        finally:
+            for proc in (w, denied):
+                proc.terminate()
+            wout, werr = w.communicate(timeout=10)
+            dout, derr = denied.communicate(timeout=10)
+        self.assertIn("watched-by-reader", wout, werr)
+        self.assertNotIn("permission denied", werr)
+        self.assertIn("permission denied", dout + derr)
 
 
 if __name__ == "__main__":

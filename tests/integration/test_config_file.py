@@ -4,8 +4,8 @@ and etcdq; the file's values win over every other flag and ETCD_* variable
 (etcd ignores those when a config file is given); unknown keys are ignored;
 a value of the wrong type or a bad value stops the member at start with the
 key named. Every expectation holds for Debian's etcd 3.4 too (the default
-binary), except the peer TLS refusal, which is etcdq's (peer TLS is not
-implemented; client TLS from the file: test_client_tls.py).
+binary) (client TLS from the file: test_client_tls.py; peer TLS running:
+tests/cluster/test_peer_tls.py).
 
     /usr/bin/python3 tests/integration/test_config_file.py
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_config_file.py
@@ -216,13 +216,14 @@ class ConfigFileTest(harness.MemberTestCase):
                 self.assertNotEqual(rc, 0, out)
                 self.assertIn(words, out)
 
-    def test_peer_tls_settings_are_refused_until_peer_tls_is_implemented(self):
-        if harness.is_reference_etcd():
-            self.skipTest("etcd implements peer TLS")
-        body = BASE + "peer-transport-security:\n  cert-file: /etc/ssl/server.pem\n  key-file: /etc/ssl/server.key\n"
+    def test_peer_tls_block_with_a_missing_key_pair_is_refused_naming_the_file(self):
+        body = (BASE.replace("{peer_url}", "https://127.0.0.1:{peer_port}") +
+                "peer-transport-security:\n  cert-file: /nonexistent/peer.pem\n  key-file: /nonexistent/peer.key\n")
+        m = self.track(harness.Member(start=False))
+        body = body.replace("{peer_port}", str(m.peer_port))
         rc, out = refusal(self, body)
         self.assertNotEqual(rc, 0, out)
-        self.assertIn("peer-transport-security: peer TLS is not supported yet", out)
+        self.assertIn("open /nonexistent/peer.pem: no such file or directory", out)
 
 
 if __name__ == "__main__":

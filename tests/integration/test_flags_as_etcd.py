@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 """Command-line flags behave as etcd's (Go's flag package): a flag given
 twice takes its last value, as unit files that append an override expect
-(etcdq once refused to start: "At Most 1 required but received 2").
+(etcdq once refused to start: "At Most 1 required but received 2"). A new
+member whose --initial-advertise-peer-urls are not what --initial-cluster
+lists for it is refused, with etcd's message (etcdq once started anyway).
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_flags_as_etcd.py
 """
 import os
+import shutil
 import subprocess
 import sys
-import unittest
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -28,6 +31,34 @@ class FlagsAsEtcd(harness.MemberTestCase):
         refused = txn_of_puts(m.endpoint, 4)
         self.assertNotEqual(refused.returncode, 0)
         self.assertIn("too many operations in txn request", refused.stderr)
+
+    def test_advertised_peer_url_missing_from_initial_cluster_is_refused(self):
+        d = tempfile.mkdtemp(prefix="etcdq-flags-")
+        try:
+            cp, pp, other = harness.free_port(), harness.free_port(), harness.free_port()
+            args = [harness.binary_under_test(), "--name", "a", "--data-dir", os.path.join(d, "data"),
+                    "--listen-client-urls", "http://127.0.0.1:%d" % cp,
+                    "--advertise-client-urls", "http://127.0.0.1:%d" % cp,
+                    "--listen-peer-urls", "http://127.0.0.1:%d" % pp,
+                    "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % pp]
+            r = subprocess.run(args + ["--initial-cluster", "a=http://127.0.0.1:%d" % other],
+                               capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("--initial-cluster has a=http://127.0.0.1:%d but missing from "
+                          "--initial-advertise-peer-urls=http://127.0.0.1:%d" % (other, pp), r.stderr + r.stdout)
+            # The same URLs in another order start.
+            p = subprocess.Popen(args[:-1] + ["http://127.0.0.1:%d,http://127.0.0.1:%d" % (pp, other),
+                                              "--initial-cluster", "a=http://127.0.0.1:%d,a=http://127.0.0.1:%d"
+                                              % (other, pp)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                with self.assertRaises(subprocess.TimeoutExpired):
+                    p.wait(3)
+            finally:
+                p.kill()
+                p.wait()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2 as pb  # noqa: E402
+from etcd3.etcdrpc import rpc_pb2_grpc as rpc_grpc  # noqa: E402
 
 import harness  # noqa: E402
 import watchlib as wl  # noqa: E402
@@ -120,6 +121,50 @@ class WatchSigtermTest(harness.MemberTestCase):
         self.assertEqual([(r.watch_id, r.canceled, r.cancel_reason) for r in after], [],
                          "a canceled response makes etcd's clients end the watch for good")
         self.assertEqual(ws.status[0], grpc.StatusCode.UNAVAILABLE)
+
+    def test_a_watch_reopened_at_once_during_shutdown_is_never_canceled(self):
+        # clientv3 re-opens a watch at once after Unavailable (no backoff on
+        # the first retry), and takes Canceled as the end of the watch. This
+        # client does the same, with no pause at all: every stream it opens
+        # from SIGTERM on must end Unavailable (from the stopping member, or
+        # a refused connection), none Canceled. Three SIGTERMs: the old
+        # order (streams ended before gRPC's GOAWAY) failed most of them.
+        for round_ in range(3):
+            m = self.new_member()
+            ch = wl.ready_channel(m)
+            stub = rpc_grpc.WatchStub(ch)
+            ends = []
+            stop = threading.Event()
+            opened = threading.Event()
+
+            def requests():
+                yield pb.WatchRequest(create_request=pb.WatchCreateRequest(key=b"r/k"))
+                while not stop.wait(0.05):
+                    pass
+
+            def reopen():
+                while not stop.is_set():
+                    try:
+                        for _ in stub.Watch(requests(), timeout=30):
+                            opened.set()
+                    except grpc.RpcError as e:
+                        ends.append((e.code(), e.details()))
+                        if e.code() != grpc.StatusCode.UNAVAILABLE:
+                            return
+
+            t = threading.Thread(target=reopen, daemon=True)
+            t.start()
+            self.assertTrue(opened.wait(10), "the watch was not created")
+            m.proc.send_signal(signal.SIGTERM)
+            m.proc.wait(EXIT_S)
+            time.sleep(0.3)
+            stop.set()
+            t.join(35)
+            ch.close()
+            sys.stderr.write("\n  round %d: %d streams ended after SIGTERM: %s\n" % (
+                round_, len(ends), sorted(set(str(c) for c, _ in ends))))
+            self.assertTrue(ends)
+            self.assertEqual([e for e in ends if e[0] != grpc.StatusCode.UNAVAILABLE], [])
 
     def test_etcdctl_watch_resumes_across_sigterm_and_restart(self):
         m = self.new_member()

@@ -255,6 +255,43 @@ TEST_F(AuthStoreTest, QueueAliasNeedsThePermissionOnWhatItTouches) {
   EXPECT_FALSE(store()->check_op("u", rev, "/queue/jobs/", "/queue/jobs0", auth::Access::kRead));
 }
 
+TEST_F(AuthStoreTest, QueueVerbsNeedThePermissionOfTheKeysTheyTouch) {
+  // A consumer Watch is delivered the queue's messages; a consumer-scoped
+  // ack deletes one: permission on the consumer key alone is not enough.
+  ASSERT_FALSE(apply(user_add("root")));
+  ASSERT_FALSE(apply(grant_role("root", "root")));
+  ASSERT_FALSE(apply(user_add("u")));
+  ASSERT_FALSE(apply(role_add("c")));
+  ASSERT_FALSE(apply(grant_perm("c", perm(authpb::Permission::READWRITE, "/q/jobs/c/", "/q/jobs/c0"))));
+  ASSERT_FALSE(apply(grant_role("u", "c")));
+  ASSERT_FALSE(apply(enable()));
+  uint64_t rev = store()->revision();
+  const std::string ack = "/q/jobs/c/me/00000000000000000001/t";
+  EXPECT_EQ(store()->check_op("u", rev, "/q/jobs/c/me", "", auth::Access::kRead), errors::permission_denied());
+  EXPECT_EQ(store()->check_op("u", rev, "/queue/jobs/c/me", "", auth::Access::kRead), errors::permission_denied());
+  EXPECT_EQ(store()->check_op("u", rev, ack, "", auth::Access::kWrite), errors::permission_denied());
+  // Reading and deleting the messages themselves: the consumer may now.
+  ASSERT_FALSE(apply(role_add("m"), "root"));
+  ASSERT_FALSE(apply(grant_perm("m", perm(authpb::Permission::READWRITE, "/q/jobs/0", "/q/jobs/:")), "root"));
+  ASSERT_FALSE(apply(grant_role("u", "m"), "root"));
+  rev = store()->revision();
+  EXPECT_FALSE(store()->check_op("u", rev, "/q/jobs/c/me", "", auth::Access::kRead));
+  EXPECT_FALSE(store()->check_op("u", rev, ack, "", auth::Access::kWrite));
+  EXPECT_EQ(store()->check_op("u", rev, "/q/other/c/me", "", auth::Access::kRead), errors::permission_denied())
+      << "another queue's messages";
+  EXPECT_TRUE(auth::Store::queue_touches("/plain", "", auth::Access::kRead).empty());
+  // A produce writes a message: WRITE on /q/{queue}/p/ alone is not enough.
+  ASSERT_FALSE(apply(user_add("producer"), "root"));
+  ASSERT_FALSE(apply(role_add("p"), "root"));
+  ASSERT_FALSE(apply(grant_perm("p", perm(authpb::Permission::WRITE, "/q/jobs/p/", "/q/jobs/p0")), "root"));
+  ASSERT_FALSE(apply(grant_role("producer", "p"), "root"));
+  rev = store()->revision();
+  EXPECT_EQ(store()->check_op("producer", rev, "/q/jobs/p/x", "", auth::Access::kWrite), errors::permission_denied());
+  ASSERT_FALSE(apply(grant_role("producer", "m"), "root"));
+  rev = store()->revision();
+  EXPECT_FALSE(store()->check_op("producer", rev, "/q/jobs/p/x", "", auth::Access::kWrite));
+}
+
 TEST_F(AuthStoreTest, EnableNeedsRootUserWithRootRole) {
   EXPECT_EQ(apply(enable()), errors::root_user_not_exist());
   ASSERT_FALSE(apply(user_add("root")));

@@ -55,6 +55,33 @@ TEST(BboltRoundTrip, SmallFileWithNestedAndEmptyBucketsReadsBackInOrder) {
   EXPECT_EQ(missing.code(), Code::kNotFound);
 }
 
+TEST(BboltRoundTrip, KeysLargerThanAPageMakeAFiniteTreeThatReadsBack) {
+  // Branch keys of 4 KiB and more: one per page never reached a root, and
+  // an etcd snapshot with such a user name grew without end.
+  TempDir dir;
+  std::string path = dir.file("bigkeys.db");
+  std::vector<std::string> want = {"B1 auth"};
+  {
+    Writer w;
+    ASSERT_TRUE(w.open(path).ok());
+    ASSERT_TRUE(w.begin_bucket("auth").ok());
+    for (int i = 0; i < 300; ++i) {
+      std::string key = std::string(8000 + i * 37, 'k') + std::to_string(1000 + i);
+      ASSERT_TRUE(w.put(key, "v").ok());
+      want.push_back("P " + key + "=v");
+    }
+    ASSERT_TRUE(w.end_bucket().ok());
+    ASSERT_TRUE(w.finish().ok());
+    EXPECT_LT(w.pages(), 4000u);  // about 2 pages of data per key; the old writer never finished
+  }
+  want.push_back("E");
+  Reader r;
+  ASSERT_TRUE(r.open(path).ok());
+  Recorder rec;
+  ASSERT_TRUE(r.walk(rec).ok());
+  EXPECT_EQ(rec.lines, want);
+}
+
 TEST(BboltRoundTrip, EmptyDatabaseHasNoBuckets) {
   TempDir dir;
   std::string path = dir.file("empty.db");

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,24 +18,36 @@ struct State {
   bool learner = false;
   std::string serializable_error, linearizable_error;
   int reads = 0;
+  bool defer_linearizable = false;                     // linearizable reads answer when the test says
+  std::vector<std::function<void(std::string)>> deferred;
 
   HealthSource source() {
     HealthSource s;
     s.alarms = [this] { return alarms; };
     s.has_leader = [this] { return leader; };
     s.is_learner = [this] { return learner; };
-    s.read = [this](bool serializable) {
+    s.read = [this](bool serializable, std::function<void(std::string)> done) {
       ++reads;
-      return serializable ? serializable_error : linearizable_error;
+      if (!serializable && defer_linearizable) {
+        deferred.push_back(std::move(done));
+        return;
+      }
+      done(serializable ? serializable_error : linearizable_error);
     };
     return s;
   }
 };
 
+// The answer, which these sources give at once (on the asking thread).
 HealthAnswer ask(State& st, const std::string& path, std::multimap<std::string, std::string> query = {},
                  const std::string& method = "GET") {
   HealthAnswer a;
-  EXPECT_TRUE(answer_health(st.source(), method, path, query, &a)) << path;
+  int answers = 0;
+  EXPECT_TRUE(answer_health(st.source(), method, path, query, [&](HealthAnswer x) {
+    a = std::move(x);
+    ++answers;
+  })) << path;
+  EXPECT_EQ(answers, 1) << path;
   return a;
 }
 
@@ -109,9 +122,38 @@ TEST(Health, OnlyGetAndOnlyKnownPaths) {
   EXPECT_TRUE(a.allow_get_header);
   EXPECT_EQ(a.body, "Method Not Allowed\n");
   EXPECT_EQ(st.reads, 0);
-  HealthAnswer b;
-  EXPECT_FALSE(answer_health(st.source(), "GET", "/livez/nothing", {}, &b));
-  EXPECT_FALSE(answer_health(st.source(), "GET", "/healthz", {}, &b));
+  auto never = [](HealthAnswer) { ADD_FAILURE() << "answered an unknown path"; };
+  EXPECT_FALSE(answer_health(st.source(), "GET", "/livez/nothing", {}, never));
+  EXPECT_FALSE(answer_health(st.source(), "GET", "/healthz", {}, never));
+  EXPECT_TRUE(is_health_path("/readyz/linearizable_read"));
+  EXPECT_FALSE(is_health_path("/readyz/nothing"));
+}
+
+// A linearizable read that answers later (no quorum yet): the answer waits
+// for it, nothing blocks, and the checks after it still run, in order.
+TEST(Health, ReadyzAnswersWhenItsLinearizableReadDoes) {
+  State st;
+  st.defer_linearizable = true;
+  std::vector<HealthAnswer> answers;
+  auto collect = [&](HealthAnswer a) { answers.push_back(std::move(a)); };
+  ASSERT_TRUE(answer_health(st.source(), "GET", "/readyz", {{"verbose", ""}}, collect));
+  ASSERT_TRUE(answer_health(st.source(), "GET", "/health", {}, collect));
+  ASSERT_TRUE(answer_health(st.source(), "GET", "/livez", {}, collect));  // no linearizable read: at once
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].body, "ok\n");
+  ASSERT_EQ(st.deferred.size(), 2u);
+  st.learner = true;
+  st.deferred[0]("etcdserver: request timed out");
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].status, 503);
+  EXPECT_EQ(answers[1].body,
+            "[+]data_corruption ok\n[+]serializable_read ok\n"
+            "[-]linearizable_read failed: etcdserver: request timed out\n"
+            "[-]non_learner failed: not supported for learner\n\n");
+  st.deferred[1]("");
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[2].status, 200);
+  EXPECT_EQ(answers[2].body, R"({"health":"true","reason":""})");
 }
 
 }  // namespace
