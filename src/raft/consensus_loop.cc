@@ -172,7 +172,7 @@ void Node::Impl::close_raft() {
   raft.data = this;
   ::raft_close(&raft, [](struct raft* r) {
     Impl* self = static_cast<Impl*>(r->data);
-    self->io->close();
+    // The I/O is freed once the loop has ended (raft/io.h, UvIo).
     {
       std::lock_guard<std::mutex> lock(self->inbox->mu);
       self->inbox->wake = nullptr;

@@ -2,25 +2,49 @@
 
 #include <unistd.h>
 
+#include <type_traits>
+
+#include <spdlog/spdlog.h>
+
 #include "raft/transport.h"
 
 namespace etcdq::raft {
 
 Error UvIo::open(const std::string& dir) {
-  if (int rv = raft_uv_init(&io_, loop_, dir.c_str(), transport_); rv != 0) {
-    std::string msg = io_.errmsg;
+  struct raft_io* io = &guarded_.io;
+  if (int rv = raft_uv_init(io, loop_, dir.c_str(), transport_); rv != 0) {
+    std::string msg = io->errmsg;
     // raft_uv_init frees what it made when it fails.
     return errors::internal("cannot open the Raft log in " + dir + ": " + msg);
   }
-  raft_uv_set_connect_retry_delay(&io_, kConnectRetryDelayMs);
+  raft_uv_set_connect_retry_delay(io, kConnectRetryDelayMs);
+  guarded_.uv_close = io->close;
+  io->close = close_once;
   opened_ = true;
   return {};
+}
+
+void UvIo::close_once(struct raft_io* io, raft_io_close_cb cb) {
+  static_assert(std::is_standard_layout_v<Guarded>, "raft_io* must convert back to Guarded*");
+  auto* g = reinterpret_cast<Guarded*>(io);
+  g->raft_cb = cb;
+  g->fired = false;
+  g->uv_close(io, [](struct raft_io* io) {
+    auto* g = reinterpret_cast<Guarded*>(io);
+    if (g->fired) {
+      // libraft 0.15 calls it again when a segment writer closed late.
+      spdlog::debug("libraft called the Raft I/O close callback again (ignored)");
+      return;
+    }
+    g->fired = true;
+    if (g->raft_cb != nullptr) g->raft_cb(io);
+  });
 }
 
 void UvIo::close() {
   if (!opened_) return;
   opened_ = false;
-  raft_uv_close(&io_);
+  raft_uv_close(&guarded_.io);
 }
 
 void RaftIo::adopt(int fd) { ::close(fd); }

@@ -36,8 +36,9 @@ class RaftIo {
   virtual Error open(const std::string& dir) = 0;
   // What raft_init takes; valid from a successful open() until close().
   virtual struct raft_io* get() = 0;
-  // Frees what open() made, once libraft closed the I/O (raft_close's
-  // callback) or when raft_init never ran on it. Safe if open() failed.
+  // Frees what open() made, once the loop that ran it has returned (every
+  // handle libraft opened is closed) or when raft_init never ran on it.
+  // Not from raft_close's callback: see UvIo. Safe if open() failed.
   virtual void close() = 0;
   // Takes a connection the peer listener routed to libraft (it opened with
   // raft::PeerTransport::kMagic; net/mux.h consumed nothing), from any
@@ -53,19 +54,36 @@ class RaftIo {
 // A peer that could not be reached is dialled again after
 // kConnectRetryDelayMs (etcd's rafthttp DialRetryFrequency, transport.go);
 // libraft's own 1 s left a restarted follower unheard for up to a second.
+//
+// libraft 0.15 calls raft_io's close callback as soon as its request queues
+// are empty (uvMaybeFireCloseCb, uv.c), not once its handles are closed: a
+// segment writer closing under write load, or a peer stream, calls it
+// again from its own close callback. So the callback reaches libraft once
+// only (the second call would free the log and the address twice), and
+// raft_uv_close, which frees the state those late callbacks read, waits
+// for the loop to end (close()).
 class UvIo : public RaftIo {
  public:
   static constexpr unsigned kConnectRetryDelayMs = 100;
 
   UvIo(uv_loop_t* loop, struct raft_uv_transport* transport) : loop_(loop), transport_(transport) {}
   Error open(const std::string& dir) override;
-  struct raft_io* get() override { return &io_; }
+  struct raft_io* get() override { return &guarded_.io; }
   void close() override;
 
  private:
+  // raft_io first, so that libraft's raft_io* leads back to the rest.
+  struct Guarded {
+    struct raft_io io;
+    void (*uv_close)(struct raft_io*, raft_io_close_cb);  // raft_uv's own
+    raft_io_close_cb raft_cb;                             // libraft's
+    bool fired;
+  };
+  static void close_once(struct raft_io* io, raft_io_close_cb cb);
+
   uv_loop_t* loop_;
   struct raft_uv_transport* transport_;
-  struct raft_io io_ {};
+  Guarded guarded_{};
   bool opened_ = false;
 };
 

@@ -39,16 +39,10 @@ Error Node::start() {
   // The transport (raft/transport.h) is closed by libraft with its I/O.
   enum { kLoop, kIo, kRaft } opened = kLoop;
   auto failed = [m, &opened](Error e) {
-    if (opened == kRaft) {
-      m->raft.data = m;
-      ::raft_close(&m->raft, [](struct raft* r) {
-        Impl* self = static_cast<Impl*>(r->data);
-        self->io->close();
-      });
-    } else if (opened == kIo) {
-      m->io->close();
-    }
+    if (opened == kRaft) ::raft_close(&m->raft, nullptr);
     uv_run(&m->loop, UV_RUN_DEFAULT);
+    // Only once the loop has ended (raft/io.h, UvIo).
+    if (opened != kLoop) m->io->close();
     uv_loop_close(&m->loop);
     return e;
   };
@@ -125,6 +119,7 @@ Error Node::start() {
   uv_timer_start(&m->tick, Impl::on_tick, 0, kTickMs);
   m->thread = std::thread([m] {
     uv_run(&m->loop, UV_RUN_DEFAULT);
+    m->io->close();  // only once the loop has ended (raft/io.h, UvIo)
     uv_loop_close(&m->loop);
   });
   return {};
