@@ -202,8 +202,10 @@ void Connections::adopt(int fd, const Handler* serve) {
       return;
     }
     adopted_.emplace_back(fd, serve);
+    // Under the lock: stop() closes wake_fd_ under it, so the number
+    // cannot be another descriptor by now.
+    wake();
   }
-  wake();
 }
 
 void Connections::wake() {

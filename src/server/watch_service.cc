@@ -65,12 +65,24 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       case WatchRequest::kProgressRequest: progress_request(); break;
       default: break;
     }
+    {
+      // A client that sends requests but reads no answers (progress
+      // requests, refused creates) would grow the queue without bound:
+      // its next request waits until the queue has drained to half
+      // (OnWriteDone), as etcd's recvLoop waits on its full ctrlStream.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!finishing_ && !broken_ && held_bytes() >= WatchService::kMaxQueuedBytes) {
+        read_paused_ = true;
+        return;
+      }
+    }
     StartRead(&req_buf_);
   }
 
   void OnWriteDone(bool ok) override {
     Action a;
     bool wake;
+    bool resume_read;
     {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
@@ -87,14 +99,21 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       // then is the hub's catch-up thread woken, not after every write.
       wake = starved_ && !broken_ && room_locked() > 0;
       if (wake) starved_ = false;
+      resume_read = read_paused_ && !finishing_ && !broken_ && held_bytes() <= WatchService::kMaxQueuedBytes / 2;
+      if (resume_read) read_paused_ = false;
     }
     if (wake) ctx_->store->watch_hub().wake();
+    // Before perform(): the write or Finish it starts may end the stream.
+    if (resume_read) StartRead(&req_buf_);
     perform(a);  // may be the last use of this object
   }
 
   void OnCancel() override { close(grpc::Status::CANCELLED); }
 
   void OnDone() override {
+    // Also here: a create that ran beside close() or shutdown() may have
+    // added its watch after they emptied the hub of this stream.
+    ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     WatchService* svc = svc_;
     size_t peak = peak_bytes_;
@@ -230,7 +249,9 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       r.set_watch_id(id);
       header(&r, hub.revision());
       std::lock_guard<std::mutex> lock(mu_);
-      if (watchers_.count(id)) enqueue_control(r);
+      // Dropped for a stream that is not reading, as etcd drops a
+      // progress notification when the watcher's channel is full.
+      if (watchers_.count(id) && room_locked() > 0) enqueue_control(r);
     }
     std::lock_guard<std::mutex> lock(mu_);
     return next_locked();
@@ -432,7 +453,9 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     Out& q = push_out(r.watch_id(), 0);
     q.whole = true;
     r.SerializeToString(&q.body);
-    q.bytes = q.body.size();
+    // With the allowance an event response gets: it also stands for the
+    // entry's own memory, so many tiny responses are bounded too.
+    q.bytes = q.body.size() + kMaxWirePrefix;
     queued_bytes_ += q.bytes;
     peak_bytes_ = std::max(peak_bytes_, held_bytes());
     barrier_seq_ = q.seq + 1;
@@ -526,6 +549,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   mutable bool starved_ = false;  // refused events or had no room: wake the hub when there is
   bool broken_ = false;
   bool finishing_ = false;
+  bool read_paused_ = false;  // no read outstanding until the queue drains
   bool finished_ = false;
   grpc::Status final_status_;
   std::map<int64_t, Flags> watchers_;
