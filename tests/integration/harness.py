@@ -312,6 +312,18 @@ class Member:
                                            self.proc.pid if self.proc else None)
 
 
+def vm_rss_mib(pid):
+    """The resident set size of process `pid`, in MiB (0 if it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def sanitized():
     """True when the binary under test is a sanitizer build (scripts/checks.sh):
     timings and memory figures are then the sanitizer's, not etcdq's."""

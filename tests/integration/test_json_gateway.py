@@ -33,14 +33,6 @@ VOLATILE = {"cluster_id", "member_id", "raft_term", "raftTerm", "ID", "lease", "
             "hash_revision", "name"}
 
 
-def vm_rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
 def b64(s):
     return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
 
@@ -340,14 +332,14 @@ class JsonGatewayTest(harness.MemberTestCase):
         m = self.new_member()
         socks = [self.watch_socket(m, "big/", rcvbuf=4096) for _ in range(streams)]
         time.sleep(0.5)
-        base = vm_rss_mib(m.proc.pid)
+        base = harness.vm_rss_mib(m.proc.pid)
         kv = m.kv()
         peak = base
         for i in range(puts):
             kv.Put(rpc_pb2.PutRequest(key=b"big/%d" % (i % 10), value=bytes([i % 256]) * value), timeout=30)
-            peak = max(peak, vm_rss_mib(m.proc.pid))
+            peak = max(peak, harness.vm_rss_mib(m.proc.pid))
         time.sleep(1)
-        peak = max(peak, vm_rss_mib(m.proc.pid))
+        peak = max(peak, harness.vm_rss_mib(m.proc.pid))
         # The stuck readers cost health and other calls nothing.
         self.assertEqual(post(m, "/health", None, method="GET", timeout=5)[0], 200)
         self.assertEqual(post(m, "/v3/kv/range", {"key": b64("big/0"), "keys_only": True})[0], 200)
@@ -390,13 +382,13 @@ class JsonGatewayTest(harness.MemberTestCase):
             c.close()
 
         calls(500)
-        base = vm_rss_mib(m.proc.pid)
+        base = harness.vm_rss_mib(m.proc.pid)
         ts = [threading.Thread(target=calls, args=(3000,)) for _ in range(4)]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-        grown = vm_rss_mib(m.proc.pid) - base
+        grown = harness.vm_rss_mib(m.proc.pid) - base
         sys.stderr.write("RSS growth over 12000 unary gateway calls: %.1f MiB\n" % grown)
         self.assertLess(grown, 40)
 

@@ -55,14 +55,6 @@ STUCK_CHANNEL_OPTIONS = harness.CHANNEL_OPTIONS + [
 ]
 
 
-def vm_rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def value_of(seq):
     return (b"%08d" % seq) + b"v" * (VALUE_BYTES - 8)
 
@@ -159,13 +151,13 @@ class WatchIsolationTest(harness.MemberTestCase):
         setup_s = time.monotonic() - t_start
 
         # --- memory sampler ---
-        rss = {"base": vm_rss_kib(pid), "max": 0}
+        rss = {"base": harness.vm_rss_mib(pid), "max": 0}
         sampling = threading.Event()
 
         def sample():
             while not sampling.is_set():
                 try:
-                    rss["max"] = max(rss["max"], vm_rss_kib(pid))
+                    rss["max"] = max(rss["max"], harness.vm_rss_mib(pid))
                 except OSError:
                     return
                 time.sleep(0.05)
@@ -211,7 +203,7 @@ class WatchIsolationTest(harness.MemberTestCase):
         time.sleep(0.3)
         sampling.set()
         sampler.join(2)
-        rss_after_load = vm_rss_kib(pid)
+        rss_after_load = harness.vm_rss_mib(pid)
         with lock:
             snapshot = {k: list(v) for k, v in arrivals.items()}
         wrong = []
@@ -230,7 +222,7 @@ class WatchIsolationTest(harness.MemberTestCase):
                   "would be ~%.0f MiB; setup %.1f s" % (
                       READERS, READER_STREAMS, WIDE_READERS, STUCK_WATCHERS, PUTS, VALUE_BYTES, load_s,
                       PUTS / load_s, percentile(delays, 50), percentile(delays, 99), max(delays or [0]),
-                      len(delays), rss["base"] / 1024, rss["max"] / 1024, rss_after_load / 1024, backlog_mib,
+                      len(delays), rss["base"], rss["max"], rss_after_load, backlog_mib,
                       setup_s))
         sys.stderr.write("\n  %s\n" % report)
         self.assertEqual(wrong[:10], [], "readers missed or reordered events (%d watchers): %s" % (
@@ -239,7 +231,7 @@ class WatchIsolationTest(harness.MemberTestCase):
         # A sanitizer's own memory (ASan's quarantine of freed blocks, TSan's
         # shadow) is no backlog: the bound holds for the real binary only.
         if not harness.sanitized():
-            self.assertLess((rss["max"] - rss["base"]) / 1024, RSS_BOUND_MIB,
+            self.assertLess(rss["max"] - rss["base"], RSS_BOUND_MIB,
                             "server memory grew with the stuck client's backlog: %s" % report)
 
         # --- the stuck client reads again: its first watch still gets everything ---

@@ -44,14 +44,6 @@ WRITERS = 4
 MEMBER_ARGS = ["--snapshot-count", "10"]
 
 
-def vm_rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
 def stuck_client_main(endpoint, n):
     """The child: n streams, created, then wait to be stopped."""
     import queue
@@ -108,10 +100,10 @@ class WatchMemoryTest(harness.MemberTestCase):
         pid = m.proc.pid
         kv = m.kv(wl.ready_channel(m))
         time.sleep(0.5)
-        base = vm_rss_mib(pid)
+        base = harness.vm_rss_mib(pid)
         client = self.track(StuckClient(m, streams)) if streams else None
         time.sleep(0.5)
-        with_streams = vm_rss_mib(pid)
+        with_streams = harness.vm_rss_mib(pid)
         value = b"v" * value_bytes
         errors = []
 
@@ -127,16 +119,16 @@ class WatchMemoryTest(harness.MemberTestCase):
             t.start()
         peak = 0.0
         while any(t.is_alive() for t in writers):
-            peak = max(peak, vm_rss_mib(pid))
+            peak = max(peak, harness.vm_rss_mib(pid))
             time.sleep(0.05)
         self.assertEqual(errors, [])
         for _ in range(30):   # the hub and the streams settle
-            peak = max(peak, vm_rss_mib(pid))
+            peak = max(peak, harness.vm_rss_mib(pid))
             time.sleep(0.05)
         if client is not None:
             client.cleanup()
         time.sleep(2.0)
-        after = vm_rss_mib(pid)
+        after = harness.vm_rss_mib(pid)
         kv.Range(wl_range(b"big/"), timeout=10)   # still serving
         m.cleanup()
         return {"base": base, "with_streams": with_streams, "peak": peak, "after_close": after}

@@ -40,14 +40,6 @@ GROWTH_MIB = 20.0      # the bound (4 MiB), the requests gRPC buffers (its windo
 # Measured: 12 MiB now, 38 MiB before, for 300,000 requests.
 
 
-def vm_rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
 class WatchStreamAbuseTest(harness.MemberTestCase):
     def test_progress_requests_from_a_client_that_never_reads_do_not_grow_server_memory(self):
         m = self.new_member()
@@ -71,21 +63,21 @@ class WatchStreamAbuseTest(harness.MemberTestCase):
                 yield progress
             go_on.wait(60)   # keep the stream open (no half-close) until the test is done
 
-        rss0 = vm_rss_mib(pid)
+        rss0 = harness.vm_rss_mib(pid)
         call = wl.open_call(ch, requests())
         peak = rss0
         t0 = time.monotonic()
         last, still = -1, 0
         while time.monotonic() - t0 < SEND_S and sent[0] < REQUESTS:
             time.sleep(0.5)
-            peak = max(peak, vm_rss_mib(pid))
+            peak = max(peak, harness.vm_rss_mib(pid))
             # Blocked by flow control: the server stopped reading this stream.
             still = still + 1 if sent[0] == last else 0
             last = sent[0]
             if still >= 6:
                 break
         stop.set()
-        peak = max(peak, vm_rss_mib(pid))
+        peak = max(peak, harness.vm_rss_mib(pid))
         sys.stderr.write("\n  %d progress requests got through in %.1f s; VmRSS %.0f -> peak %.0f MiB\n" % (
             sent[0], time.monotonic() - t0, rss0, peak))
         # RSS says nothing under a sanitizer (ASan keeps freed blocks in quarantine),
