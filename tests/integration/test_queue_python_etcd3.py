@@ -173,8 +173,12 @@ class QueuePythonEtcd3(harness.MemberTestCase):
         self.assertEqual(len(bad), 5, "bad delivered %d times" % len(bad))
         self.assertEqual(len(good), 5)
         self.assertTrue(all(x[3] == b"payload-x" for x in bad))
+        # Seen by this client: one delivery it saw late (a busy machine; 0.7 s was
+        # seen) shortens the next gap by as much, so each gap gets room and the
+        # mean must still show the 0.5 s timeout.
         gaps = [b[0] - a[0] for a, b in zip(bad, bad[1:])]
-        self.assertTrue(all(g > 0.3 for g in gaps), "redelivery gaps %s with a 0.5 s timeout" % gaps)
+        self.assertTrue(all(g > 0.1 for g in gaps) and sum(gaps) / len(gaps) > 0.35,
+                        "redelivery gaps %s with a 0.5 s timeout" % gaps)
         head, _, payload = admin.get(dlq_key)[0].partition(b"\n")   # a JSON line, then the payload as produced
         value = json.loads(head)
         self.assertEqual(value["queue"], "poison")
