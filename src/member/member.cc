@@ -13,6 +13,7 @@
 #include "member/leader_duties.h"
 #include "member/peer_prober.h"
 #include "member/pipeline.h"
+#include "mvcc/compactor.h"
 #include "mvcc/range.h"
 #include "queue/book.h"
 #include "queue/clickhouse.h"
@@ -374,6 +375,11 @@ void Member::stop() {
     p.node->stop();
     spdlog::info("commands proposed: {} in {} log entries", p.node->commands_proposed(), p.node->entries_proposed());
   }
+  // After the node: nothing applies a compaction any more. A running one
+  // stops between batches and a Compact(physical=true) still waiting on it
+  // is answered "server stopped", before the client server waits for its
+  // calls to end.
+  if (p.state) p.state->store()->compactor().stop();
 }
 
 Member::~Member() {

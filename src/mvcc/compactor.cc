@@ -15,14 +15,21 @@ constexpr int kBatchEntries = 4096;  // revlog entries per write: short pauses, 
 Compactor::Compactor(storage::Engine* engine, int64_t finished)
     : engine_(engine), target_(finished), finished_(finished), thread_([this] { run(); }) {}
 
-Compactor::~Compactor() {
+Compactor::~Compactor() { stop(); }
+
+void Compactor::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
-  for (auto& [rev, done] : waiters_) done(false);
+  if (thread_.joinable()) thread_.join();
+  std::multimap<int64_t, std::function<void(bool)>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters.swap(waiters_);
+  }
+  for (auto& [rev, done] : waiters) done(false);
 }
 
 void Compactor::schedule(int64_t rev) {
@@ -35,14 +42,16 @@ void Compactor::schedule(int64_t rev) {
 }
 
 void Compactor::when_finished(int64_t rev, std::function<void(bool)> done) {
+  bool reached;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (finished_ < rev) {
+    reached = finished_ >= rev;
+    if (!reached && !stop_) {
       waiters_.emplace(rev, std::move(done));
       return;
     }
   }
-  done(true);
+  done(reached);
 }
 
 int64_t Compactor::finished() const {
@@ -76,7 +85,6 @@ bool Compactor::compact_to(int64_t rev) {
   const auto revlog = storage::Cf::kRevlog;
   const auto history = storage::Cf::kHistory;
   storage::Iterator log = engine_->iterator(revlog);
-  storage::Iterator hist = engine_->iterator(history);
   // Changes at `rev` itself stay: a watch may start at the compaction
   // revision (etcd refuses only start revisions below it).
   const std::string stop_key = revlog_key({rev, 0});
@@ -85,6 +93,12 @@ bool Compactor::compact_to(int64_t rev) {
   while (log.valid() && log.key().compare(stop_key) < 0) {
     storage::Batch batch(engine_);
     std::unordered_set<std::string> seen;  // keys already swept in this batch
+    // A new one each batch: an iterator sees the data as it was when it was
+    // made, so one kept across batches showed every version an earlier
+    // batch removed again, and a key with many versions was swept again in
+    // every batch its revlog entries reached (time grew with the square of
+    // its history).
+    storage::Iterator hist = engine_->iterator(history);
     for (int n = 0; n < kBatchEntries && log.valid() && log.key().compare(stop_key) < 0; ++n, log.next()) {
       std::string_view user_key = log.value().substr(1);
       batch.remove(revlog, log.key());

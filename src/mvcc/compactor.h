@@ -27,7 +27,14 @@ class Compactor {
  public:
   // `finished`: the revision up to which compaction already completed.
   Compactor(storage::Engine* engine, int64_t finished);
-  ~Compactor();  // stops between batches; the rest resumes at the next start
+  ~Compactor();  // stop()s
+
+  // Stops between batches (the rest resumes at the next start) and answers
+  // every when_finished() waiter with false, now and later: a member that
+  // is shutting down must not keep a Compact(physical=true) call, and so
+  // the client server's shutdown, waiting on a long compaction. Idempotent;
+  // any thread but the compactor's.
+  void stop();
 
   // Compact up to `rev` (no-op if already scheduled at or above it). Any thread.
   void schedule(int64_t rev);

@@ -40,12 +40,16 @@ class WaitDeletes final : public Recipe, public std::enable_shared_from_this<Wai
     canceled_ = true;
     if (watch_) watch_->cancel();
     watch_.reset();
+    // `done_` holds the call's state, which holds this recipe: dropped
+    // here (and in finish()) so that neither keeps the other alive.
+    done_ = nullptr;
   }
 
  private:
   void finish(Error e, etcdserverpb::ResponseHeader h) {
+    auto done = std::move(done_);
     cancel();
-    done_(e, h);
+    done(e, h);
   }
 
   LocalClient* c_;
