@@ -320,7 +320,7 @@ class TlsOptionsTest(harness.MemberTestCase):
             try:
                 time.sleep(0.5)
                 # etcd 3.4 re-raises SIGTERM; etcdq exits 0.
-                self.assertEqual(m.stop(), -15 if harness.is_reference_etcd() else 0, m.log_tail())
+                self.assertEqual(m.stop(), harness.clean_exit_status(), m.log_tail())
             finally:
                 stop.set()
                 t.join()
