@@ -68,10 +68,12 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     {
       // A client that sends requests but reads no answers (progress
       // requests, refused creates) would grow the queue without bound:
-      // its next request waits until the queue has drained to half
+      // its next request waits until those answers have drained to half
       // (OnWriteDone), as etcd's recvLoop waits on its full ctrlStream.
+      // Only answers to requests count: a reader slower than the events
+      // still gets its cancels read.
       std::lock_guard<std::mutex> lock(mu_);
-      if (!finishing_ && !broken_ && held_bytes() >= WatchService::kMaxQueuedBytes) {
+      if (!finishing_ && !broken_ && control_bytes_ >= WatchService::kMaxControlBytes) {
         read_paused_ = true;
         return;
       }
@@ -99,7 +101,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       // then is the hub's catch-up thread woken, not after every write.
       wake = starved_ && !broken_ && room_locked() > 0;
       if (wake) starved_ = false;
-      resume_read = read_paused_ && !finishing_ && !broken_ && held_bytes() <= WatchService::kMaxQueuedBytes / 2;
+      resume_read = read_paused_ && !finishing_ && !broken_ && control_bytes_ <= WatchService::kMaxControlBytes / 2;
       if (resume_read) read_paused_ = false;
     }
     if (wake) ctx_->store->watch_hub().wake();
@@ -457,6 +459,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     // entry's own memory, so many tiny responses are bounded too.
     q.bytes = q.body.size() + kMaxWirePrefix;
     queued_bytes_ += q.bytes;
+    control_bytes_ += q.bytes;
     peak_bytes_ = std::max(peak_bytes_, held_bytes());
     barrier_seq_ = q.seq + 1;
   }
@@ -465,6 +468,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     head_seq_ += out_.size();
     out_.clear();
     queued_bytes_ = 0;
+    control_bytes_ = 0;
   }
 
   // What this stream holds: the queue, and the response being written.
@@ -495,6 +499,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         writing_buf_ = encode_watch_response(h, q.watch_id, q.fragment, &q.body);
       }
       queued_bytes_ -= std::min(queued_bytes_, counted);
+      if (q.whole) control_bytes_ -= std::min(control_bytes_, counted);
       inflight_bytes_ = counted;
       out_.pop_front();
       ++head_seq_;
@@ -542,6 +547,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   uint64_t barrier_seq_ = 0;  // no response before this seq takes more events
   grpc::ByteBuffer writing_buf_;  // the response being written
   size_t queued_bytes_ = 0;    // of out_
+  size_t control_bytes_ = 0;   // of out_'s control responses (whole)
   size_t inflight_bytes_ = 0;  // of writing_buf_
   size_t peak_bytes_ = 0;      // the most held_bytes() ever was
   bool writing_ = false;

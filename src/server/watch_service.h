@@ -62,6 +62,11 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // copy of the one being written (a single revision bigger than this
   // still goes out, alone).
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  // Of those, answers to the client's own requests (created, canceled,
+  // progress): past this the stream stops reading its requests until half
+  // has been written, as etcd's recvLoop blocks on its full ctrlStream. A
+  // client that sends but never reads holds this much, not more.
+  static constexpr size_t kMaxControlBytes = 1 << 20;
   // A stream that held this much, once closed, has the allocator give
   // freed memory back to the system (malloc_trim, at most once a second):
   // glibc keeps freed chunks in its arenas otherwise, and the RSS of a
