@@ -75,7 +75,7 @@ bool content_length(const std::string& in, size_t end, size_t* n) {
 // does not override); anything else is refused with 501 (Go's
 // "Unsupported transfer encoding"). An HTTP/1.0 request's is ignored, as
 // Go does, and dropped, so that nothing after this reads it either.
-enum class Framing { kLength, kChunked, kUnsupported };
+enum class Framing { kLength, kLengthIgnoredTe, kChunked, kUnsupported };
 
 bool is_header(const std::string& in, size_t pos, const char* name, size_t name_len) {
   return strncasecmp(in.data() + pos, name, name_len) == 0;
@@ -100,14 +100,15 @@ Framing framing(const std::string& in, size_t end) {
   }
   if (count == 0) return Framing::kLength;
   size_t eol = in.find("\r\n");
-  if (eol >= 8 && in.compare(eol - 8, 8, "HTTP/1.0") == 0) return Framing::kLength;
+  if (eol >= 8 && in.compare(eol - 8, 8, "HTTP/1.0") == 0) return Framing::kLengthIgnoredTe;
   if (count == 1 && strcasecmp(value.c_str(), "chunked") == 0) return Framing::kChunked;
   return Framing::kUnsupported;
 }
 
 // The header block (up to `end`, its blank line included) without its
-// Transfer-Encoding and Content-Length lines and without the blank line.
-std::string without_framing(const std::string& in, size_t end) {
+// Transfer-Encoding lines, without its Content-Length lines when
+// `drop_length`, and without the blank line.
+std::string without_framing(const std::string& in, size_t end, bool drop_length) {
   static const char kTe[] = "transfer-encoding:";
   static const char kCl[] = "content-length:";
   size_t eol = in.find("\r\n");
@@ -117,7 +118,7 @@ std::string without_framing(const std::string& in, size_t end) {
     if (next == std::string::npos || next > end) break;
     size_t len = next - pos;
     bool drop = (len >= sizeof(kTe) - 1 && is_header(in, pos, kTe, sizeof(kTe) - 1)) ||
-                (len >= sizeof(kCl) - 1 && is_header(in, pos, kCl, sizeof(kCl) - 1));
+                (drop_length && len >= sizeof(kCl) - 1 && is_header(in, pos, kCl, sizeof(kCl) - 1));
     if (!drop) out.append(in, pos, len + 2);
     pos = next + 2;
   }
@@ -332,13 +333,19 @@ void Connections::advance(Conn* c) {
       Framing f = framing(c->in, end);
       if (f == Framing::kUnsupported) return refuse(c, "501 Not Implemented");
       if (f == Framing::kChunked) {
-        c->head = without_framing(c->in, end);
+        c->head = without_framing(c->in, end, /*drop_length=*/true);
         c->in.erase(0, end);
         c->chunked = std::make_unique<ChunkedBody>(max_body_bytes_);
       } else if (!content_length(c->in, end, &body)) {
         return refuse(c, "400 Bad Request");
       } else if (body > max_body_bytes_) {
         return refuse(c, "413 Payload Too Large");
+      } else if (f == Framing::kLengthIgnoredTe) {
+        // Dropped, so that the HTTP server behind this does not frame the
+        // body by it either (it would read a chunked body we did not bound).
+        std::string head = without_framing(c->in, end, /*drop_length=*/false);
+        head += "\r\n";
+        c->in.replace(0, end, head);
       }
     }
   }

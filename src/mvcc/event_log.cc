@@ -1,5 +1,7 @@
 #include "mvcc/event_log.h"
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include "mvcc/codec.h"
 
 namespace etcdq::mvcc {
@@ -11,13 +13,26 @@ int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events
   storage::Iterator hist;  // opened at the first event wanted
   size_t read = 0;
   size_t bytes = 0;
-  int64_t cur = 0;
+  int64_t cur = 0;         // the revision being read
+  int64_t kept = from - 1;  // the last revision read whole and kept
+  size_t kept_events = out->size();
+  // `cur` has been read whole: keeps it, or drops its events when they
+  // take the bytes past max_bytes and it is not the first revision.
+  auto finish = [&]() {
+    if (kept >= from && bytes > max_bytes) {
+      out->erase(out->begin() + static_cast<std::ptrdiff_t>(kept_events), out->end());
+      return false;
+    }
+    kept = cur;
+    kept_events = out->size();
+    return true;
+  };
   for (log.seek(revlog_key({from, 0})); log.valid(); log.next()) {
     Revision rev = decode_revlog_key(log.key());
     if (rev.main > to) break;
     if (rev.main != cur) {
       // Stop only between revisions: a revision's events go out together.
-      if (cur != 0 && (read >= max_events || bytes >= max_bytes)) return rev.main - 1;
+      if (cur != 0 && (!finish() || read >= max_events || bytes >= max_bytes)) return kept;
       cur = rev.main;
     }
     ++read;
@@ -49,9 +64,12 @@ int64_t read_events(const Reader& r, int64_t from, int64_t to, size_t max_events
         ev.mutable_prev_kv()->set_key(key.data(), key.size());
       }
     }
-    bytes += ev.ByteSizeLong();
+    // As a repeated field of the response: tag, length, the event.
+    size_t n = ev.ByteSizeLong();
+    bytes += 1 + google::protobuf::io::CodedOutputStream::VarintSize64(n) + n;
     out->push_back(std::move(ev));
   }
+  if (cur != 0 && !finish()) return kept;
   return to;
 }
 

@@ -15,9 +15,12 @@ namespace etcdq::mvcc {
 
 // Appends the events of revisions [from, to] to `out`, in order, for the
 // keys `want(key)` accepts. Stops at a revision boundary once `max_events`
-// revlog entries were read or the events appended take `max_bytes` (their
-// encoded size); the first revision is always read whole. Returns the last
-// revision read completely (from - 1 if none). prev_kv is filled when
+// revlog entries were read, and before a revision whose events would take
+// the appended ones past `max_bytes` (their size as the `events` field of
+// a WatchResponse: tag, length and the event with its prev_kv), so a
+// watch stream that has that much room takes them; the first revision is
+// always appended whole, whatever its size. Returns the last revision
+// appended completely (from - 1 if none). prev_kv is filled when
 // `with_prev`, the key had a live version before, and that version is not
 // compacted: the event's revision - 1 >= `compact_revision`. etcd reads it
 // with a Range at mod_revision - 1 (v3rpc/watch.go, sendLoop), which fails

@@ -120,18 +120,18 @@ void WatchHub::remove_all(WatchSink* sink) {
   for (int64_t id : ids) remove(sink, id);
 }
 
-bool WatchHub::all_synced(WatchSink* sink) const {
+bool WatchHub::if_synced(WatchSink* sink, int64_t watch_id, const std::function<void(int64_t)>& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
-    if (!it->second->synced) return false;
+  if (watch_id == kAllWatchers) {
+    for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
+      if (!it->second->synced) return false;
+    }
+  } else {
+    auto it = all_.find({sink, watch_id});
+    if (it == all_.end() || !it->second->synced) return false;
   }
+  fn(revision_);
   return true;
-}
-
-bool WatchHub::is_synced(WatchSink* sink, int64_t watch_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = all_.find({sink, watch_id});
-  return it != all_.end() && it->second->synced;
 }
 
 int64_t WatchHub::revision() const {

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,9 +127,18 @@ class WatchHub {
   // Returns whether it existed. After it returns, `sink` is not called for it.
   bool remove(WatchSink* sink, int64_t watch_id);
   void remove_all(WatchSink* sink);
-  // Every watcher of `sink` is synced (etcd answers a progress request then).
-  bool all_synced(WatchSink* sink) const;
-  bool is_synced(WatchSink* sink, int64_t watch_id) const;
+  // Runs `fn(revision)` under the hub lock if watcher `watch_id` of `sink`
+  // (every watcher of `sink`, none included, for kAllWatchers) is synced,
+  // with `revision` the last one published: a progress response that fn
+  // queues on the stream then follows every event up to that revision and
+  // precedes later ones, as etcd sends progress under its store's lock
+  // (watchable_store.go, progress and progressAll). Checking "synced" and
+  // reading the revision under two holds of the lock would let a revision
+  // whose events went to catch-up in between be claimed as delivered. fn
+  // may lock the sink (as offer() runs) but must not call the hub. Returns
+  // whether fn ran.
+  static constexpr int64_t kAllWatchers = INT64_MIN;
+  bool if_synced(WatchSink* sink, int64_t watch_id, const std::function<void(int64_t revision)>& fn) const;
   // The last revision whose events were handed to synced watchers.
   int64_t revision() const;
   // Any watchers at all (apply skips building events when none).

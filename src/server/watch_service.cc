@@ -245,15 +245,17 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       }
     }
     auto& hub = ctx_->store->watch_hub();
+    WatchResponse r;
+    ctx_->fill_header(r.mutable_header(), /*with_revision=*/false);
     for (int64_t id : ids) {
-      if (!hub.is_synced(this, id)) continue;
-      WatchResponse r;
       r.set_watch_id(id);
-      header(&r, hub.revision());
-      std::lock_guard<std::mutex> lock(mu_);
-      // Dropped for a stream that is not reading, as etcd drops a
-      // progress notification when the watcher's channel is full.
-      if (watchers_.count(id) && room_locked() > 0) enqueue_control(r);
+      hub.if_synced(this, id, [&](int64_t revision) {
+        r.mutable_header()->set_revision(revision);
+        std::lock_guard<std::mutex> lock(mu_);
+        // Dropped for a stream that is not reading, as etcd drops a
+        // progress notification when the watcher's channel is full.
+        if (watchers_.count(id) && room_locked() > 0) enqueue_control(r);
+      });
     }
     std::lock_guard<std::mutex> lock(mu_);
     return next_locked();
@@ -398,18 +400,18 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   void progress_request() {
-    auto& hub = ctx_->store->watch_hub();
-    if (!hub.all_synced(this)) return;  // etcd 3.5: only when every watcher is synced
     WatchResponse r;
     r.set_watch_id(-1);
-    header(&r, hub.revision());
+    ctx_->fill_header(r.mutable_header(), /*with_revision=*/false);
     Action a;
-    {
+    // etcd 3.5: only when every watcher is synced.
+    bool sent = ctx_->store->watch_hub().if_synced(this, mvcc::WatchHub::kAllWatchers, [&](int64_t revision) {
+      r.mutable_header()->set_revision(revision);
       std::lock_guard<std::mutex> lock(mu_);
       enqueue_control(r);
       a = next_locked();
-    }
-    perform(a);
+    });
+    if (sent) perform(a);
   }
 
   // etcd splits only what its gRPC limit could not carry: --max-request-bytes
