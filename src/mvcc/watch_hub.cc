@@ -106,6 +106,7 @@ bool WatchHub::remove(WatchSink* sink, int64_t watch_id) {
   unsynced_.erase({sink, watch_id});
   all_.erase(it);
   count_.fetch_sub(1, std::memory_order_relaxed);
+  if (!progress_waiting_.empty()) answer_waiting_progress(sink);
   return true;
 }
 
@@ -113,6 +114,7 @@ void WatchHub::remove_all(WatchSink* sink) {
   std::vector<int64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    progress_waiting_.erase(sink);  // first: removing its watchers must not answer it
     for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
       ids.push_back(it->first.second);
     }
@@ -122,16 +124,36 @@ void WatchHub::remove_all(WatchSink* sink) {
 
 bool WatchHub::if_synced(WatchSink* sink, int64_t watch_id, const std::function<void(int64_t)>& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (watch_id == kAllWatchers) {
-    for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
-      if (!it->second->synced) return false;
-    }
-  } else {
-    auto it = all_.find({sink, watch_id});
-    if (it == all_.end() || !it->second->synced) return false;
+  auto it = all_.find({sink, watch_id});
+  if (it == all_.end() || !it->second->synced) return false;
+  fn(revision_);
+  return true;
+}
+
+bool WatchHub::all_synced_locked(WatchSink* sink) const {
+  for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
+    if (!it->second->synced) return false;
+  }
+  return true;
+}
+
+bool WatchHub::when_all_synced(WatchSink* sink, std::function<void(int64_t)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (progress_waiting_.count(sink) != 0) return false;  // answered with the one waiting
+  if (!all_synced_locked(sink)) {
+    progress_waiting_.emplace(sink, std::move(fn));
+    return false;
   }
   fn(revision_);
   return true;
+}
+
+void WatchHub::answer_waiting_progress(WatchSink* sink) {
+  auto it = progress_waiting_.find(sink);
+  if (it == progress_waiting_.end() || !all_synced_locked(sink)) return;
+  auto fn = std::move(it->second);
+  progress_waiting_.erase(it);
+  fn(revision_);
 }
 
 int64_t WatchHub::revision() const {
@@ -155,6 +177,7 @@ void WatchHub::make_synced(const std::shared_ptr<Watcher>& w) {
   } else {
     synced_ranges_[{w->spec.key, w->spec.end}].push_back(w.get());
   }
+  if (!progress_waiting_.empty()) answer_waiting_progress(w->sink);
 }
 
 void WatchHub::unlink_synced(Watcher* w) {
@@ -316,6 +339,7 @@ void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
     unsynced_.erase({w->sink, w->id});
     all_.erase({w->sink, w->id});
     count_.fetch_sub(1, std::memory_order_relaxed);
+    if (!progress_waiting_.empty()) answer_waiting_progress(w->sink);
     return;
   }
   int64_t last = from - 1;

@@ -128,17 +128,24 @@ class WatchHub {
   bool remove(WatchSink* sink, int64_t watch_id);
   void remove_all(WatchSink* sink);
   // Runs `fn(revision)` under the hub lock if watcher `watch_id` of `sink`
-  // (every watcher of `sink`, none included, for kAllWatchers) is synced,
-  // with `revision` the last one published: a progress response that fn
-  // queues on the stream then follows every event up to that revision and
-  // precedes later ones, as etcd sends progress under its store's lock
-  // (watchable_store.go, progress and progressAll). Checking "synced" and
-  // reading the revision under two holds of the lock would let a revision
-  // whose events went to catch-up in between be claimed as delivered. fn
-  // may lock the sink (as offer() runs) but must not call the hub. Returns
-  // whether fn ran.
-  static constexpr int64_t kAllWatchers = INT64_MIN;
+  // is synced, with `revision` the last one published: a progress
+  // response that fn queues on the stream then follows every event up to
+  // that revision and precedes later ones, as etcd sends progress under
+  // its store's lock (watchable_store.go, progress and progressAll).
+  // Checking "synced" and reading the revision under two holds of the lock
+  // would let a revision whose events went to catch-up in between be
+  // claimed as delivered. fn may lock the sink (as offer() runs) but must
+  // not block or call the hub. Returns whether fn ran.
   bool if_synced(WatchSink* sink, int64_t watch_id, const std::function<void(int64_t revision)>& fn) const;
+  // The same for every watcher of `sink` (none included: a stream without
+  // watchers is answered, as etcd 3.4 answers every progress request), but
+  // when one is still catching up `fn` is kept, and run under the hub lock
+  // as soon as none is — the last one synced or removed — as etcd 3.5.8+
+  // defers its answer (v3rpc/watch.go, deferredProgress) rather than drop
+  // it. One answer waits per sink (a request while one waits changes
+  // nothing, one answer for both); remove_all(sink) drops it. Returns
+  // whether fn ran now.
+  bool when_all_synced(WatchSink* sink, std::function<void(int64_t revision)> fn);
   // The last revision whose events were handed to synced watchers.
   int64_t revision() const;
   // Any watchers at all (apply skips building events when none).
@@ -184,6 +191,9 @@ class WatchHub {
   bool dispatch_revision(HubEvent* events, size_t n, int64_t compact_revision);
   void catch_up(const std::shared_ptr<Watcher>& w);
   void make_synced(const std::shared_ptr<Watcher>& w);    // lock held
+  bool all_synced_locked(WatchSink* sink) const;           // lock held
+  // Runs the progress answer waiting for `sink` if it may go now. Lock held.
+  void answer_waiting_progress(WatchSink* sink);
   void make_unsynced(Watcher* w, int64_t next_rev);         // lock held
   void unlink_synced(Watcher* w);                           // lock held
 
@@ -195,6 +205,7 @@ class WatchHub {
   // distinct range once (clients tend to share a few prefixes).
   std::map<std::pair<std::string, std::string>, std::vector<Watcher*>> synced_ranges_;
   std::map<Key, std::shared_ptr<Watcher>> unsynced_;
+  std::map<WatchSink*, std::function<void(int64_t)>> progress_waiting_;  // when_all_synced
   int64_t revision_ = 0;
   std::atomic<int64_t> count_{0};
   // dispatch_revision's scratch (mu_ held): the watchers one revision

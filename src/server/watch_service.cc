@@ -179,10 +179,10 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     size_t bytes = 0;
     for (const auto& ev : b.events) bytes += server::event_field_size(ev.bytes().size());
     // The bound (kMaxQueuedBytes) holds for what this stream keeps: a batch
-    // that does not fit waits in storage. Only a stream with nothing queued
-    // takes a batch bigger than the bound (one revision can be, and it must
-    // get through).
-    if (!fits_locked(bytes)) {
+    // that does not fit waits in storage. One revision may be bigger than
+    // the room, and it must get through (fits_locked).
+    bool one_revision = b.events.front().event->revision() == b.events.back().event->revision();
+    if (!fits_locked(bytes, one_revision)) {
       starved_ = true;
       return false;
     }
@@ -214,12 +214,10 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return true;
   }
 
-  bool fits_locked(size_t bytes) const {  // mu_ held
-    return out_.empty() || held_bytes() + bytes <= WatchService::kMaxQueuedBytes;
+  bool fits_locked(size_t bytes, bool one_revision) const {  // mu_ held
+    return WatchService::takes(held_bytes(), out_.empty(), bytes, one_revision);
   }
 
-  // Room for catching up once a quarter of the bound is free: reading
-  // storage for a sliver of room would mostly be thrown away by offer().
   size_t room() const override {
     std::lock_guard<std::mutex> lock(mu_);
     if (finishing_ || broken_) return 0;
@@ -229,9 +227,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   size_t room_locked() const {  // mu_ held
-    size_t held = held_bytes();
-    if (!out_.empty() && held > WatchService::kMaxQueuedBytes / 4 * 3) return 0;
-    return held < WatchService::kMaxQueuedBytes ? WatchService::kMaxQueuedBytes - held : 0;
+    return WatchService::catch_up_room(held_bytes(), out_.empty());
   }
 
   // Progress for watchers that asked for it, while they are synced. Returns
@@ -403,15 +399,20 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     WatchResponse r;
     r.set_watch_id(-1);
     ctx_->fill_header(r.mutable_header(), /*with_revision=*/false);
-    Action a;
-    // etcd 3.5: only when every watcher is synced.
-    bool sent = ctx_->store->watch_hub().if_synced(this, mvcc::WatchHub::kAllWatchers, [&](int64_t revision) {
+    // Once every watcher is synced: now, or when the last one catching up
+    // gets there (etcd 3.5.8's deferred progress; etcd 3.4 answers at once
+    // whatever its watchers' state). Under the hub lock, so the write
+    // starts on a writer thread, as for an offer.
+    ctx_->store->watch_hub().when_all_synced(this, [this, r = std::move(r)](int64_t revision) mutable {
       r.mutable_header()->set_revision(revision);
-      std::lock_guard<std::mutex> lock(mu_);
-      enqueue_control(r);
-      a = next_locked();
+      bool post;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        enqueue_control(r);
+        post = schedule_locked();
+      }
+      if (post) svc_->writers_.post(this);
     });
-    if (sent) perform(a);
   }
 
   // etcd splits only what its gRPC limit could not carry: --max-request-bytes
@@ -563,6 +564,19 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::map<int64_t, Flags> watchers_;
   int64_t next_id_ = 0;
 };
+
+namespace {
+constexpr size_t kCatchUpRoomFrom = WatchService::kMaxQueuedBytes / 4 * 3;
+}  // namespace
+
+size_t WatchService::catch_up_room(size_t held, bool empty) {
+  if (!empty && held > kCatchUpRoomFrom) return 0;
+  return held < kMaxQueuedBytes ? kMaxQueuedBytes - held : 0;
+}
+
+bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revision) {
+  return empty || held + bytes <= kMaxQueuedBytes || (one_revision && held <= kCatchUpRoomFrom);
+}
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
     : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {}

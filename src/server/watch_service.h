@@ -59,8 +59,10 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   bool wait_streams_done(std::chrono::milliseconds timeout);
 
   // What one stream may hold for its client: queued responses plus gRPC's
-  // copy of the one being written (a single revision bigger than this
-  // still goes out, alone).
+  // copy of the one being written. One revision that does not fit is
+  // still taken while the stream holds at most three quarters of this
+  // (a revision must get through, whatever its size), so the most a
+  // stream holds is 3 MiB plus one revision.
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
   // Of those, answers to the client's own requests (created, canceled,
   // progress): past this the stream stops reading its requests until half
@@ -75,6 +77,16 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // A queued response takes more events for its watcher up to this size
   // (well under any fragment limit and gRPC's default 4 MiB receive limit).
   static constexpr size_t kMergeBytes = 64 << 10;
+  // The bound as rules, for a stream holding `held` bytes (`empty`:
+  // nothing queued behind the write in flight). catch_up_room: how many bytes of
+  // events catching up may read for it (0 from three quarters of the
+  // bound on: reading for a sliver of room is mostly thrown away). takes:
+  // whether it takes a batch of `bytes`; a batch of one revision always
+  // fits where catch_up_room is not 0, or a revision bigger than the room
+  // would be read again after every write and never get through. Pure.
+  static size_t catch_up_room(size_t held, bool empty);
+  static bool takes(size_t held, bool empty, size_t bytes, bool one_revision);
+
   // Threads that start writes on idle streams (gRPC's own threads start
   // the writes that follow).
   static constexpr int kWriterThreads = 2;

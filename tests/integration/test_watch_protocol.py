@@ -13,6 +13,7 @@ against etcdq.
 """
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -238,6 +239,38 @@ class WatchCreateAndEventsTest(WatchTestCase):
         p = ws.wait_for(lambda r: True)
         self.assertIsNotNone(p, "no progress response")
         self.assertEqual((p.watch_id, p.header.revision), (-1, rev))
+
+    def test_a_progress_request_while_a_watcher_catches_up_is_answered(self):
+        # etcd 3.4 answers at once; etcd 3.5.8+ once every watcher is synced
+        # (deferredProgress). etcdq answers as 3.5.8 does; it used to drop
+        # such a request, so the client never heard back.
+        value = b"v" * (100 << 10)
+        revs = [self.put(b"c30/k", value) for _ in range(300)]  # 30 MiB: more than the stream and sockets hold
+        gate = threading.Event()
+        ws = wl.WatchStream(wl.ready_channel(self.member), name="c30",
+                            on_response=lambda s, t, r: gate.wait(30))  # reads nothing until the gate opens
+        try:
+            ws.create(b"c30/k", start_revision=revs[0])
+            time.sleep(1.0)  # the server's queue for the stream fills; the watcher waits in catch-up
+            ws.request_progress()
+            time.sleep(0.5)
+            gate.set()
+            p = ws.wait_for(lambda r: r.watch_id == -1 and not r.created and not r.canceled, timeout=WAIT_S * 2)
+            self.assertIsNotNone(p, "no answer to the progress request")
+            self.assertEqual(list(p.events), [])
+            created = [r for r in ws.responses() if r.created]
+            self.assertEqual(len(created), 1)
+            ws.wait_until(lambda s: len(s.events_of(created[0].watch_id)) >= len(revs), WAIT_S * 2)
+            self.assertEqual([e.kv.mod_revision for e in ws.events_of(created[0].watch_id)], revs)
+            if not harness.is_reference_etcd():
+                # After every event it vouches for, with the revision they reached.
+                log = ws.responses()
+                last_event = max(i for i, r in enumerate(log) if r.events)
+                self.assertGreater(log.index(p), last_event)
+                self.assertEqual(p.header.revision, revs[-1])
+        finally:
+            gate.set()
+            ws.close()
 
     def test_events_of_one_txn_arrive_in_one_response_in_the_txns_op_order(self):
         ws = self.stream()
