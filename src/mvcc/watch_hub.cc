@@ -317,14 +317,21 @@ void WatchHub::run() {
 
 void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
   size_t room;
+  int64_t published;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (w->removed || w->synced) return;
     room = w->sink->room();
     if (room == 0) return;
+    published = revision_;
   }
   auto view = store_->view();
-  int64_t to = view->revision();
+  // Not past what publish() has handed the synced watchers: apply makes a
+  // revision readable just before it publishes it, and a watcher that
+  // caught up into that gap would be ahead of the others on its stream, so
+  // that no one revision could be the stream's progress (a progress answer
+  // claimed R after the stream had sent R+1).
+  int64_t to = std::min(view->revision(), published);
   WatchBatch batch;
   batch.watch_id = w->id;
   batch.revision = to;

@@ -272,6 +272,47 @@ class WatchCreateAndEventsTest(WatchTestCase):
             gate.set()
             ws.close()
 
+    def test_a_progress_answer_never_names_a_revision_below_an_event_already_sent(self):
+        # A watcher that caught up into the moment between a revision becoming
+        # readable and its publication to the watch hub was ahead of the hub,
+        # and the progress answer (the hub's revision) went one below an event
+        # the stream had sent: 10 of 200 streams here before the fix.
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                self.put(b"c31/k", (b"v%d" % i) * (1 if i % 2 else 20000))
+                i += 1
+
+        writers = [threading.Thread(target=writer, daemon=True) for _ in range(2)]
+        for t in writers:
+            t.start()
+        bad = []
+        try:
+            time.sleep(0.3)
+            channel = wl.ready_channel(self.member)
+            for _ in range(300):
+                ws = wl.WatchStream(channel, name="c31")
+                try:
+                    ws.create(b"c31/k", start_revision=max(1, self.current() - 30))
+                    ws.request_progress()
+                    at = ws.wait_until(lambda s: next((i for i, (_, r) in enumerate(s.log)
+                                                       if r.watch_id == -1 and not r.created and not r.canceled),
+                                                      None), timeout=WAIT_S)
+                    self.assertIsNotNone(at, "no answer to the progress request")
+                    log = ws.responses()
+                    sent = max([e.kv.mod_revision for r in log[:at] for e in r.events] or [0])
+                    if log[at].header.revision < sent:
+                        bad.append((log[at].header.revision, sent))
+                finally:
+                    ws.close()
+        finally:
+            stop.set()
+            for t in writers:
+                t.join()
+        self.assertEqual(bad, [], "progress revision below an event already sent (answer, event)")
+
     def test_events_of_one_txn_arrive_in_one_response_in_the_txns_op_order(self):
         ws = self.stream()
         ws.create(b"c14/", range_end=wl.prefix_end(b"c14/"))
