@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Profiles a fresh 1-member etcdq under one etcdq_loadgen (or etcdq_watch_bench)
-# run: perf record -g on the server for the whole run, then the hottest
+# Profiles a fresh 1-member etcdq under one etcdq_loadgen (etcdq_watch_bench,
+# etcdq_queue_bench) run: perf record -g on the server for the whole run, then the hottest
 # symbols (self time) and the hottest threads. Loopback, free ports, a temp
 # data dir in $BENCH_DIR or /var/tmp; everything it starts is stopped.
 #
 #   bench/profile.sh [--watch] -- <load generator arguments>
 #   bench/profile.sh -- --workload put --conns 100 --clients 1000 --seconds 10
 #   bench/profile.sh --watch -- --rate 0 --concurrency 64 --seconds 10
+#   bench/profile.sh --queue -- --messages 100000 --consumers 4
 #
 # Output: perf.data and report.txt under the printed directory (kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=build/bench/etcdq_loadgen
 if [ "${1:-}" = "--watch" ]; then tool=build/bench/etcdq_watch_bench; shift; fi
+if [ "${1:-}" = "--queue" ]; then tool=build/bench/etcdq_queue_bench; shift; fi
 [ "${1:-}" = "--" ] && shift
 out=$(mktemp -d "${BENCH_DIR:-/var/tmp}/etcdq-profile-XXXXXX")
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

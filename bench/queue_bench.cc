@@ -4,6 +4,14 @@
 // acked with a Delete of its key.
 //
 //   etcdq_queue_bench --endpoints 127.0.0.1:2379 --messages 100000 --consumers 4 --json out.json
+//   etcdq_queue_bench ... --produce-batch 16 --ack-batch 256
+//
+// Batches are what a client that moves many messages would send, still
+// nothing but etcd's API: --produce-batch N puts N messages with one Txn of
+// N Puts (each request in flight carries N); --ack-batch N acks with one Txn
+// of Deletes per consumer at a time, of every delivered message not acked
+// yet, up to N (a consumer's acks wait while its previous Txn is in flight,
+// so a batch grows with the load and stays small when it is light).
 //
 // Reports messages/s produced (acknowledged Puts), delivered (first
 // deliveries) and acked (Deletes that removed the message) over the whole
@@ -45,6 +53,8 @@ struct Options {
   int in_flight = 256;  // Puts in flight
   int max_in_flight = 256;  // per consumer, written to /q/{queue}/config
   int value_size = 256;
+  int produce_batch = 1;  // Puts a request
+  int ack_batch = 1;      // Deletes a request
   int timeout_s = 300;
   std::string json;
 };
@@ -69,6 +79,8 @@ bool parse(int argc, char** argv, Options* o) {
     else if (a == "--in-flight") o->in_flight = std::stoi(val());
     else if (a == "--max-in-flight") o->max_in_flight = std::stoi(val());
     else if (a == "--value-size") o->value_size = std::max(16, std::stoi(val()));
+    else if (a == "--produce-batch") o->produce_batch = std::stoi(val());
+    else if (a == "--ack-batch") o->ack_batch = std::stoi(val());
     else if (a == "--timeout") o->timeout_s = std::stoi(val());
     else if (a == "--json") o->json = val();
     else if (a == "--help" || a == "-h") return false;
@@ -79,7 +91,7 @@ bool parse(int argc, char** argv, Options* o) {
   }
   if (o->consume_endpoints.empty()) o->consume_endpoints = o->produce_endpoints;
   if (o->queue.empty()) o->queue = "bench" + std::to_string(now_ns() % 1000000000);
-  return o->messages > 0 && o->consumers > 0 && o->in_flight > 0;
+  return o->messages > 0 && o->consumers > 0 && o->in_flight > 0 && o->produce_batch > 0 && o->ack_batch > 0;
 }
 
 struct Shared {
@@ -151,6 +163,7 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
       }
       ack(kv.key());
     }
+    flush_acks();
     s_->last_delivery_ns.store(recv);
     if (!delays.empty()) {
       std::lock_guard<std::mutex> lock(s_->mu);
@@ -171,7 +184,17 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
     etcdserverpb::DeleteRangeRequest req;
     etcdserverpb::DeleteRangeResponse resp;
   };
+  struct TxnCall {
+    grpc::ClientContext ctx;
+    etcdserverpb::TxnRequest req;
+    etcdserverpb::TxnResponse resp;
+  };
   void ack(const std::string& key) {
+    if (s_->opt.ack_batch > 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      unacked_.push_back(key);
+      return;
+    }
     auto* c = new Call;
     c->req.set_key(key);
     Shared* s = s_;
@@ -189,6 +212,41 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
     });
   }
 
+  // Sends one Txn of Deletes of what is waiting, unless one is in flight;
+  // its completion sends the next.
+  void flush_acks() {
+    auto* c = new TxnCall;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ack_in_flight_ || unacked_.empty()) {
+        delete c;
+        return;
+      }
+      size_t n = std::min(unacked_.size(), static_cast<size_t>(s_->opt.ack_batch));
+      for (size_t i = 0; i < n; ++i) c->req.add_success()->mutable_request_delete_range()->set_key(std::move(unacked_[i]));
+      unacked_.erase(unacked_.begin(), unacked_.begin() + static_cast<long>(n));
+      ack_in_flight_ = true;
+    }
+    kv_->async()->Txn(&c->ctx, &c->req, &c->resp, [this, c](grpc::Status st) {
+      if (!st.ok()) {
+        s_->error("ack txn: " + st.error_message());
+      } else {
+        int64_t acked = 0, noop = 0;
+        for (const auto& r : c->resp.responses()) (r.response_delete_range().deleted() == 1 ? acked : noop) += 1;
+        s_->acked.fetch_add(acked);
+        s_->ack_noop.fetch_add(noop);
+        s_->last_ack_ns.store(now_ns());
+        s_->cv.notify_all();
+      }
+      delete c;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ack_in_flight_ = false;
+      }
+      flush_acks();
+    });
+  }
+
   Shared* s_;
   std::unique_ptr<etcdserverpb::KV::Stub> kv_;
   std::unique_ptr<etcdserverpb::Watch::Stub> watch_;
@@ -198,6 +256,8 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
   std::mutex mu_;
   std::condition_variable cv_;
   bool created_ = false, done_ = false;
+  std::vector<std::string> unacked_;  // --ack-batch: delivered, not sent yet
+  bool ack_in_flight_ = false;
 };
 
 class Producer {
@@ -213,16 +273,26 @@ class Producer {
     etcdserverpb::PutRequest req;
     etcdserverpb::PutResponse resp;
   };
-  void next() {
-    int64_t seq = issued_.fetch_add(1);
-    if (seq >= s_->opt.messages) return;
-    auto* c = new Call;
-    c->req.set_key("/q/" + s_->opt.queue + "/p/m" + std::to_string(seq));
+  struct TxnCall {
+    grpc::ClientContext ctx;
+    etcdserverpb::TxnRequest req;
+    etcdserverpb::TxnResponse resp;
+  };
+  std::string payload(int64_t seq) const {
     std::string v(static_cast<size_t>(s_->opt.value_size), 'x');
     int64_t t = now_ns();
     std::memcpy(v.data(), &t, 8);
     std::memcpy(v.data() + 8, &seq, 8);
-    c->req.set_value(std::move(v));
+    return v;
+  }
+  std::string key(int64_t seq) const { return "/q/" + s_->opt.queue + "/p/m" + std::to_string(seq); }
+  void next() {
+    if (s_->opt.produce_batch > 1) return next_batch();
+    int64_t seq = issued_.fetch_add(1);
+    if (seq >= s_->opt.messages) return;
+    auto* c = new Call;
+    c->req.set_key(key(seq));
+    c->req.set_value(payload(seq));
     auto& stub = (*stubs_)[static_cast<size_t>(seq) % stubs_->size()];
     stub->async()->Put(&c->ctx, &c->req, &c->resp, [this, c](grpc::Status st) {
       if (!st.ok()) {
@@ -233,6 +303,28 @@ class Producer {
       }
       delete c;
       next();
+    });
+  }
+  void next_batch() {
+    int64_t first = issued_.fetch_add(s_->opt.produce_batch);
+    if (first >= s_->opt.messages) return;
+    int64_t end = std::min<int64_t>(first + s_->opt.produce_batch, s_->opt.messages);
+    auto* c = new TxnCall;
+    for (int64_t seq = first; seq < end; ++seq) {
+      auto* put = c->req.add_success()->mutable_request_put();
+      put->set_key(key(seq));
+      put->set_value(payload(seq));
+    }
+    auto& stub = (*stubs_)[static_cast<size_t>(first / s_->opt.produce_batch) % stubs_->size()];
+    stub->async()->Txn(&c->ctx, &c->req, &c->resp, [this, c](grpc::Status st) {
+      if (!st.ok()) {
+        s_->error("produce txn: " + st.error_message());
+      } else {
+        s_->produced.fetch_add(c->resp.responses_size());
+        s_->last_produce_ns.store(now_ns());
+      }
+      delete c;
+      next_batch();
     });
   }
   Shared* s_;
@@ -254,7 +346,8 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) {
     std::fprintf(stderr, "usage: etcdq_queue_bench [--endpoints A,B] [--consume-endpoints C,D] [--messages N] "
-                         "[--consumers C] [--in-flight P] [--max-in-flight M] [--value-size B] [--json FILE]\n");
+                         "[--consumers C] [--in-flight P] [--max-in-flight M] [--value-size B] [--produce-batch N] "
+                         "[--ack-batch N] [--json FILE]\n");
     return 2;
   }
   Shared s(o);
@@ -345,6 +438,7 @@ int main(int argc, char** argv) {
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << "{\"messages\":" << o.messages << ",\"consumers\":" << o.consumers << ",\"value_size\":" << o.value_size
+      << ",\"produce_batch\":" << o.produce_batch << ",\"ack_batch\":" << o.ack_batch
       << ",\"produced_per_s\":" << rate(s.produced.load(), produce_s)
       << ",\"delivered_per_s\":" << rate(s.first_deliveries.load(), deliver_s)
       << ",\"acked_per_s\":" << rate(s.acked.load(), ack_s) << ",\"delay_ms\":{\"p50\":" << p50 << ",\"p99\":" << p99
