@@ -25,7 +25,8 @@ bool Writer::get_latest(std::string_view key, mvccpb::KeyValue* kv) const {
   return true;
 }
 
-bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mvccpb::KeyValue* prev) {
+bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mvccpb::KeyValue* prev,
+                 mvccpb::KeyValue* written) {
   mvccpb::KeyValue old;
   bool existed = get_latest(key, &old);
   mvcc_metrics().put.Increment();
@@ -59,6 +60,10 @@ bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mv
     if (existed) *ev.mutable_prev_kv() = old;
   }
   if (prev && existed) *prev = std::move(old);
+  if (written) {
+    *written = std::move(kv);
+    written->set_key(key.data(), key.size());
+  }
   return existed;
 }
 

@@ -41,7 +41,9 @@ class Writer final : public Reader {
   void begin();
   // Writes `key`; create_revision and version follow from its live version.
   // `prev` (optional) receives that live version; returns whether one existed.
-  bool put(std::string_view key, std::string_view value, int64_t lease, mvccpb::KeyValue* prev);
+  // `written` (optional) receives the version written, key included.
+  bool put(std::string_view key, std::string_view value, int64_t lease, mvccpb::KeyValue* prev,
+           mvccpb::KeyValue* written = nullptr);
   // Deletes every live key in the range (range.h's `end` convention);
   // returns how many. `prev` (optional) receives them in key order.
   int64_t delete_range(std::string_view key, std::string_view end, std::vector<mvccpb::KeyValue>* prev);

@@ -84,9 +84,29 @@ void Book::reload() {
     if (it->second.counters.depth() > 0) nonempty.insert(it->first);
     ++it;
   }
+  fresh_.clear();
+  fresh_bytes_ = 0;
   std::lock_guard<std::mutex> lock(mu_);
   queues_ = std::move(loaded);
   nonempty_ = std::move(nonempty);
+}
+
+void Book::remember_fresh(std::string meta_key, const apply::QueueMessage& m, mvccpb::KeyValue&& kv) {
+  // Strings, protobuf and hash-node overhead, roughly.
+  size_t bytes = 2 * meta_key.size() + m.tail().size() + kv.key().size() + kv.value().size() + 256;
+  if (fresh_bytes_ + bytes > kFreshMaxBytes) return;
+  fresh_bytes_ += bytes;
+  Fresh& f = fresh_[std::move(meta_key)];
+  f.record = m;
+  f.kv = std::move(kv);
+  f.bytes = bytes;
+}
+
+void Book::forget_fresh(const std::string& meta_key) {
+  auto it = fresh_.find(meta_key);
+  if (it == fresh_.end()) return;
+  fresh_bytes_ -= it->second.bytes;
+  fresh_.erase(it);
 }
 
 Book::Queue& Book::queue_locked(mvcc::Writer& w, std::string_view name) {
@@ -148,8 +168,11 @@ void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tai
   apply::QueueMessage m;
   m.set_tail(std::string(tail));
   m.set_produced_ms(time_ms);
-  w.put_meta(message_meta_key(queue, idx), m.SerializeAsString());
-  w.put(message_key(queue, idx, tail), value, lease, nullptr);
+  std::string meta_key = message_meta_key(queue, idx);
+  w.put_meta(meta_key, m.SerializeAsString());
+  mvccpb::KeyValue kv;
+  w.put(message_key(queue, idx, tail), value, lease, nullptr, &kv);
+  remember_fresh(std::move(meta_key), m, std::move(kv));
 }
 
 void Book::deleted(mvcc::Writer& w, std::string_view key) {
@@ -167,9 +190,11 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
     return;
   }
   if (k.kind != KeyKind::kMessage) return;
+  std::string meta_key = message_meta_key(k.queue, k.idx);
+  w.delete_meta(meta_key);
+  forget_fresh(meta_key);
   std::lock_guard<std::mutex> lock(mu_);
   Queue& q = queue_locked(w, k.queue);
-  w.delete_meta(message_meta_key(k.queue, k.idx));
   q.handed_out.erase(k.idx);
   if (q.counters.depth() > 0) q.counters.set_depth(q.counters.depth() - 1);
   if (dead_lettering_) {
@@ -207,10 +232,22 @@ void Book::dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, con
 void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms) {
   std::string name = a.queue();
   for (const auto& as : a.assignments()) {
-    std::string rec;
-    if (!w.get(storage::Cf::kMeta, message_meta_key(name, as.idx()), &rec)) continue;  // acked meanwhile
+    std::string meta_key = message_meta_key(name, as.idx());
     apply::QueueMessage m;
-    if (!m.ParseFromString(rec) || m.deliveries() != as.deliveries()) continue;  // decided on stale state
+    mvccpb::KeyValue fresh_kv;
+    bool fresh = false;
+    if (auto f = fresh_.find(meta_key); f != fresh_.end()) {
+      if (f->second.record.deliveries() != as.deliveries()) continue;  // decided on stale state
+      m = std::move(f->second.record);
+      fresh_kv = std::move(f->second.kv);
+      fresh = true;
+      fresh_bytes_ -= f->second.bytes;
+      fresh_.erase(f);
+    } else {
+      std::string rec;
+      if (!w.get(storage::Cf::kMeta, meta_key, &rec)) continue;  // acked meanwhile
+      if (!m.ParseFromString(rec) || m.deliveries() != as.deliveries()) continue;  // decided on stale state
+    }
     if (as.member() == 0) {
       dead_letter(w, name, as.idx(), m, as.reason(), time_ms);
       continue;
@@ -223,11 +260,11 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
     m.set_member(as.member());
     m.set_instance(as.instance());
     m.set_deadline_ms(a.deadline_ms());
-    w.put_meta(message_meta_key(name, as.idx()), m.SerializeAsString());
+    w.put_meta(meta_key, m.SerializeAsString());
     {
       std::lock_guard<std::mutex> lock(mu_);
       Queue& q = queue_locked(w, name);
-      if (as.idx() > q.counters.cursor()) {
+      if (as.idx() > q.counters.cursor() + 1) {
         // Messages skipped on the way (a lost decision) join the handed-out
         // set undelivered, so they are delivered next.
         storage::Iterator it = w.iterator(storage::Cf::kMeta);
@@ -237,8 +274,8 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
           uint64_t skipped = std::strtoull(std::string(it.key().substr(from.size() - kIdxDigits)).c_str(), nullptr, 10);
           q.handed_out[skipped].ParseFromArray(it.value().data(), static_cast<int>(it.value().size()));
         }
-        q.counters.set_cursor(as.idx());
       }
+      if (as.idx() > q.counters.cursor()) q.counters.set_cursor(as.idx());
       q.handed_out[as.idx()] = m;
       q.counters.set_delivered(q.counters.delivered() + 1);
       if (m.deliveries() > 1) q.counters.set_redelivered(q.counters.redelivered() + 1);
@@ -248,7 +285,12 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
       Delivery d;
       d.instance = as.instance();
       d.queue = name;
-      if (w.get_latest(key, &d.kv)) pending_.push_back(std::move(d));
+      if (fresh) {
+        d.kv = std::move(fresh_kv);
+        pending_.push_back(std::move(d));
+      } else if (w.get_latest(key, &d.kv)) {
+        pending_.push_back(std::move(d));
+      }
     }
   }
 }

@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "etcd/api/mvccpb/kv.pb.h"
@@ -104,6 +105,18 @@ class Book {
   void dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, const apply::QueueMessage& m,
                    const std::string& reason, int64_t time_ms);
 
+  // What produce wrote of a message that was not handed out yet: its first
+  // assignment, usually a few milliseconds later, takes the record and the
+  // key-value from here rather than reading both back from the database
+  // (the apply thread's two lookups a message).
+  struct Fresh {
+    apply::QueueMessage record;
+    mvccpb::KeyValue kv;
+    size_t bytes = 0;
+  };
+  void remember_fresh(std::string meta_key, const apply::QueueMessage& m, mvccpb::KeyValue&& kv);
+  void forget_fresh(const std::string& meta_key);
+
   storage::Engine* engine_;
   uint64_t self_ = 0;
   std::function<void(std::vector<Delivery>&&)> deliver_;
@@ -113,6 +126,13 @@ class Book {
   std::map<std::string, Queue, std::less<>> queues_;
   std::set<std::string, std::less<>> nonempty_;  // depth > 0
   // apply thread only
+  // By message_meta_key; holds exactly the records the database holds for
+  // those keys (cleared by reload). Bounded: past kFreshMaxBytes a message
+  // is not remembered and its assignment reads the database, as after a
+  // restart.
+  std::unordered_map<std::string, Fresh> fresh_;
+  size_t fresh_bytes_ = 0;
+  static constexpr size_t kFreshMaxBytes = 64 << 20;
   std::vector<Delivery> pending_;
   std::vector<uint64_t> revoked_;
   std::set<std::string, std::less<>> dirty_queues_;    // counters to write

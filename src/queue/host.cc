@@ -74,10 +74,12 @@ bool Host::flush_locked(Consumer& c) {
     b.revision = c.waiting[n - 1].revision;
     std::vector<mvcc::HubEvent> events;
     events.reserve(n);
+    // The key-values move into the events (no copy of the payloads) and
+    // move back below if the stream cannot take them now.
     for (size_t i = 0; i < n; ++i) {
       mvccpb::Event ev;
       ev.set_type(mvccpb::Event::PUT);
-      *ev.mutable_kv() = c.waiting[i].kv;
+      ev.mutable_kv()->Swap(&c.waiting[i].kv);
       events.emplace_back(std::move(ev));
       events.back().encode();
     }
@@ -89,6 +91,7 @@ bool Host::flush_locked(Consumer& c) {
     }
     b.events = std::span<const mvcc::EventRef>(refs);
     if (!c.sink->offer(b)) {
+      for (size_t i = 0; i < n; ++i) c.waiting[i].kv = events[i].event().kv();
       if (c.waiting_since == Clock::time_point{}) c.waiting_since = Clock::now();
       return false;
     }
