@@ -189,6 +189,10 @@ int restore_main(int argc, char** argv) {
     std::printf("kept %lld users and %lld roles (auth %s)\n", static_cast<long long>(s.auth_users),
                 static_cast<long long>(s.auth_roles), s.auth_enabled ? "enabled" : "disabled");
   }
+  if (s.queues > 0) {
+    std::printf("%lld queued messages in %lld queues, to be delivered again\n",
+                static_cast<long long>(s.queue_messages), static_cast<long long>(s.queues));
+  }
   return 0;
 }
 

@@ -22,6 +22,10 @@
 //             the auth store's own records (auth/store.h
 //             etcd_bucket_record); bcrypt hashes are kept as etcd wrote
 //             them ("$2a$", which libcrypt checks).
+//   (none)    the work queues' records (queue/book.h) are rebuilt from
+//             the message keys (queue/rebuild.h): every message still
+//             stored is delivered again, in idx order, and idx go on past
+//             the highest (a snapshot file has no bucket for them).
 //   members, members_removed, cluster, alarm   dropped: the new cluster's
 //             members are the flags' (etcdctl rewrites them the same way);
 //             the members publish their names and client URLs when they
@@ -75,6 +79,8 @@ struct RestoreStats {
   int64_t auth_users = 0;
   int64_t auth_roles = 0;
   bool auth_enabled = false;
+  int64_t queues = 0;          // queues with messages (queue/rebuild.h)
+  int64_t queue_messages = 0;  // their messages, to be delivered again
 };
 
 Error restore_etcd_snapshot(const RestoreOptions& opts, RestoreStats* stats);
