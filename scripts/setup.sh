@@ -12,6 +12,8 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
   libssl-dev libcrypt-dev libjwt-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
+  # the member's malloc: gperftools' tcmalloc (CMakeLists.txt, "malloc")
+  libgoogle-perftools-dev
   # tests: the oracle and the real clients
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk
   # the TLS tests make their certificates and talk HTTPS (test_client_tls.py)

@@ -1,7 +1,5 @@
 #include "server/watch_service.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -9,6 +7,7 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include "common/memory.h"
 #include "server/watch_wire.h"
 
 namespace etcdq::server {
@@ -653,14 +652,14 @@ void WatchService::progress_loop() {
     if (trim_wanted_) {
       // Streams often close together (a client process dies): wait a
       // little so one trim covers them, and never trim more than once a
-      // second (malloc_trim walks every arena).
+      // second (it walks the allocator's free lists).
       auto at = std::max(Clock::now() + std::chrono::milliseconds(200), last_trim + kTrimGap);
       cv_.wait_until(lock, std::min(at, next_progress), [this] { return stopping_; });
       if (stopping_) return;
       if (Clock::now() >= at) {
         trim_wanted_ = false;
         lock.unlock();
-        malloc_trim(0);
+        common::release_free_memory();
         lock.lock();
         last_trim = Clock::now();
       }

@@ -70,8 +70,8 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // client that sends but never reads holds this much, not more.
   static constexpr size_t kMaxControlBytes = 1 << 20;
   // A stream that held this much, once closed, has the allocator give
-  // freed memory back to the system (malloc_trim, at most once a second):
-  // glibc keeps freed chunks in its arenas otherwise, and the RSS of a
+  // freed memory back to the system (common/memory.h, at most once a
+  // second): the allocator keeps freed memory otherwise, and the RSS of a
   // member that served stuck clients would never come down.
   static constexpr size_t kTrimAfterBytes = 1 << 20;
   // A queued response takes more events for its watcher up to this size
