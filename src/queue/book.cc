@@ -77,6 +77,9 @@ void Book::reload() {
   }
   std::set<std::string, std::less<>> nonempty;
   for (auto it = loaded.begin(); it != loaded.end();) {
+    // A queue that has a config but never had a message has no counters
+    // record: its first idx is 1, as for a new queue (queue_locked).
+    if (it->second.counters.next_idx() == 0) it->second.counters.set_next_idx(1);
     if (it->second.idle()) {
       it = loaded.erase(it);
       continue;

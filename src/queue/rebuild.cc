@@ -30,7 +30,7 @@ Error rebuild_records(storage::Engine* engine, int64_t now_ms, RebuildStats* sta
       mvccpb::KeyValue kv;
       if (!mvcc::decode_record(it.value(), &kv)) return errors::internal("restore: unreadable record just written");
       batch.put(storage::Cf::kMeta, config_meta_key(k.queue), kv.value());
-    } else if (k.kind == KeyKind::kMessage && k.idx > 0) {
+    } else if (k.kind == KeyKind::kMessage) {
       apply::QueueMessage m;
       m.set_tail(std::string(k.tail));
       m.set_produced_ms(now_ms);

@@ -150,6 +150,18 @@ TEST_F(QueueBook, FirstDeliveryIsWhatProduceStored_RememberedOrReadBackAfterARes
   expect_delivered_as_stored(k3, "three");
 }
 
+TEST_F(QueueBook, AQueueWithOnlyAConfigStartsAtIdx1AfterARestart) {
+  Command config;
+  config.mutable_put()->set_key("/q/jobs/config");
+  config.mutable_put()->set_value("{\"max_deliveries\": 3}");
+  entry({config});
+  open();
+  entry({produce("jobs", "a", "one")});
+  mvccpb::KeyValue kv;
+  EXPECT_TRUE(stored(queue::message_key("jobs", 1, "a"), &kv));
+  EXPECT_FALSE(stored(queue::message_key("jobs", 0, "a"), &kv));
+}
+
 TEST_F(QueueBook, AMessageAckedBeforeItsAssignmentIsNotDelivered_RememberedOrNot) {
   entry({produce("jobs", "a", "one"), produce("jobs", "b", "two")});
   entry({ack(queue::message_key("jobs", 1, "a"))});
