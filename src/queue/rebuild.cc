@@ -1,5 +1,6 @@
 #include "queue/rebuild.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -24,8 +25,18 @@ Error rebuild_records(storage::Engine* engine, int64_t now_ms, RebuildStats* sta
   storage::Batch batch(engine);
   storage::Snapshot snap(engine);
   storage::Iterator it = snap.bulk_iterator(storage::Cf::kLatest);
+  std::string last_queue;  // the message before, to skip a second tail at one idx
+  uint64_t last_idx = 0;
   for (it.seek("/q/"); it.valid() && it.key().starts_with("/q/"); it.next()) {
     Key k = parse(it.key());
+    // Keys an etcd user wrote could give one idx two tails (they sort next
+    // to each other): the first is the message, the others stay plain keys.
+    // The last idx there is has no successor; it stays a plain key too.
+    if (k.kind == KeyKind::kMessage) {
+      if ((k.queue == last_queue && k.idx == last_idx) || k.idx == UINT64_MAX) continue;
+      last_queue.assign(k.queue);
+      last_idx = k.idx;
+    }
     if (k.kind == KeyKind::kConfig && it.key() == config_key(k.queue)) {
       mvccpb::KeyValue kv;
       if (!mvcc::decode_record(it.value(), &kv)) return errors::internal("restore: unreadable record just written");

@@ -11,7 +11,8 @@
 // produced the number of messages, cursor 0 (every message is delivered
 // again, first deliveries in idx order: at least once). A /q/{queue}/config
 // key gives the queue its settings record. Plain keys elsewhere, and under
-// /q/ in no queue form, are left alone.
+// /q/ in no queue form, are left alone; so is a second key at one idx (only
+// keys written to etcd by hand can have that), which stays a plain key.
 //
 // Memory: streams the /q/ keys; one small counters record per queue.
 // Errors: Internal for a storage error. Thread-safety: one caller, before
