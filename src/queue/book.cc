@@ -196,6 +196,27 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
   }
   if (k.kind != KeyKind::kMessage) return;
   std::string meta_key = message_meta_key(k.queue, k.idx);
+  // The record must be this key's: a plain key of the same idx with another
+  // tail (written to etcd by hand, kept by a restore: queue/rebuild.h) is no
+  // message, and deleting it must not drop the message's record. Checked in
+  // memory when the message was handed out or is remembered, else read.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const apply::QueueMessage* handed = nullptr;
+    if (auto q = queues_.find(k.queue); q != queues_.end()) {
+      if (auto h = q->second.handed_out.find(k.idx); h != q->second.handed_out.end()) handed = &h->second;
+    }
+    if (handed) {
+      if (handed->tail() != k.tail) return;
+    } else if (auto f = fresh_.find(meta_key); f != fresh_.end()) {
+      if (f->second.record.tail() != k.tail) return;
+    } else {
+      lock.unlock();
+      std::string rec;
+      apply::QueueMessage m;
+      if (!w.get(storage::Cf::kMeta, meta_key, &rec) || !m.ParseFromString(rec) || m.tail() != k.tail) return;
+    }
+  }
   w.delete_meta(meta_key);
   forget_fresh(meta_key);
   std::lock_guard<std::mutex> lock(mu_);

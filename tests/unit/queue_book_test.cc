@@ -162,6 +162,39 @@ TEST_F(QueueBook, AQueueWithOnlyAConfigStartsAtIdx1AfterARestart) {
   EXPECT_FALSE(stored(queue::message_key("jobs", 0, "a"), &kv));
 }
 
+// A plain key with a message's idx and another tail can exist only from
+// keys written to etcd by hand and restored (the boundary refuses such a
+// Put; the applier here takes it, as a restore would have stored it).
+TEST_F(QueueBook, DeletingAPlainKeyOfAMessagesIdxLeavesTheMessage_HandedOutRememberedOrNot) {
+  Command plain;
+  plain.mutable_put()->set_key(queue::message_key("jobs", 1, "other"));
+  plain.mutable_put()->set_value("x");
+  Command plain2 = plain;
+  plain2.mutable_put()->set_key(queue::message_key("jobs", 2, "other"));
+  Command plain3 = plain;
+  plain3.mutable_put()->set_key(queue::message_key("jobs", 3, "other"));
+  entry({produce("jobs", "a", "one"), produce("jobs", "b", "two"), produce("jobs", "c", "three"), plain, plain2,
+         plain3});
+  entry({assign("jobs", 1, 0)});                 // 1: handed out
+  entry({ack(queue::message_key("jobs", 1, "other"))});
+  entry({ack(queue::message_key("jobs", 2, "other"))});  // 2: remembered
+  open();                                                // 3: neither
+  entry({ack(queue::message_key("jobs", 3, "other"))});
+  queue::QueueView v;
+  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  EXPECT_EQ(v.counters.depth(), 3u);
+  EXPECT_EQ(v.counters.acked(), 0u);
+  entry({assign("jobs", 2, 0)});
+  entry({assign("jobs", 3, 0)});
+  ASSERT_EQ(delivered_.size(), 3u);
+  expect_delivered_as_stored(queue::message_key("jobs", 3, "c"), "three");
+  // The messages' own acks still work.
+  entry({ack(queue::message_key("jobs", 1, "a")), ack(queue::message_key("jobs", 2, "b"))});
+  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  EXPECT_EQ(v.counters.depth(), 1u);
+  EXPECT_EQ(v.counters.acked(), 2u);
+}
+
 TEST_F(QueueBook, AMessageAckedBeforeItsAssignmentIsNotDelivered_RememberedOrNot) {
   entry({produce("jobs", "a", "one"), produce("jobs", "b", "two")});
   entry({ack(queue::message_key("jobs", 1, "a"))});
