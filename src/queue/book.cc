@@ -78,7 +78,10 @@ void Book::reload() {
   std::set<std::string, std::less<>> nonempty;
   for (auto it = loaded.begin(); it != loaded.end();) {
     // A queue that has a config but never had a message has no counters
-    // record: its first idx is 1, as for a new queue (queue_locked).
+    // record: its first idx is 1, as for a new queue (queue_locked). Before
+    // this, such a queue's first message after a restart was stored at idx
+    // 0, which the key grammar does not take (keys.h: idx from 1): a data
+    // dir holding one keeps its record and depth after the key is deleted.
     if (it->second.counters.next_idx() == 0) it->second.counters.set_next_idx(1);
     if (it->second.idle()) {
       it = loaded.erase(it);
