@@ -110,9 +110,7 @@ void Book::remember_fresh(std::string meta_key, const apply::QueueMessage& m, mv
   f.bytes = bytes;
 }
 
-void Book::forget_fresh(const std::string& meta_key) {
-  auto it = fresh_.find(meta_key);
-  if (it == fresh_.end()) return;
+void Book::erase_fresh(FreshMap::iterator it) {
   fresh_bytes_ -= it->second.bytes;
   fresh_.erase(it);
 }
@@ -203,6 +201,7 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
   // tail (written to etcd by hand, kept by a restore: queue/rebuild.h) is no
   // message, and deleting it must not drop the message's record. Checked in
   // memory when the message was handed out or is remembered, else read.
+  auto fresh = fresh_.find(meta_key);
   {
     std::unique_lock<std::mutex> lock(mu_);
     const apply::QueueMessage* handed = nullptr;
@@ -211,8 +210,8 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
     }
     if (handed) {
       if (handed->tail() != k.tail) return;
-    } else if (auto f = fresh_.find(meta_key); f != fresh_.end()) {
-      if (f->second.record.tail() != k.tail) return;
+    } else if (fresh != fresh_.end()) {
+      if (fresh->second.record.tail() != k.tail) return;
     } else {
       lock.unlock();
       std::string rec;
@@ -221,7 +220,7 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
     }
   }
   w.delete_meta(meta_key);
-  forget_fresh(meta_key);
+  if (fresh != fresh_.end()) erase_fresh(fresh);
   std::lock_guard<std::mutex> lock(mu_);
   Queue& q = queue_locked(w, k.queue);
   q.handed_out.erase(k.idx);
@@ -270,8 +269,7 @@ void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms)
       m = std::move(f->second.record);
       fresh_kv = std::move(f->second.kv);
       fresh = true;
-      fresh_bytes_ -= f->second.bytes;
-      fresh_.erase(f);
+      erase_fresh(f);
     } else {
       std::string rec;
       if (!w.get(storage::Cf::kMeta, meta_key, &rec)) continue;  // acked meanwhile

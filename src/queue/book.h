@@ -114,8 +114,9 @@ class Book {
     mvccpb::KeyValue kv;
     size_t bytes = 0;
   };
+  using FreshMap = std::unordered_map<std::string, Fresh>;
   void remember_fresh(std::string meta_key, const apply::QueueMessage& m, mvccpb::KeyValue&& kv);
-  void forget_fresh(const std::string& meta_key);
+  void erase_fresh(FreshMap::iterator it);  // keeps fresh_bytes_ in step
 
   storage::Engine* engine_;
   uint64_t self_ = 0;
@@ -130,7 +131,7 @@ class Book {
   // those keys (cleared by reload). Bounded: past kFreshMaxBytes a message
   // is not remembered and its assignment reads the database, as after a
   // restart.
-  std::unordered_map<std::string, Fresh> fresh_;
+  FreshMap fresh_;
   size_t fresh_bytes_ = 0;
   static constexpr size_t kFreshMaxBytes = 64 << 20;
   std::vector<Delivery> pending_;
