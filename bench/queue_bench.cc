@@ -94,6 +94,16 @@ bool parse(int argc, char** argv, Options* o) {
   return o->messages > 0 && o->consumers > 0 && o->in_flight > 0 && o->produce_batch > 0 && o->ack_batch > 0;
 }
 
+// One unary call in flight: its context, request and response live until
+// the callback deletes them.
+template <typename Req, typename Resp>
+struct UnaryCall {
+  grpc::ClientContext ctx;
+  Req req;
+  Resp resp;
+};
+using TxnCall = UnaryCall<etcdserverpb::TxnRequest, etcdserverpb::TxnResponse>;
+
 struct Shared {
   Options opt;
   std::vector<std::atomic<uint8_t>> delivered;  // by message seq: deliveries (saturating)
@@ -179,16 +189,7 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
   }
 
  private:
-  struct Call {
-    grpc::ClientContext ctx;
-    etcdserverpb::DeleteRangeRequest req;
-    etcdserverpb::DeleteRangeResponse resp;
-  };
-  struct TxnCall {
-    grpc::ClientContext ctx;
-    etcdserverpb::TxnRequest req;
-    etcdserverpb::TxnResponse resp;
-  };
+  using Call = UnaryCall<etcdserverpb::DeleteRangeRequest, etcdserverpb::DeleteRangeResponse>;
   void ack(const std::string& key) {
     if (s_->opt.ack_batch > 1) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -268,16 +269,7 @@ class Producer {
   }
 
  private:
-  struct Call {
-    grpc::ClientContext ctx;
-    etcdserverpb::PutRequest req;
-    etcdserverpb::PutResponse resp;
-  };
-  struct TxnCall {
-    grpc::ClientContext ctx;
-    etcdserverpb::TxnRequest req;
-    etcdserverpb::TxnResponse resp;
-  };
+  using Call = UnaryCall<etcdserverpb::PutRequest, etcdserverpb::PutResponse>;
   std::string payload(int64_t seq) const {
     std::string v(static_cast<size_t>(s_->opt.value_size), 'x');
     int64_t t = now_ns();
