@@ -191,18 +191,6 @@ class Node {
   // NodeOptions::io carries messages some other way.
   void adopt_peer_connection(int fd);
 
-  // Where the answers to this member's own proposals run. `route` is called
-  // on the consensus thread with one applied entry's answers as a task; it
-  // either takes the task (true) to run it on a thread of its own, or
-  // leaves it (false) for the node's completion threads, which run it at
-  // once. The server routes them behind the watch writes that entry
-  // started (server/watch_writers.h), so watchers get a put's event before
-  // the writer gets its answer, as from etcd. Any thread; pass {} to unset:
-  // once that returns, `route` is not called again. Unset: completion
-  // threads.
-  using AnswerRoute = std::function<bool(std::function<void()>& answers)>;
-  void set_answer_route(AnswerRoute route);
-
   // Stops taking proposals, lets in-flight ones finish, closes libraft and
   // joins the consensus thread. Idempotent.
   void stop();

@@ -36,7 +36,7 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
     spdlog::critical("apply of log entry {} failed, stopping: {}", index, e.message());
     std::_Exit(70);
   }
-  // Answer this entry's proposals off this thread (Node::set_answer_route).
+  // Answer this entry's proposals on the completion threads.
   auto answers = std::make_shared<std::vector<std::pair<ProposalDone, apply::Result>>>();
   for (auto& r : results) {
     if (r.origin != origin) continue;
@@ -47,15 +47,9 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
     waiters.erase(it);
   }
   if (!answers->empty()) {
-    std::function<void()> task = [answers] {
+    completions->post([answers] {
       for (auto& [done, r] : *answers) done(std::move(r));
-    };
-    bool routed = false;
-    {
-      std::lock_guard<std::mutex> lock(route_mu);
-      if (answer_route) routed = answer_route(task);
-    }
-    if (!routed) completions->post(std::move(task));
+    });
   }
   release_reads(index);
   return 0;

@@ -578,12 +578,9 @@ bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revisio
 }
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
-    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
-  ctx_->node->set_answer_route([this](std::function<void()>& answers) { return writers_.post_after_writes(answers); });
-}
+    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {}
 
 WatchService::~WatchService() {
-  ctx_->node->set_answer_route({});  // before writers_ goes; the answers queued there still run
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

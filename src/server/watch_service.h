@@ -15,10 +15,7 @@
 // slows apply or another client. An idle stream that gets events starts
 // its write on the apply thread after the hub lock is released, for the
 // first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
-// writer thread (watch_writers.h). The answers to the proposals of an entry
-// whose events went to writer threads wait behind those writes
-// (raft::Node::set_answer_route), as etcd answers a put after queueing its
-// events to the watch streams.
+// writer thread (watch_writers.h).
 //
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
 // = the current revision), events with the revision they were published
