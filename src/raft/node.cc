@@ -28,6 +28,11 @@ Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{
 
 Node::~Node() { stop(); }
 
+void Node::set_answer_route(AnswerRoute route) {
+  std::lock_guard<std::mutex> lock(impl_->route_mu);
+  impl_->answer_route = std::move(route);
+}
+
 Error Node::start() {
   Impl* m = impl_.get();
   std::error_code ec;

@@ -191,6 +191,18 @@ class Node {
   // NodeOptions::io carries messages some other way.
   void adopt_peer_connection(int fd);
 
+  // Where the answers to this member's own proposals run. `route` is called
+  // on the consensus thread after every applied entry, with that entry's
+  // answers as a task (empty when it has none of this member's); it either
+  // takes the task (true) to run it itself, or leaves it (false) for the
+  // node's completion threads, which run it at once. The server holds them
+  // until the entry's watch events are written (server/answer_gate.h), so
+  // watchers get a put's event before the writer gets its answer, as from
+  // etcd. Any thread; pass {} to unset: once that returns, `route` is not
+  // called again. Unset: completion threads.
+  using AnswerRoute = std::function<bool(std::function<void()>& answers)>;
+  void set_answer_route(AnswerRoute route);
+
   // Stops taking proposals, lets in-flight ones finish, closes libraft and
   // joins the consensus thread. Idempotent.
   void stop();

@@ -63,6 +63,8 @@ struct Node::Impl {
   NodeOptions* opts;
   Fsm* sm;  // the state machine (raft/fsm.h); consensus thread only
   std::unique_ptr<Executor> completions;  // answers proposals off this thread
+  std::mutex route_mu;
+  Node::AnswerRoute answer_route;  // guarded by route_mu (set_answer_route)
   uint64_t origin = 0;  // this node's proposals' origin (random per start)
   std::atomic<uint64_t> next_id{1};
 

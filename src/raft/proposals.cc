@@ -36,7 +36,8 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
     spdlog::critical("apply of log entry {} failed, stopping: {}", index, e.message());
     std::_Exit(70);
   }
-  // Answer this entry's proposals on the completion threads.
+  // Answer this entry's proposals off this thread: where the answer route
+  // says (Node::set_answer_route), else on the completion threads.
   auto answers = std::make_shared<std::vector<std::pair<ProposalDone, apply::Result>>>();
   for (auto& r : results) {
     if (r.origin != origin) continue;
@@ -46,11 +47,19 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
     answers->emplace_back(std::move(it->second), std::move(r));
     waiters.erase(it);
   }
+  std::function<void()> task;
   if (!answers->empty()) {
-    completions->post([answers] {
+    task = [answers] {
       for (auto& [done, r] : *answers) done(std::move(r));
-    });
+    };
   }
+  bool routed = false;
+  {
+    // Every entry, answers or not: the route also learns where an entry ends.
+    std::lock_guard<std::mutex> lock(route_mu);
+    if (answer_route) routed = answer_route(task);
+  }
+  if (!routed && task) completions->post(std::move(task));
   release_reads(index);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <grpcpp/impl/codegen/proto_utils.h>
 
 #include "common/memory.h"
+#include "server/answer_gate.h"
 #include "server/watch_wire.h"
 
 namespace etcdq::server {
@@ -84,6 +85,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     Action a;
     bool wake;
     bool resume_read;
+    uint64_t written_below;
     {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
@@ -93,6 +95,9 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         drop_queue_locked();
         broken_ = true;
       }
+      // Everything before the next response in line is written (or
+      // dropped): answers waiting on it may go (answer_gate.h).
+      written_below = head_seq_;
       // The next write starts here, on gRPC's thread, with whatever was
       // queued meanwhile: no other thread is woken for it.
       a = next_locked();
@@ -103,6 +108,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       resume_read = read_paused_ && !finishing_ && !broken_ && control_bytes_ <= WatchService::kMaxControlBytes / 2;
       if (resume_read) read_paused_ = false;
     }
+    track_->written(written_below);
     if (wake) ctx_->store->watch_hub().wake();
     // Before perform(): the write or Finish it starts may end the stream.
     if (resume_read) StartRead(&req_buf_);
@@ -116,6 +122,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     // added its watch after they emptied the hub of this stream.
     ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    track_->close();  // nothing more is written here
     WatchService* svc = svc_;
     size_t peak = peak_bytes_;
     svc->forget(this);
@@ -140,6 +147,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!offer_locked(b)) return false;
+      if (!b.events.empty()) note_for_answers_locked();
       post = schedule_locked();
     }
     // An idle stream starts its write on the apply thread once the hub
@@ -213,6 +221,16 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return true;
   }
 
+  // The entry being applied answers its proposals once this stream has
+  // written what it queued (answer_gate.h), unless nothing is queued or
+  // the write in flight looks stuck: a client that does not read must not
+  // hold up anyone's answers.
+  void note_for_answers_locked() {  // mu_ held
+    if (out_.empty() || broken_ || finishing_) return;
+    if (writing_ && AnswerGate::Clock::now() - write_started_ > AnswerGate::kStalledWrite) return;
+    AnswerGate::note(track_, head_seq_ + out_.size() - 1);
+  }
+
   bool fits_locked(size_t bytes, bool one_revision) const {  // mu_ held
     return WatchService::takes(held_bytes(), out_.empty(), bytes, one_revision);
   }
@@ -268,6 +286,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    track_->close();  // its queue is dropped below
     std::lock_guard<std::mutex> lock(mu_);
     watchers_.clear();
     // Events queued but not yet written are dropped: the client resumes
@@ -506,6 +525,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       out_.pop_front();
       ++head_seq_;
       writing_ = true;
+      write_started_ = AnswerGate::Clock::now();
       a.kind = Action::kWrite;
       a.msg = &writing_buf_;
       // More queued behind this one: let gRPC send them together.
@@ -553,6 +573,9 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   size_t inflight_bytes_ = 0;  // of writing_buf_
   size_t peak_bytes_ = 0;      // the most held_bytes() ever was
   bool writing_ = false;
+  AnswerGate::Clock::time_point write_started_;  // of the write in flight
+  // Where this stream's writes are, for the answers waiting on them.
+  const std::shared_ptr<AnswerGate::Track> track_ = std::make_shared<AnswerGate::Track>();
   bool scheduled_ = false;  // posted to the writer threads (holds off writes and Finish)
   mutable bool starved_ = false;  // refused events or had no room: wake the hub when there is
   bool broken_ = false;
@@ -578,9 +601,12 @@ bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revisio
 }
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
-    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {}
+    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
+  ctx_->node->set_answer_route([this](std::function<void()>& answers) { return gate_.hold(answers); });
+}
 
 WatchService::~WatchService() {
+  ctx_->node->set_answer_route({});  // before gate_ goes; what it holds is answered then
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

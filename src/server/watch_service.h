@@ -15,7 +15,10 @@
 // slows apply or another client. An idle stream that gets events starts
 // its write on the apply thread after the hub lock is released, for the
 // first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
-// writer thread (watch_writers.h).
+// writer thread (watch_writers.h). The answers to an entry's proposals
+// wait until the streams that took its events have written them, bounded
+// (answer_gate.h): watchers get a put's event before its writer gets the
+// answer, as from etcd.
 //
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
 // = the current revision), events with the revision they were published
@@ -33,6 +36,7 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "mvcc/watch_hub.h"
+#include "server/answer_gate.h"
 #include "server/context.h"
 #include "server/watch_writers.h"
 
@@ -106,6 +110,9 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   bool stopping_ = false;
   bool trim_wanted_ = false;
   std::thread progress_thread_;  // progress notifications and trims
+  // Answers of entries whose events streams are still writing; after the
+  // route to it is unset (destructor), it answers what it holds.
+  AnswerGate gate_;
   WatchWriters writers_{kWriterThreads};  // last: stopped first, after its queue ran
 };
 

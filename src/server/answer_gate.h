@@ -1,0 +1,103 @@
+// Holds the answers to an applied entry's proposals until the watch streams
+// that took the entry's events have written them, so a watcher gets a put's
+// event before the writer gets its answer — etcd's order: its apply
+// goroutine hands the events to the watch streams (notify, in the write's
+// End) before it wakes the put's handler. Without this, a put's answer
+// usually left before its events: etcd's `benchmark watch-latency`, which
+// times each watcher from the put's answer, measured 0.3–0.7 ms at p50
+// against etcd's 0.1–0.5 in the same runs, and 0.1–0.2 with it
+// (bench/RESULTS.md, issue #16).
+//
+// How: while the apply thread runs an entry, each watch stream that queues
+// events notes (its Track, the seq of its last queued response)
+// (note(), thread-local, no lock). After the entry, raft::Node routes its
+// answers here (hold()): they wait until every noted stream has written
+// past its seq (Track::written()), or the stream closed — or kMaxHold
+// passed, whatever a stream does. A stream whose write has been in flight
+// longer than kStalledWrite is not noted: a client that stops reading
+// fills its HTTP/2 window and its write never finishes, so it must not
+// hold anyone's answers (test_watch_isolation.py). A client that reads
+// more slowly than its events arrive ends up the same way once its window
+// is full; until then it holds an answer for at most kMaxHold.
+//
+// Answers released here run on the gate's own threads (the node's
+// completion threads run the others).
+//
+// Thread-safety: note() and hold() on the apply (consensus) thread; a
+// Track's written()/close() from any thread; the gate from any thread.
+// Track and Held locks are leaves: nothing else is locked under them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace etcdq::server {
+
+class AnswerGate {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // The longest an answer waits for watch writes. Short on purpose: it
+  // orders events before answers while delivery keeps up (a write takes
+  // well under a millisecond then), but does not throttle puts when it
+  // does not. Holding until written whatever it took (50–200 ms) cost a
+  // fifth of the fan-out's events/s at full write speed, 10 ms about a
+  // tenth, 3 ms nothing measurable (bench/RESULTS.md, 2026-12-03, "answers
+  // after the watch writes").
+  static constexpr std::chrono::milliseconds kMaxHold{3};
+  // A stream whose write has been in flight this long is not waited for.
+  static constexpr std::chrono::milliseconds kStalledWrite{5};
+  static constexpr int kThreads = 2;
+
+  struct Held;
+  struct Core;
+
+  // One watch stream's written position. Shared by the stream and the
+  // answers waiting on it, so either may go first.
+  class Track {
+   public:
+    // Every response with seq < `below` is written: releases what waited
+    // for them. Any thread, no stream lock held.
+    void written(uint64_t below);
+    // The stream ends (or drops its queue): nothing it holds is waited for.
+    void close();
+
+   private:
+    friend class AnswerGate;
+    std::mutex mu_;
+    uint64_t below_ = 0;
+    bool closed_ = false;
+    std::deque<std::pair<uint64_t, std::shared_ptr<Held>>> waiting_;  // seq ascending
+  };
+
+  AnswerGate();
+  ~AnswerGate();  // answers everything still held, then joins
+
+  // Apply thread, from a stream that just queued events (its lock may be
+  // held): the entry being applied waits until `t` wrote `seq`. Does
+  // nothing outside an entry's apply.
+  static void note(const std::shared_ptr<Track>& t, uint64_t seq);
+
+  // Apply thread, after each applied entry (raft::Node's answer route):
+  // takes `answers` (true) to run once the streams noted during the entry
+  // have written their events, or leaves it (false, untouched) when none
+  // need waiting for. `answers` may be empty (an entry with no answers of
+  // this member): the entry's notes are dropped, false.
+  bool hold(std::function<void()>& answers);
+
+ private:
+  void run();
+
+  std::shared_ptr<Core> core_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace etcdq::server
