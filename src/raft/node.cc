@@ -28,9 +28,10 @@ Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{
 
 Node::~Node() { stop(); }
 
-void Node::set_answer_route(AnswerRoute route) {
+void Node::set_answer_route(AnswerRoute route, std::function<void()> drain) {
   std::lock_guard<std::mutex> lock(impl_->route_mu);
   impl_->answer_route = std::move(route);
+  impl_->answer_drain = std::move(drain);
 }
 
 Error Node::start() {
@@ -305,6 +306,12 @@ void Node::stop() {
   }
   uv_async_send(&m->wake);
   m->thread.join();
+  {
+    // The answers the route still holds, then those queued here: every
+    // proposal is answered when stop() returns.
+    std::lock_guard<std::mutex> lock(m->route_mu);
+    if (m->answer_drain) m->answer_drain();
+  }
   m->completions.reset();  // answers every proposal still queued
 }
 

@@ -198,10 +198,14 @@ class Node {
   // node's completion threads, which run it at once. The server holds them
   // until the entry's watch events are written (server/answer_gate.h), so
   // watchers get a put's event before the writer gets its answer, as from
-  // etcd. Any thread; pass {} to unset: once that returns, `route` is not
-  // called again. Unset: completion threads.
+  // etcd. An answer so held may go out after a later entry's: those
+  // operations overlapped, so either order is linearizable. `drain` is
+  // called by stop() once the consensus thread has ended, and must run
+  // every answer the route took before it returns. Any thread; pass {} to
+  // unset: once that returns, neither is called again. Unset: completion
+  // threads.
   using AnswerRoute = std::function<bool(std::function<void()>& answers)>;
-  void set_answer_route(AnswerRoute route);
+  void set_answer_route(AnswerRoute route, std::function<void()> drain);
 
   // Stops taking proposals, lets in-flight ones finish, closes libraft and
   // joins the consensus thread. Idempotent.

@@ -64,7 +64,8 @@ struct Node::Impl {
   Fsm* sm;  // the state machine (raft/fsm.h); consensus thread only
   std::unique_ptr<Executor> completions;  // answers proposals off this thread
   std::mutex route_mu;
-  Node::AnswerRoute answer_route;  // guarded by route_mu (set_answer_route)
+  Node::AnswerRoute answer_route;      // guarded by route_mu (set_answer_route)
+  std::function<void()> answer_drain;  // guarded by route_mu
   uint64_t origin = 0;  // this node's proposals' origin (random per start)
   std::atomic<uint64_t> next_id{1};
 

@@ -5,13 +5,14 @@
 namespace etcdq::server {
 
 // What the gate's threads share with the answers they run: answers may be
-// released by a stream after the gate is gone, and then run where they are.
+// released by a stream after the gate drained or went, and then run where
+// they are.
 struct AnswerGate::Core {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> ready;
   std::deque<std::shared_ptr<Held>> by_deadline;  // hold() order = deadline order
-  bool stopped = false;
+  bool stopped = false;  // drained: answers run on the thread that releases them
 
   void run_or_queue(std::function<void()> task) {
     {
@@ -46,8 +47,10 @@ struct AnswerGate::Held {
 namespace {
 // The notes of the entry the apply thread is running (hold() consumes
 // them). Off until the first hold() on this thread: only the apply thread
-// collects.
+// collects. Offers on that thread between two entries (there are none
+// today) would count for the next one, which only makes it wait longer.
 thread_local bool t_collecting = false;
+thread_local uint64_t t_entry = 1;  // which entry t_notes belongs to
 thread_local std::vector<std::pair<std::shared_ptr<AnswerGate::Track>, uint64_t>> t_notes;
 }  // namespace
 
@@ -74,60 +77,75 @@ void AnswerGate::Track::close() {
   for (auto& [seq, h] : done) h->one_done();
 }
 
-AnswerGate::AnswerGate() : core_(std::make_shared<Core>()) {
+size_t AnswerGate::Track::waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_.size();
+}
+
+AnswerGate::AnswerGate(std::chrono::milliseconds max_hold) : max_hold_(max_hold), core_(std::make_shared<Core>()) {
   for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this] { run(); });
 }
 
 AnswerGate::~AnswerGate() {
-  {
-    std::lock_guard<std::mutex> lock(core_->mu);
-    core_->stopped = true;
-  }
-  core_->cv.notify_all();
+  drain();
   for (auto& t : threads_) t.join();
-  // Nothing waits any more: every answer still here runs now.
+}
+
+void AnswerGate::drain() {
   std::deque<std::function<void()>> ready;
   std::deque<std::shared_ptr<Held>> held;
   {
     std::lock_guard<std::mutex> lock(core_->mu);
+    core_->stopped = true;
     ready.swap(core_->ready);
     held.swap(core_->by_deadline);
   }
+  core_->cv.notify_all();
   for (auto& task : ready) task();
   for (auto& h : held) h->release();  // stopped: runs here
 }
 
 void AnswerGate::note(const std::shared_ptr<Track>& t, uint64_t seq) {
   if (!t_collecting) return;
-  for (auto& n : t_notes) {  // a stream is noted once an entry, at its last seq
-    if (n.first == t) {
-      n.second = std::max(n.second, seq);
-      return;
-    }
+  // A stream is noted once an entry, at its last seq (it gets one offer
+  // per watcher: no scan of the notes, whatever their number).
+  if (t->noted_entry_ == t_entry) {
+    auto& n = t_notes[t->noted_slot_];
+    n.second = std::max(n.second, seq);
+    return;
   }
+  t->noted_entry_ = t_entry;
+  t->noted_slot_ = t_notes.size();
   t_notes.emplace_back(t, seq);
 }
 
 bool AnswerGate::hold(std::function<void()>& answers) {
   t_collecting = true;
-  auto notes = std::move(t_notes);
-  t_notes.clear();
-  if (!answers || notes.empty()) return false;
+  ++t_entry;
+  if (!answers || t_notes.empty()) {
+    t_notes.clear();
+    return false;
+  }
   auto h = std::make_shared<Held>();
   h->core = core_;
-  h->deadline = Clock::now() + kMaxHold;
+  h->deadline = Clock::now() + max_hold_;
   // One count for this call, so nothing releases it before every stream
   // is registered.
-  h->waiting.store(1 + static_cast<int>(notes.size()));
+  h->waiting.store(1 + static_cast<int>(t_notes.size()));
   int already = 0;
-  for (auto& [t, seq] : notes) {
+  for (auto& [t, seq] : t_notes) {
     std::lock_guard<std::mutex> lock(t->mu_);
+    // What earlier entries left here and is answered already (by the
+    // deadline) keeps nothing alive: a stream that stalled holds no more
+    // than what is still waiting.
+    while (!t->waiting_.empty() && t->waiting_.front().second->released.load()) t->waiting_.pop_front();
     if (t->closed_ || seq < t->below_) {
       ++already;
     } else {
       t->waiting_.emplace_back(seq, h);
     }
   }
+  t_notes.clear();  // keeps its capacity for the next entry
   h->answers = std::move(answers);
   if (h->waiting.fetch_sub(1 + already) == 1 + already) {
     // Everything was written already: the caller answers as usual.
@@ -144,13 +162,22 @@ bool AnswerGate::hold(std::function<void()>& answers) {
       core_->cv.notify_one();
     }
   }
-  if (stopped) h->release();  // the gate is going: answer now (runs here)
+  if (stopped) h->release();  // drained: answer now (runs here)
   return true;
 }
 
 void AnswerGate::run() {
   std::unique_lock<std::mutex> lock(core_->mu);
   while (!core_->stopped) {
+    // Past their deadline (or answered already): let go, before running
+    // anything, so a deadline never waits behind a backlog of answers.
+    auto now = Clock::now();
+    while (!core_->by_deadline.empty() &&
+           (core_->by_deadline.front()->released.load() || core_->by_deadline.front()->deadline <= now)) {
+      auto h = std::move(core_->by_deadline.front());
+      core_->by_deadline.pop_front();
+      if (!h->released.exchange(true)) core_->ready.push_back(std::move(h->answers));
+    }
     if (!core_->ready.empty()) {
       auto task = std::move(core_->ready.front());
       core_->ready.pop_front();
@@ -159,15 +186,6 @@ void AnswerGate::run() {
       lock.lock();
       continue;
     }
-    // Past their deadline (or answered already): let go.
-    auto now = Clock::now();
-    while (!core_->by_deadline.empty() &&
-           (core_->by_deadline.front()->released.load() || core_->by_deadline.front()->deadline <= now)) {
-      auto h = std::move(core_->by_deadline.front());
-      core_->by_deadline.pop_front();
-      if (!h->released.exchange(true)) core_->ready.push_back(std::move(h->answers));
-    }
-    if (!core_->ready.empty()) continue;
     if (core_->by_deadline.empty()) {
       core_->cv.wait(lock);
     } else {

@@ -13,15 +13,19 @@
 // (note(), thread-local, no lock). After the entry, raft::Node routes its
 // answers here (hold()): they wait until every noted stream has written
 // past its seq (Track::written()), or the stream closed — or kMaxHold
-// passed, whatever a stream does. A stream whose write has been in flight
-// longer than kStalledWrite is not noted: a client that stops reading
-// fills its HTTP/2 window and its write never finishes, so it must not
-// hold anyone's answers (test_watch_isolation.py). A client that reads
-// more slowly than its events arrive ends up the same way once its window
-// is full; until then it holds an answer for at most kMaxHold.
+// passed, whatever a stream does. A stream is not noted when its write
+// has been in flight longer than kStalledWrite (a client that stops
+// reading fills its HTTP/2 window and that write never finishes) or when
+// more than kMaxQueuedToWait bytes wait behind it (a client that reads
+// more slowly than its events come): neither holds anyone's answers
+// (test_watch_isolation.py). A stream that turns stuck after it was noted
+// holds that entry's answers for at most kMaxHold.
 //
 // Answers released here run on the gate's own threads (the node's
-// completion threads run the others).
+// completion threads run the others); after drain(), on whichever thread
+// releases them. An entry's answers may so go out up to kMaxHold after a
+// later entry's, which were not held: those operations overlapped, so
+// any order is linearizable.
 //
 // Thread-safety: note() and hold() on the apply (consensus) thread; a
 // Track's written()/close() from any thread; the gate from any thread.
@@ -30,6 +34,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -55,6 +60,8 @@ class AnswerGate {
   static constexpr std::chrono::milliseconds kMaxHold{3};
   // A stream whose write has been in flight this long is not waited for.
   static constexpr std::chrono::milliseconds kStalledWrite{5};
+  // Nor one with more than this queued behind the write in flight.
+  static constexpr size_t kMaxQueuedToWait = 64 << 10;
   static constexpr int kThreads = 2;
 
   struct Held;
@@ -69,17 +76,32 @@ class AnswerGate {
     void written(uint64_t below);
     // The stream ends (or drops its queue): nothing it holds is waited for.
     void close();
+    // How many entries' answers it keeps a hold on (released ones
+    // included, until the next hold() drops them). Any thread.
+    size_t waiting();
 
    private:
     friend class AnswerGate;
+    // The apply thread's own (note()): the entry this stream was last
+    // noted in, and where in that entry's notes.
+    uint64_t noted_entry_ = 0;
+    size_t noted_slot_ = 0;
     std::mutex mu_;
     uint64_t below_ = 0;
     bool closed_ = false;
     std::deque<std::pair<uint64_t, std::shared_ptr<Held>>> waiting_;  // seq ascending
   };
 
-  AnswerGate();
-  ~AnswerGate();  // answers everything still held, then joins
+  // `max_hold`: kMaxHold but in tests.
+  explicit AnswerGate(std::chrono::milliseconds max_hold = kMaxHold);
+  ~AnswerGate();  // drain(), then joins its threads
+
+  // Answers everything held and queued, on this thread, before it
+  // returns; from then on held answers run as soon as they are released,
+  // on the releasing thread, and hold() answers at once. The node calls it
+  // when it stops (raft::Node::set_answer_route), so that every proposal
+  // is answered by the time Node::stop() returns.
+  void drain();
 
   // Apply thread, from a stream that just queued events (its lock may be
   // held): the entry being applied waits until `t` wrote `seq`. Does
@@ -96,6 +118,7 @@ class AnswerGate {
  private:
   void run();
 
+  const std::chrono::milliseconds max_hold_;
   std::shared_ptr<Core> core_;
   std::vector<std::thread> threads_;
 };

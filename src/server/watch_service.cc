@@ -223,10 +223,12 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   // The entry being applied answers its proposals once this stream has
   // written what it queued (answer_gate.h), unless nothing is queued or
-  // the write in flight looks stuck: a client that does not read must not
-  // hold up anyone's answers.
+  // the stream is behind: its write in flight looks stuck, or much waits
+  // behind it. A client that reads slowly or not at all must not hold up
+  // anyone's answers.
   void note_for_answers_locked() {  // mu_ held
     if (out_.empty() || broken_ || finishing_) return;
+    if (queued_bytes_ > AnswerGate::kMaxQueuedToWait) return;
     if (writing_ && AnswerGate::Clock::now() - write_started_ > AnswerGate::kStalledWrite) return;
     AnswerGate::note(track_, head_seq_ + out_.size() - 1);
   }
@@ -602,11 +604,12 @@ bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revisio
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
     : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
-  ctx_->node->set_answer_route([this](std::function<void()>& answers) { return gate_.hold(answers); });
+  ctx_->node->set_answer_route([this](std::function<void()>& answers) { return gate_.hold(answers); },
+                               [this] { gate_.drain(); });
 }
 
 WatchService::~WatchService() {
-  ctx_->node->set_answer_route({});  // before gate_ goes; what it holds is answered then
+  ctx_->node->set_answer_route({}, {});  // before gate_ goes; what it holds is answered then
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

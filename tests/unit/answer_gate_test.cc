@@ -15,6 +15,9 @@ using etcdq::server::AnswerGate;
 using Track = AnswerGate::Track;
 using namespace std::chrono_literals;
 
+// Released by writes only: no deadline comes within a test.
+constexpr std::chrono::milliseconds kLong = std::chrono::hours(1);
+
 // A task that fulfils a promise, and the future to wait on.
 struct Answer {
   std::promise<std::thread::id> ran;
@@ -36,7 +39,7 @@ TEST(AnswerGate, WithoutNotesTheAnswersAreLeftToTheCaller) {
 }
 
 TEST(AnswerGate, AnswersWaitUntilTheNotedStreamWroteItsSeq) {
-  AnswerGate gate;
+  AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
   std::function<void()> none;
   gate.hold(none);  // this thread now collects, as the apply thread does
@@ -45,7 +48,7 @@ TEST(AnswerGate, AnswersWaitUntilTheNotedStreamWroteItsSeq) {
   auto task = a.task();
   EXPECT_TRUE(gate.hold(task));
   t->written(5);  // seq 5 is the next to write: not yet
-  EXPECT_FALSE(a.ran_within(1ms));
+  EXPECT_FALSE(a.ran_within(20ms));
   t->written(6);  // everything before 6 is written
   ASSERT_TRUE(a.ran_within(1s));
   EXPECT_NE(a.done.get(), std::this_thread::get_id());  // on the gate's threads
@@ -65,7 +68,7 @@ TEST(AnswerGate, WhatIsWrittenAlreadyHoldsNothing) {
 }
 
 TEST(AnswerGate, EveryNotedStreamMustHaveWritten) {
-  AnswerGate gate;
+  AnswerGate gate(kLong);
   auto t1 = std::make_shared<Track>();
   auto t2 = std::make_shared<Track>();
   std::function<void()> none;
@@ -78,13 +81,13 @@ TEST(AnswerGate, EveryNotedStreamMustHaveWritten) {
   ASSERT_TRUE(gate.hold(task));
   t1->written(1);
   t2->written(4);
-  EXPECT_FALSE(a.ran_within(1ms));
+  EXPECT_FALSE(a.ran_within(20ms));
   t2->written(5);
   EXPECT_TRUE(a.ran_within(1s));
 }
 
 TEST(AnswerGate, AClosedStreamHoldsNothing) {
-  AnswerGate gate;
+  AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
   std::function<void()> none;
   gate.hold(none);
@@ -92,6 +95,7 @@ TEST(AnswerGate, AClosedStreamHoldsNothing) {
   Answer a;
   auto task = a.task();
   ASSERT_TRUE(gate.hold(task));
+  EXPECT_FALSE(a.ran_within(20ms));
   t->close();
   EXPECT_TRUE(a.ran_within(1s));
   // Closed before the entry's answers come: nothing to wait for.
@@ -144,7 +148,7 @@ TEST(AnswerGate, TheGateAnswersWhatItHoldsWhenItGoes) {
   Answer a;
   auto t = std::make_shared<Track>();
   {
-    AnswerGate gate;
+    AnswerGate gate(kLong);
     std::function<void()> none;
     gate.hold(none);
     AnswerGate::note(t, 0);
@@ -153,6 +157,45 @@ TEST(AnswerGate, TheGateAnswersWhatItHoldsWhenItGoes) {
   }
   EXPECT_TRUE(a.ran_within(0ms));
   t->written(1);  // the stream outlives the gate: nothing runs twice
+}
+
+TEST(AnswerGate, DrainAnswersEverythingHereAndThenHoldsNothing) {
+  AnswerGate gate(kLong);
+  auto t = std::make_shared<Track>();
+  std::function<void()> none;
+  gate.hold(none);
+  AnswerGate::note(t, 0);
+  Answer a;
+  auto task = a.task();
+  ASSERT_TRUE(gate.hold(task));
+  gate.drain();  // Node::stop(): every proposal answered when it returns
+  ASSERT_TRUE(a.ran_within(0ms));
+  EXPECT_EQ(a.done.get(), std::this_thread::get_id());
+  // Held after the drain: answered at once, here.
+  AnswerGate::note(t, 1);
+  Answer b;
+  auto task2 = b.task();
+  EXPECT_TRUE(gate.hold(task2));
+  ASSERT_TRUE(b.ran_within(0ms));
+  EXPECT_EQ(b.done.get(), std::this_thread::get_id());
+  t->written(2);  // nothing runs twice
+}
+
+TEST(AnswerGate, AStalledStreamPinsNothingOnceItsAnswersWent) {
+  AnswerGate gate(1ms);
+  auto t = std::make_shared<Track>();
+  std::function<void()> none;
+  gate.hold(none);
+  for (uint64_t seq = 0; seq < 100; ++seq) {
+    AnswerGate::note(t, seq);
+    Answer a;
+    auto task = a.task();
+    ASSERT_TRUE(gate.hold(task));
+    ASSERT_TRUE(a.ran_within(1s));  // by the deadline: the stream never writes
+  }
+  // Each hold() drops what the deadline answered: the stream keeps at most
+  // the last one, not a hundred.
+  EXPECT_LE(t->waiting(), 1u);
 }
 
 }  // namespace
