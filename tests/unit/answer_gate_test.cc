@@ -8,45 +8,54 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
 using etcdq::server::AnswerGate;
 using Track = AnswerGate::Track;
+using TrackPtr = std::shared_ptr<Track>;
 using namespace std::chrono_literals;
 
 // Released by writes only: no deadline comes within a test.
 constexpr std::chrono::milliseconds kLong = std::chrono::hours(1);
 
-// A task that fulfils a promise, and the future to wait on.
+// An entry's answers: a task that fulfils a promise, and the future to wait on.
 struct Answer {
   std::promise<std::thread::id> ran;
   std::future<std::thread::id> done = ran.get_future();
-  std::function<void()> task() {
-    return [this] { ran.set_value(std::this_thread::get_id()); };
-  }
   bool ran_within(std::chrono::milliseconds d) { return done.wait_for(d) == std::future_status::ready; }
+  bool ran_here() { return ran_within(0ms) && done.get() == std::this_thread::get_id(); }
 };
 
-TEST(AnswerGate, WithoutNotesTheAnswersAreLeftToTheCaller) {
-  AnswerGate gate;
-  Answer a;
-  auto task = a.task();
-  EXPECT_FALSE(gate.hold(task));
-  ASSERT_TRUE(task);  // untouched: the caller runs it
+// One entry as the apply thread runs it: the streams it fed note their
+// seqs, then the node offers the entry's answers. Returns hold()'s answer;
+// when the gate leaves the answers, they run here, as the node's
+// completion threads would run them.
+bool apply_entry(AnswerGate& gate, const std::vector<std::pair<TrackPtr, uint64_t>>& notes, Answer& a) {
+  std::function<void()> none;
+  gate.hold(none);  // this thread collects from now on, as the apply thread does
+  for (const auto& [t, seq] : notes) AnswerGate::note(t, seq);
+  std::function<void()> task = [&a] { a.ran.set_value(std::this_thread::get_id()); };
+  if (gate.hold(task)) return true;
+  EXPECT_TRUE(task);  // left untouched for the caller
   task();
-  EXPECT_TRUE(a.ran_within(0ms));
+  return false;
+}
+
+TEST(AnswerGate, WithoutNotesTheAnswersAreLeftToTheCaller) {
+  AnswerGate gate(kLong);
+  Answer a;
+  EXPECT_FALSE(apply_entry(gate, {}, a));
+  EXPECT_TRUE(a.ran_here());
 }
 
 TEST(AnswerGate, AnswersWaitUntilTheNotedStreamWroteItsSeq) {
   AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);  // this thread now collects, as the apply thread does
-  AnswerGate::note(t, 5);
   Answer a;
-  auto task = a.task();
-  EXPECT_TRUE(gate.hold(task));
+  ASSERT_TRUE(apply_entry(gate, {{t, 5}}, a));
   t->written(5);  // seq 5 is the next to write: not yet
   EXPECT_FALSE(a.ran_within(20ms));
   t->written(6);  // everything before 6 is written
@@ -55,30 +64,21 @@ TEST(AnswerGate, AnswersWaitUntilTheNotedStreamWroteItsSeq) {
 }
 
 TEST(AnswerGate, WhatIsWrittenAlreadyHoldsNothing) {
-  AnswerGate gate;
+  AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);
   t->written(10);
-  AnswerGate::note(t, 9);
   Answer a;
-  auto task = a.task();
-  EXPECT_FALSE(gate.hold(task));
-  EXPECT_TRUE(task);
+  EXPECT_FALSE(apply_entry(gate, {{t, 9}}, a));
+  EXPECT_TRUE(a.ran_here());
 }
 
 TEST(AnswerGate, EveryNotedStreamMustHaveWritten) {
   AnswerGate gate(kLong);
   auto t1 = std::make_shared<Track>();
   auto t2 = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);
-  AnswerGate::note(t1, 0);
-  AnswerGate::note(t2, 3);
-  AnswerGate::note(t2, 4);  // the same stream again: its last seq counts
   Answer a;
-  auto task = a.task();
-  ASSERT_TRUE(gate.hold(task));
+  // The same stream twice (two of its watchers): its last seq counts.
+  ASSERT_TRUE(apply_entry(gate, {{t1, 0}, {t2, 3}, {t2, 4}}, a));
   t1->written(1);
   t2->written(4);
   EXPECT_FALSE(a.ran_within(20ms));
@@ -89,58 +89,46 @@ TEST(AnswerGate, EveryNotedStreamMustHaveWritten) {
 TEST(AnswerGate, AClosedStreamHoldsNothing) {
   AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);
-  AnswerGate::note(t, 0);
   Answer a;
-  auto task = a.task();
-  ASSERT_TRUE(gate.hold(task));
+  ASSERT_TRUE(apply_entry(gate, {{t, 0}}, a));
   EXPECT_FALSE(a.ran_within(20ms));
   t->close();
   EXPECT_TRUE(a.ran_within(1s));
   // Closed before the entry's answers come: nothing to wait for.
-  AnswerGate::note(t, 1);
   Answer b;
-  auto task2 = b.task();
-  EXPECT_FALSE(gate.hold(task2));
+  EXPECT_FALSE(apply_entry(gate, {{t, 1}}, b));
 }
 
 TEST(AnswerGate, AStreamThatNeverWritesHoldsAnAnswerAtMostMaxHold) {
   AnswerGate gate;
   auto t = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);
-  AnswerGate::note(t, 0);
   Answer a;
-  auto task = a.task();
   auto start = AnswerGate::Clock::now();
-  ASSERT_TRUE(gate.hold(task));
+  ASSERT_TRUE(apply_entry(gate, {{t, 0}}, a));
   ASSERT_TRUE(a.ran_within(2s));
   EXPECT_GE(AnswerGate::Clock::now() - start, AnswerGate::kMaxHold);
   t->written(1);  // late: changes nothing, runs nothing twice
 }
 
 TEST(AnswerGate, AnEntryWithoutAnswersDropsItsNotes) {
-  AnswerGate gate;
+  AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
   std::function<void()> none;
   gate.hold(none);
   AnswerGate::note(t, 0);
   EXPECT_FALSE(gate.hold(none));  // a follower's entry, or one of others' proposals
-  Answer a;
-  auto task = a.task();
+  std::function<void()> task = [] {};
   EXPECT_FALSE(gate.hold(task));  // the next entry noted nothing
 }
 
 TEST(AnswerGate, OnlyTheApplyThreadCollects) {
-  AnswerGate gate;
+  AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
   std::function<void()> none;
   gate.hold(none);
   // A stream fed from another thread (catch-up, progress) notes nothing.
   std::thread([&] { AnswerGate::note(t, 0); }).join();
-  Answer a;
-  auto task = a.task();
+  std::function<void()> task = [] {};
   EXPECT_FALSE(gate.hold(task));
 }
 
@@ -149,11 +137,7 @@ TEST(AnswerGate, TheGateAnswersWhatItHoldsWhenItGoes) {
   auto t = std::make_shared<Track>();
   {
     AnswerGate gate(kLong);
-    std::function<void()> none;
-    gate.hold(none);
-    AnswerGate::note(t, 0);
-    auto task = a.task();
-    ASSERT_TRUE(gate.hold(task));
+    ASSERT_TRUE(apply_entry(gate, {{t, 0}}, a));
   }
   EXPECT_TRUE(a.ran_within(0ms));
   t->written(1);  // the stream outlives the gate: nothing runs twice
@@ -162,35 +146,23 @@ TEST(AnswerGate, TheGateAnswersWhatItHoldsWhenItGoes) {
 TEST(AnswerGate, DrainAnswersEverythingHereAndThenHoldsNothing) {
   AnswerGate gate(kLong);
   auto t = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);
-  AnswerGate::note(t, 0);
   Answer a;
-  auto task = a.task();
-  ASSERT_TRUE(gate.hold(task));
+  ASSERT_TRUE(apply_entry(gate, {{t, 0}}, a));
   gate.drain();  // Node::stop(): every proposal answered when it returns
-  ASSERT_TRUE(a.ran_within(0ms));
-  EXPECT_EQ(a.done.get(), std::this_thread::get_id());
+  EXPECT_TRUE(a.ran_here());
   // Held after the drain: answered at once, here.
-  AnswerGate::note(t, 1);
   Answer b;
-  auto task2 = b.task();
-  EXPECT_TRUE(gate.hold(task2));
-  ASSERT_TRUE(b.ran_within(0ms));
-  EXPECT_EQ(b.done.get(), std::this_thread::get_id());
+  EXPECT_TRUE(apply_entry(gate, {{t, 1}}, b));
+  EXPECT_TRUE(b.ran_here());
   t->written(2);  // nothing runs twice
 }
 
 TEST(AnswerGate, AStalledStreamPinsNothingOnceItsAnswersWent) {
   AnswerGate gate(1ms);
   auto t = std::make_shared<Track>();
-  std::function<void()> none;
-  gate.hold(none);
   for (uint64_t seq = 0; seq < 100; ++seq) {
-    AnswerGate::note(t, seq);
     Answer a;
-    auto task = a.task();
-    ASSERT_TRUE(gate.hold(task));
+    ASSERT_TRUE(apply_entry(gate, {{t, seq}}, a));
     ASSERT_TRUE(a.ran_within(1s));  // by the deadline: the stream never writes
   }
   // Each hold() drops what the deadline answered: the stream keeps at most
