@@ -138,6 +138,11 @@ class JwtTest(harness.MemberTestCase):
         self.assertGreater(claims["exp"], time.time() + 200)   # etcd's default ttl: 5 minutes
         self.assertEqual(json.loads(unb64(token.split(".")[0]))["alg"], "RS256")
         for m in members:
+            # A linearizable read first: it waits until m applied the
+            # AuthEnable. A follower that had not would forward the put
+            # without its user, and the leader refuses it ("user name is
+            # empty"), as etcd's would (seen once in CI under load).
+            self.range_with(m, token)
             m.kv().Put(rpc_pb2.PutRequest(key=b"k", value=m.name.encode()), timeout=10,
                        metadata=(("token", token),))
             self.assertEqual(self.range_with(m, token).kvs[0].value, m.name.encode())
