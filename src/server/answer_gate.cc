@@ -189,7 +189,10 @@ void AnswerGate::run() {
     if (core_->by_deadline.empty()) {
       core_->cv.wait(lock);
     } else {
-      core_->cv.wait_until(lock, core_->by_deadline.front()->deadline);
+      // A copy: wait_until reads it after waking, and by then another
+      // thread may have let that answer go and freed it.
+      const Clock::time_point next = core_->by_deadline.front()->deadline;
+      core_->cv.wait_until(lock, next);
     }
   }
 }
