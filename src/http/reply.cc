@@ -4,6 +4,25 @@
 
 namespace etcdq::http {
 
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 412: return "Precondition Failed";
+    case 429: return "Too Many Requests";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Internal Server Error";
+  }
+}
+
 void Reply::set_callbacks(std::function<void()> resume, std::function<void()> cancel) {
   std::lock_guard<std::mutex> lock(mu_);
   resume_ = std::move(resume);

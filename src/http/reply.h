@@ -30,6 +30,10 @@
 
 namespace etcdq::http {
 
+// The reason phrase of an HTTP/1.1 status line for the statuses etcdq's
+// HTTP answers use ("Internal Server Error" for any other).
+const char* reason_phrase(int status);
+
 class Reply {
  public:
   static constexpr size_t kMaxBuffered = 1 << 20;

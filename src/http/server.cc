@@ -12,6 +12,7 @@
 #include "http/connections.h"
 #include "http/gateway.h"
 #include "http/health.h"
+#include "http/reply.h"
 #include "http/timer.h"
 
 namespace etcdq::http {
@@ -77,15 +78,6 @@ class MemoryStream final : public httplib::Stream {
   size_t pos_ = 0;
 };
 
-const char* reason_of(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 405: return "Method Not Allowed";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-  }
-}
-
 // etcd counts its /health answers (etcdhttp's health handler).
 prometheus::Counter& health_counter(bool ok) {
   static prometheus::Counter& success =
@@ -144,7 +136,7 @@ size_t serve_health(const HealthSource& src, const std::string& in, bool last, s
   bool keep_after = *keep_open;
   auto render = [head, is_health, keep_after](const HealthAnswer& a) {
     if (is_health && a.status != 405) health_counter(a.status == 200).Increment();
-    std::string r = "HTTP/1.1 " + std::to_string(a.status) + " " + reason_of(a.status) + "\r\n";
+    std::string r = "HTTP/1.1 " + std::to_string(a.status) + " " + reason_phrase(a.status) + "\r\n";
     r += "Content-Type: " + a.content_type + "\r\n";
     r += "Content-Length: " + std::to_string(a.body.size()) + "\r\n";
     if (a.allow_get_header) r += "Allow: GET\r\n";

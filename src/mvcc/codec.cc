@@ -3,7 +3,6 @@
 #include <cstring>
 
 namespace etcdq::mvcc {
-namespace {
 
 void put_be64(std::string* out, uint64_t v) {
   char b[8];
@@ -19,6 +18,8 @@ uint64_t get_be64(const char* p) {
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
   return v;
 }
+
+namespace {
 
 void put_le64(std::string* out, int64_t v) {
   char b[8];

@@ -10,10 +10,6 @@
 namespace etcdq::mvcc {
 namespace {
 
-void put_be64(std::string* out, uint64_t v) {
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
 bool is_put(std::string_view record) {
   return !record.empty() && static_cast<RecordType>(record[0]) == RecordType::kPut;
 }

@@ -16,11 +16,11 @@
 namespace etcdq::server {
 namespace {
 
-constexpr size_t kChunkBytes = 1 << 20;
+constexpr size_t kSnapshotChunkBytes = 1 << 20;
 
 // A receiver that takes no chunk for this long is cut off, so that a stalled
 // (or hostile) caller cannot hold one of the kMaxSnapshotSenders for good.
-constexpr std::chrono::seconds kSendStallLimit{30};
+constexpr std::chrono::seconds kReceiverStallLimit{30};
 
 class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
  public:
@@ -29,7 +29,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   // and libraft retries the snapshot later).
   SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, uint64_t index,
                  std::shared_ptr<std::atomic<int>> senders, int limit)
-      : BlockingWriter(call, kSendStallLimit), ctx_(ctx), index_(index), senders_(std::move(senders)) {
+      : BlockingWriter(call, kReceiverStallLimit), ctx_(ctx), index_(index), senders_(std::move(senders)) {
     if (senders_->fetch_add(1) >= limit) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many snapshot transfers at once"));
       return;
@@ -50,7 +50,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
       p->set_key(key.data(), key.size());
       p->set_value(value.data(), value.size());
       bytes += key.size() + value.size() + 8;
-      if (bytes < kChunkBytes) return {};
+      if (bytes < kSnapshotChunkBytes) return {};
       if (!send(&chunk_)) {
         gone = true;
         return Error(Code::kCancelled, "the receiver went away");

@@ -12,8 +12,6 @@ namespace {
 
 constexpr std::string_view kPrefix = "snap-";
 
-const char* const kCfNames[kCfCount] = {"default", "latest", "history", "revlog"};
-
 std::vector<uint64_t> kept_indexes(const std::string& root) {
   std::vector<uint64_t> out;
   std::error_code ec;

@@ -31,9 +31,6 @@ prometheus::Histogram& commit_seconds() {
 
 constexpr uint64_t kMaxWalBytes = 96 << 20;
 
-const char* const kCfNames[kCfCount] = {rocksdb::kDefaultColumnFamilyName.c_str(), "latest",
-                                        "history", "revlog"};
-
 rocksdb::ColumnFamilyOptions cf_options(Cf c, const std::shared_ptr<rocksdb::Cache>& cache) {
   rocksdb::ColumnFamilyOptions o;
   rocksdb::BlockBasedTableOptions t;

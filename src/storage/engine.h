@@ -33,6 +33,9 @@ enum class Cf : int {
   kRevlog = 3,   // every change in revision order: revision -> (type, user key)
 };
 inline constexpr int kCfCount = 4;
+// Their names in RocksDB's manifest, by Cf ("default" is RocksDB's
+// kDefaultColumnFamilyName, which kMeta uses).
+inline constexpr const char* kCfNames[kCfCount] = {"default", "latest", "history", "revlog"};
 
 class Batch;
 class IndexedBatch;

@@ -20,20 +20,20 @@ std::string put_command(const std::string& key) {
   return c.SerializeAsString();
 }
 
-std::string framed(const std::string& bytes) {
+std::string framed_entry(const std::string& bytes) {
   std::string out;
   apply::append_framed(&out, bytes);
   return out;
 }
 
 TEST(EntryFraming, ForwardedCommandIsAcceptedWhenItIsOneFrame) {
-  EXPECT_TRUE(apply::well_framed_command(framed(put_command("a"))));
+  EXPECT_TRUE(apply::well_framed_command(framed_entry(put_command("a"))));
 }
 
 // A frame that claims more bytes than it has would swallow the commands
 // packed after it, or leave a truncated entry that stops every member.
 TEST(EntryFraming, ForwardedFrameLongerThanItsBytesIsRefused) {
-  std::string f = framed(put_command("a"));
+  std::string f = framed_entry(put_command("a"));
   f.pop_back();
   EXPECT_FALSE(apply::well_framed_command(f));
 }
@@ -45,18 +45,18 @@ TEST(EntryFraming, ForwardedEmptyFrameIsRefused) {
 }
 
 TEST(EntryFraming, ForwardedFrameWithTrailingBytesIsRefused) {
-  EXPECT_FALSE(apply::well_framed_command(framed(put_command("a")) + framed(put_command("b"))));
-  EXPECT_FALSE(apply::well_framed_command(framed(put_command("a")) + "x"));
+  EXPECT_FALSE(apply::well_framed_command(framed_entry(put_command("a")) + framed_entry(put_command("b"))));
+  EXPECT_FALSE(apply::well_framed_command(framed_entry(put_command("a")) + "x"));
 }
 
 TEST(EntryFraming, ForwardedFrameThatDoesNotDecodeIsRefused) {
-  EXPECT_FALSE(apply::well_framed_command(framed("\xff\xff\xff")));
+  EXPECT_FALSE(apply::well_framed_command(framed_entry("\xff\xff\xff")));
 }
 
 // What the leader does with accepted forwarded commands: packs them back to
 // back and pads the entry; every member reads the same commands back.
 TEST(EntryFraming, PackedForwardedCommandsReadBackInOrder) {
-  std::string entry = framed(put_command("a")) + framed(put_command("b"));
+  std::string entry = framed_entry(put_command("a")) + framed_entry(put_command("b"));
   apply::pad_entry(&entry);
   ASSERT_EQ(entry.size() % 8, 0u);
   std::string_view rest = entry;
