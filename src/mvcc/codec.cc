@@ -2,23 +2,9 @@
 
 #include <cstring>
 
+#include "common/big_endian.h"
+
 namespace etcdq::mvcc {
-
-void put_be64(std::string* out, uint64_t v) {
-  char b[8];
-  for (int i = 7; i >= 0; --i) {
-    b[i] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-  out->append(b, 8);
-}
-
-uint64_t get_be64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
 namespace {
 
 void put_le64(std::string* out, int64_t v) {

@@ -57,9 +57,4 @@ inline constexpr std::string_view kMetaCompactFinished = "compact_finished";
 std::string encode_i64(int64_t v);
 int64_t decode_i64(std::string_view s);
 
-// Big-endian 64-bit integers, the order in which keys sort by number.
-// get_be64 reads 8 bytes at p.
-void put_be64(std::string* out, uint64_t v);
-uint64_t get_be64(const char* p);
-
 }  // namespace etcdq::mvcc

@@ -4,6 +4,7 @@
 #include <climits>
 #include <vector>
 
+#include "common/big_endian.h"
 #include "common/crc32c.h"
 #include "etcd/api/mvccpb/kv.pb.h"
 

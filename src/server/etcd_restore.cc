@@ -14,6 +14,7 @@
 #include "auth/store.h"
 #include "bbolt/reader.h"
 #include "bbolt/snapshot_file.h"
+#include "common/big_endian.h"
 #include "etcd/api/mvccpb/kv.pb.h"
 #include "member/identity.h"
 #include "mvcc/codec.h"
@@ -29,12 +30,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kBatchBytes = 4 << 20;
 
-uint64_t be64(std::string_view b) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(b[i]);
-  return v;
-}
-
 Error corrupt(const std::string& path, const std::string& what) {
   return Error(Code::kDataLoss, "snapshot " + path + " is corrupt: " + what);
 }
@@ -43,8 +38,8 @@ Error corrupt(const std::string& path, const std::string& what) {
 bool parse_revision_key(std::string_view k, mvcc::Revision* r, bool* tombstone) {
   if ((k.size() != 17 && k.size() != 18) || k[8] != '_') return false;
   if (k.size() == 18 && k[17] != 't') return false;
-  r->main = static_cast<int64_t>(be64(k.substr(0, 8)));
-  r->sub = static_cast<int64_t>(be64(k.substr(9, 8)));
+  r->main = static_cast<int64_t>(get_be64(k.data()));
+  r->sub = static_cast<int64_t>(get_be64(k.data() + 9));
   *tombstone = k.size() == 18;
   return r->main >= 0 && r->sub >= 0;
 }
@@ -199,7 +194,7 @@ Error copy_leases(const bbolt::Reader& r, const std::string& path, storage::Engi
   BatchWriter w(engine);
   Error e = r.for_each({"lease"}, [&](std::string_view k, std::string_view v) -> Error {
     int64_t id = 0, ttl = 0;
-    if (k.size() != 8 || !parse_lease(v, &id, &ttl) || id != static_cast<int64_t>(be64(k))) {
+    if (k.size() != 8 || !parse_lease(v, &id, &ttl) || id != static_cast<int64_t>(get_be64(k.data()))) {
       return corrupt(path, "a lease bucket entry is not a leasepb.Lease");
     }
     w.batch().put(storage::Cf::kMeta, mvcc::lease_table_key(id), mvcc::encode_i64(ttl));

@@ -6,6 +6,7 @@
 
 #include "bbolt/snapshot_file.h"
 #include "bbolt/writer.h"
+#include "common/big_endian.h"
 #include "common/crc32c.h"
 #include "mvcc/codec.h"
 #include "mvcc/etcd_keys.h"
@@ -13,10 +14,6 @@
 
 namespace etcdq::server {
 namespace {
-
-void put_be64(std::string* out, uint64_t v) {
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
 
 void put_varint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
