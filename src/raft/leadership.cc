@@ -20,6 +20,8 @@ void Node::Impl::tick_hook(struct raft_io* io) {
 
 void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
   Impl* self = of(io);
+  // Only members: the map must not grow with ids a peer makes up.
+  if (self->index_of(msg->server_id) >= 0) self->last_heard[msg->server_id] = SteadyClock::now();
   self->libraft_recv(io, msg);
   self->refresh_leader();
 }
@@ -90,6 +92,7 @@ void Node::Impl::note_role(bool leading) {
 
 void Node::Impl::update_progress() {
   Progress p;
+  auto now = SteadyClock::now();
   p.term = raft.current_term;
   LeaderView v = leader_view();
   bool leading = v.leading;
@@ -114,7 +117,7 @@ void Node::Impl::update_progress() {
       m.reachable = true;
     } else if (p.is_leader && raft.leader_state.progress != nullptr) {
       m.match_index = raft.leader_state.progress[i].match_index;
-      m.reachable = raft.leader_state.progress[i].recent_recv;
+      m.reachable = heard_recently(srv.id, now);
     }
     ms.push_back(std::move(m));
   }

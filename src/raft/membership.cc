@@ -12,12 +12,18 @@ int Node::Impl::index_of(raft_id id) const {
 }
 
 // Voters that heard from us within an election timeout, us included.
+bool Node::Impl::heard_recently(raft_id id, SteadyClock::time_point now) const {
+  auto it = last_heard.find(id);
+  return it != last_heard.end() && now - it->second <= std::chrono::milliseconds(opts->election_ms);
+}
+
 unsigned Node::Impl::reachable_voters(raft_id except) const {
+  auto now = SteadyClock::now();
   unsigned n = 0;
   for (unsigned i = 0; i < raft.configuration.n; ++i) {
     const auto& srv = raft.configuration.servers[i];
     if (srv.role != RAFT_VOTER || srv.id == except) continue;
-    if (srv.id == raft.id || raft.leader_state.progress[i].recent_recv) ++n;
+    if (srv.id == raft.id || heard_recently(srv.id, now)) ++n;
   }
   return n;
 }
@@ -156,7 +162,8 @@ void Node::Impl::remove_member(raft_id id, std::function<void(Error)> done) {
   if (i < 0) return done(errors::member_not_found());
   if (raft.configuration.servers[i].role == RAFT_VOTER && opts->strict_reconfig_check) {
     unsigned voters = count_role(RAFT_VOTER) - 1;
-    if (voters == 0 || reachable_voters(id) < voters / 2 + 1) return done(errors::not_enough_started());
+    // etcd's mayRemoveMember: too few of the others connected is ErrUnhealthy.
+    if (voters == 0 || reachable_voters(id) < voters / 2 + 1) return done(errors::unhealthy());
   }
   if (id != raft.id) {
     // The removed member stops getting the log, so it would never see

@@ -204,6 +204,11 @@ struct Node::Impl {
   // the promotion is retried (once a second) until it is a voter.
   std::set<raft_id> want_voter;
   SteadyClock::time_point next_promotion_try{};
+  // When a message from each member last arrived (recv_hook). libraft's own
+  // recent_recv flag is cleared every election timeout, so right after a
+  // clear every follower looks silent; this does not.
+  std::map<raft_id, SteadyClock::time_point> last_heard;
+  bool heard_recently(raft_id id, SteadyClock::time_point now) const;
   bool promoting = false;
   struct ChangeReq {
     struct raft_change req;

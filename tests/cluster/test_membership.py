@@ -30,8 +30,8 @@ from cluster import (NOT_IN_SYNC, ClusterTestCase, Writer, is_reference_etcd, ma
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 # Under AddressSanitizer a busy follower can go more than an election timeout
 # of 500 ms without answering the leader, which then counts it as not
-# started and refuses the removal ("not enough started members"; seen on a
-# quiet 2-core machine). Sanitizer builds get a longer election timeout.
+# connected and refuses the removal ("unhealthy cluster"; seen on a quiet
+# 2-core machine). Sanitizer builds get a longer election timeout.
 if sanitized():
     HEARTBEAT_MS, ELECTION_MS = 100, 2000
 SNAPSHOT_COUNT = 100
