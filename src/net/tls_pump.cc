@@ -17,18 +17,20 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "net/h2_guard.h"
 #include "net/mux.h"
 
 namespace etcdq::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kPrefaceBytes = 24;  // HTTP/2's client preface (net/mux.h)
+constexpr size_t kPrefaceBytes = H2Guard::kPrefaceBytes;  // enough to route by (net/mux.h)
 constexpr uint64_t kWakeTag = 0;
 
 // Process-wide (every pump): route fd -> (owner key, CN) of the live
@@ -92,6 +94,11 @@ struct TlsPump::Impl {
     std::unique_ptr<char[]> in{new char[kBufferBytes]};
     std::unique_ptr<char[]> out{new char[kBufferBytes]};
     size_t in_off = 0, in_len = 0, out_off = 0, out_len = 0;
+    // An HTTP/2 client's connection: the guard passes in[0, in_ok) on.
+    std::unique_ptr<H2Guard> guard;
+    size_t in_ok = 0;
+    bool held = false;    // waiting in Worker::held for a reset token
+    bool warned = false;  // its first hold was logged
     bool tls_eof = false, plain_eof = false, plain_shut = false;
   };
 
@@ -111,6 +118,10 @@ struct TlsPump::Impl {
     std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
     std::list<uint64_t> handshaking;  // oldest first
     std::vector<uint64_t> ready;      // stopped after kBurst steps with more to do
+    // Stream resets let through by all of this thread's connections
+    // (net/h2_guard.h), and the connections waiting for one.
+    TokenBucket resets{H2Guard::kThreadBurst, H2Guard::kThreadPerSecond};
+    std::multimap<Clock::time_point, uint64_t> held;
     uint64_t next_id = 1;
     Clock::time_point log_second{};
     int logs_this_second = 0;
@@ -126,7 +137,7 @@ struct TlsPump::Impl {
     }
 
     void close_conn(Conn& c) {
-      if (c.ssl) SSL_free(c.ssl);
+      if (c.ssl) SSL_free(c.ssl);  // plaintext pumps have none
       if (c.tcp >= 0) ::close(c.tcp);
       if (c.plain >= 0) ::close(c.plain);
       if (!c.routed) handshaking.erase(c.waiting);
@@ -136,13 +147,18 @@ struct TlsPump::Impl {
 
     uint64_t owner_key(uint64_t id) const { return (reinterpret_cast<uintptr_t>(this) << 16) ^ id; }
 
-    void reject(Conn& c, const std::string& why) {
+    // At most kRejectLogsPerSecond warnings a second, per thread.
+    bool may_log() {
       auto now = Clock::now();
       if (now - log_second >= std::chrono::seconds(1)) {
         log_second = now;
         logs_this_second = 0;
       }
-      if (++logs_this_second > kRejectLogsPerSecond) return;
+      return ++logs_this_second <= kRejectLogsPerSecond;
+    }
+
+    void reject(Conn& c, const std::string& why) {
+      if (!may_log()) return;
       if (c.dialed) {
         spdlog::warn("TLS to the {} at {} failed: {}", owner->role, remote_address(c.tcp), why);
       } else {
@@ -169,6 +185,14 @@ struct TlsPump::Impl {
     }
 
     void add(int fd) {
+      if (!owner->context) {  // a plaintext pump: no handshake
+        auto conn = std::make_unique<Conn>();
+        conn->id = next_id++;
+        conn->tcp = fd;
+        conn->since = Clock::now();
+        start_handshake(std::move(conn));
+        return;
+      }
       SSL_CTX* ctx = owner->context->current();
       SSL* ssl = SSL_new(ctx);
       SSL_CTX_free(ctx);
@@ -220,6 +244,52 @@ struct TlsPump::Impl {
         }
       }
       start_handshake(std::move(conn));
+    }
+
+    // Reads from the client's side (TLS or plain): bytes read, 0 at its
+    // end, kWouldBlock, or kFailed.
+    static constexpr ssize_t kWouldBlock = -1, kFailed = -2;
+    static ssize_t wire_read(Conn& c, char* buf, size_t n) {
+      if (!c.ssl) {
+        ssize_t r = recv(c.tcp, buf, n, 0);
+        if (r >= 0) return r;
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? kWouldBlock : kFailed;
+      }
+      ERR_clear_error();
+      int r = SSL_read(c.ssl, buf, static_cast<int>(n));
+      if (r > 0) return r;
+      int err = SSL_get_error(c.ssl, r);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;
+      return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? kWouldBlock : kFailed;
+    }
+    static ssize_t wire_write(Conn& c, const char* buf, size_t n) {
+      if (!c.ssl) {
+        ssize_t w = send(c.tcp, buf, n, MSG_NOSIGNAL);
+        if (w >= 0) return w;
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? kWouldBlock : kFailed;
+      }
+      ERR_clear_error();
+      int w = SSL_write(c.ssl, buf, static_cast<int>(n));
+      if (w > 0) return w;
+      int err = SSL_get_error(c.ssl, w);
+      return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? kWouldBlock : kFailed;
+    }
+
+    // The guard holds the rest of c.in until `when`.
+    void hold(Conn& c, Clock::time_point when) {
+      if (!c.warned) {
+        c.warned = true;
+        warn(c, "it resets streams faster than " + std::to_string(static_cast<int>(H2Guard::kConnPerSecond)) +
+                    " a second (HTTP/2 rapid reset): reading it only as fast as that");
+      }
+      if (c.held) return;
+      c.held = true;
+      held.emplace(when, c.id);
+    }
+
+    void warn(Conn& c, const std::string& what) {
+      if (!may_log()) return;
+      spdlog::warn("{} connection from {}: {}", owner->role, remote_address(c.tcp), what);
     }
 
     // The handshake is done and `c.plain` is set: watch it beside the TLS
@@ -281,20 +351,22 @@ struct TlsPump::Impl {
     // Handshake, then route on the first plaintext bytes, then pump.
     void step(Conn& c) {
       if (!c.routed) {
-        ERR_clear_error();
-        int r = SSL_do_handshake(c.ssl);
-        if (r != 1) {
-          int err = SSL_get_error(c.ssl, r);
-          if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
-          reject(c, handshake_error(c, err));
-          close_conn(c);
-          return;
-        }
-        std::string refused = owner->context->check_identity(c.ssl);
-        if (!refused.empty()) {
-          reject(c, refused);
-          close_conn(c);
-          return;
+        if (c.ssl) {
+          ERR_clear_error();
+          int r = SSL_do_handshake(c.ssl);
+          if (r != 1) {
+            int err = SSL_get_error(c.ssl, r);
+            if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
+            reject(c, handshake_error(c, err));
+            close_conn(c);
+            return;
+          }
+          std::string refused = owner->context->check_identity(c.ssl);
+          if (!refused.empty()) {
+            reject(c, refused);
+            close_conn(c);
+            return;
+          }
         }
         if (c.dialed) {
           if (!start_routing(c)) return;
@@ -306,17 +378,21 @@ struct TlsPump::Impl {
           bool need_more = false;
           picked = classify(c, &need_more);
           if (!need_more) break;
-          ERR_clear_error();
-          int n = SSL_read(c.ssl, c.in.get() + c.in_len, static_cast<int>(kPrefaceBytes - c.in_len));
+          ssize_t n = wire_read(c, c.in.get() + c.in_len, kPrefaceBytes - c.in_len);
+          if (n == kWouldBlock) return;
           if (n <= 0) {
-            int err = SSL_get_error(c.ssl, n);
-            if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
             close_conn(c);
             return;
           }
           c.in_len += static_cast<size_t>(n);
         }
         const Route& route = *picked;
+        // What an HTTP/2 client sends is checked from its preface on.
+        if (picked == &owner->routes.http2) {
+          c.guard = std::make_unique<H2Guard>(&resets);
+        } else {
+          c.in_ok = c.in_len;
+        }
         int sv[2];
         if (!route || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
           close_conn(c);
@@ -328,7 +404,7 @@ struct TlsPump::Impl {
           return;
         }
         c.route_fd = sv[1];
-        owner->remember_name(sv[1], owner_key(c.id), common_name_of(c.ssl));
+        if (c.ssl) owner->remember_name(sv[1], owner_key(c.id), common_name_of(c.ssl));
         {
           // After stop_routing() the servers may be gone.
           std::lock_guard<std::mutex> lock(owner->route_mu);
@@ -349,28 +425,37 @@ struct TlsPump::Impl {
       for (int round = 0; round < kBurst; ++round) {
         bool progress = false;
         if (!c.tls_eof && c.in_len == 0) {
-          ERR_clear_error();
-          int n = SSL_read(c.ssl, c.in.get(), static_cast<int>(kBufferBytes));
+          ssize_t n = wire_read(c, c.in.get(), kBufferBytes);
           if (n > 0) {
             c.in_off = 0;
             c.in_len = static_cast<size_t>(n);
+            c.in_ok = c.guard ? 0 : c.in_len;
             progress = true;
-          } else {
-            int err = SSL_get_error(c.ssl, n);
-            if (err == SSL_ERROR_ZERO_RETURN) {
-              c.tls_eof = true;
-              progress = true;
-            } else if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-              close_conn(c);
-              return;
-            }
+          } else if (n == 0) {
+            c.tls_eof = true;
+            progress = true;
+          } else if (n == kFailed) {
+            close_conn(c);
+            return;
           }
         }
-        if (c.in_off < c.in_len) {
-          ssize_t w = send(c.plain, c.in.get() + c.in_off, c.in_len - c.in_off, MSG_NOSIGNAL);
+        if (c.in_ok < c.in_len && !c.held) {
+          auto now = Clock::now();
+          Clock::time_point resume;
+          c.in_ok += c.guard->admit(c.in.get() + c.in_ok, c.in_len - c.in_ok, now, &resume);
+          if (c.guard->refused()) {
+            warn(c, "closed: it opened " + std::to_string(H2Guard::kStreamsBeforeSettingsAck) +
+                        " streams without acknowledging the server's HTTP/2 settings");
+            close_conn(c);
+            return;
+          }
+          if (c.in_ok < c.in_len) hold(c, resume);
+        }
+        if (c.in_off < c.in_ok) {
+          ssize_t w = send(c.plain, c.in.get() + c.in_off, c.in_ok - c.in_off, MSG_NOSIGNAL);
           if (w > 0) {
             c.in_off += static_cast<size_t>(w);
-            if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
+            if (c.in_off == c.in_len) c.in_off = c.in_len = c.in_ok = 0;
             progress = true;
           } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             close_conn(c);
@@ -396,24 +481,20 @@ struct TlsPump::Impl {
           }
         }
         if (c.out_off < c.out_len) {
-          ERR_clear_error();
-          int n = SSL_write(c.ssl, c.out.get() + c.out_off, static_cast<int>(c.out_len - c.out_off));
+          ssize_t n = wire_write(c, c.out.get() + c.out_off, c.out_len - c.out_off);
           if (n > 0) {
             c.out_off += static_cast<size_t>(n);
             if (c.out_off == c.out_len) c.out_off = c.out_len = 0;
             progress = true;
-          } else {
-            int err = SSL_get_error(c.ssl, n);
-            if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-              close_conn(c);
-              return;
-            }
+          } else if (n == kFailed) {
+            close_conn(c);
+            return;
           }
         }
         // The server closed its end and everything it wrote went out.
         if (c.plain_eof && c.out_len == 0) {
           ERR_clear_error();
-          SSL_shutdown(c.ssl);  // close_notify, best effort
+          if (c.ssl) SSL_shutdown(c.ssl);  // close_notify, best effort
           close_conn(c);
           return;
         }
@@ -435,7 +516,14 @@ struct TlsPump::Impl {
     void loop() {
       epoll_event events[64];
       while (!owner->stop_requested.load()) {
-        int n = epoll_wait(epoll, events, 64, ready.empty() ? 1000 : 0);
+        int timeout_ms = 1000;
+        if (!ready.empty()) {
+          timeout_ms = 0;
+        } else if (!held.empty()) {
+          auto wait = std::chrono::ceil<std::chrono::milliseconds>(held.begin()->first - Clock::now());
+          timeout_ms = static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 1000));
+        }
+        int n = epoll_wait(epoll, events, 64, timeout_ms);
         if (n < 0 && errno != EINTR) {
           spdlog::error("{} TLS pump: epoll_wait failed: {}", owner->role, std::strerror(errno));
           return;
@@ -462,6 +550,15 @@ struct TlsPump::Impl {
           }
           auto it = conns.find(id);
           if (it != conns.end()) step(*it->second);
+        }
+        auto now = Clock::now();
+        while (!held.empty() && held.begin()->first <= now) {
+          uint64_t id = held.begin()->second;
+          held.erase(held.begin());
+          auto it = conns.find(id);
+          if (it == conns.end()) continue;
+          it->second->held = false;
+          step(*it->second);
         }
         std::vector<uint64_t> again;
         again.swap(ready);
@@ -543,7 +640,7 @@ void TlsPump::adopt(int fd) {
 }
 
 void TlsPump::dial(int tcp, int plain, const std::string& host) {
-  if (!impl_->started || impl_->stop_requested.load() || !impl_->context->options().dial) {
+  if (!impl_->started || impl_->stop_requested.load() || !impl_->context || !impl_->context->options().dial) {
     ::close(tcp);
     ::close(plain);
     return;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "server/peer_service.h"
+#include "server/server.h"
 
 namespace etcdq::server {
 
@@ -23,6 +24,7 @@ Error PeerServer::start() {
   grpc::ServerBuilder b;
   b.SetMaxReceiveMessageSize(static_cast<int>(ctx_->limits.max_request_bytes + kPeerOverheadBytes));
   b.SetMaxSendMessageSize(INT32_MAX);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
   b.RegisterService(&services_->peer);
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the peer server");

@@ -1,0 +1,78 @@
+#include "net/h2_guard.h"
+
+#include <algorithm>
+
+namespace etcdq::net {
+
+void TokenBucket::refill(Clock::time_point now) {
+  if (last_ == Clock::time_point{}) last_ = now;
+  if (now <= last_) return;
+  double seconds = std::chrono::duration<double>(now - last_).count();
+  tokens_ = std::min(burst_, tokens_ + seconds * per_second_);
+  last_ = now;
+}
+
+bool TokenBucket::take(Clock::time_point now) {
+  refill(now);
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+void TokenBucket::give_back() { tokens_ = std::min(burst_, tokens_ + 1); }
+
+TokenBucket::Clock::time_point TokenBucket::next_token(Clock::time_point now) {
+  refill(now);
+  if (tokens_ >= 1) return now;
+  auto wait = std::chrono::duration<double>((1 - tokens_) / per_second_);
+  return now + std::chrono::ceil<Clock::duration>(wait);
+}
+
+size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at) {
+  if (refused_) return 0;
+  size_t i = 0;
+  while (i < n) {
+    if (preface_left_ > 0) {
+      size_t k = std::min(preface_left_, n - i);
+      preface_left_ -= k;
+      i += k;
+      continue;
+    }
+    if (payload_left_ > 0) {
+      size_t k = static_cast<size_t>(std::min<uint64_t>(payload_left_, n - i));
+      payload_left_ -= k;
+      i += k;
+      continue;
+    }
+    // A frame header's last byte completes it: a RST_STREAM waits there
+    // for its tokens, so nothing of it past that reaches the server.
+    if (header_len_ == kFrameHeaderBytes - 1 && static_cast<uint8_t>(header_[3]) == kRstStream) {
+      if (!conn_.take(now)) {
+        *resume_at = conn_.next_token(now);
+        ++holds_;
+        return i;
+      }
+      if (!thread_->take(now)) {
+        conn_.give_back();
+        *resume_at = thread_->next_token(now);
+        ++holds_;
+        return i;
+      }
+      ++resets_;
+    }
+    if (header_len_ == kFrameHeaderBytes - 1 && !settings_acked_ && header_[3] == kHeaders &&
+        ++headers_ > kStreamsBeforeSettingsAck) {
+      refused_ = true;
+      return i;
+    }
+    header_[header_len_++] = static_cast<uint8_t>(data[i++]);
+    if (header_len_ == kFrameHeaderBytes) {
+      payload_left_ = (uint64_t{header_[0]} << 16) | (uint64_t{header_[1]} << 8) | header_[2];
+      if (header_[3] == kSettings && (header_[4] & kAckFlag)) settings_acked_ = true;
+      header_len_ = 0;
+    }
+  }
+  return n;
+}
+
+}  // namespace etcdq::net

@@ -1,0 +1,107 @@
+// Paces the HTTP/2 stream resets a client sends, before gRPC reads them
+// (CVE-2023-44487, "rapid reset").
+//
+// Why here: a client that opens a stream and resets it at once (HEADERS,
+// then RST_STREAM) costs it two small frames, while gRPC 1.51 (Debian's;
+// the fix came in 1.56.3) creates a call for each and cancels it on its
+// executor threads, about ten times slower than one connection can send
+// them. The calls wait in gRPC's queues: 100k resets on one connection
+// grew a member by 1.4 GB, and more would have grown it until the kernel
+// killed it. gRPC 1.51 has no setting that bounds this (max concurrent
+// streams does not count a reset stream, nor does a resource quota), so
+// every HTTP/2 connection of a client or peer URL is pumped through
+// net/tls_pump.h (plaintext too) and this guard sees what the client sends.
+//
+// What it does: each RST_STREAM frame takes a token from the connection's
+// bucket and one from the pump thread's (shared by its connections). With
+// none left, the frame is held (and so is everything after it): the pump
+// stops reading that connection until a token is due, and TCP's flow
+// control stops the client. So resets reach gRPC at a rate it keeps up
+// with, however many connections send them, and a connection that does
+// not reset streams never waits. Nothing is closed: clients that cancel
+// many calls at once (clientv3 cancels a context's calls with RST_STREAM)
+// are slowed, not cut off. The buckets' sizes are kConnBurst/kConnPerSecond
+// and kThreadBurst/kThreadPerSecond below (nghttp2's rapid-reset defaults
+// are 1000 and 33 a second a connection).
+//
+// It also refuses a client that opens more than kStreamsBeforeSettingsAck
+// streams before it acknowledged the server's SETTINGS: gRPC enforces its
+// limit on concurrent streams (server/server.h kMaxConcurrentStreams) only
+// once the client acknowledged it, so a client that never does could keep
+// any number of streams open (100k grew a member by 2 GB). Every HTTP/2
+// client acknowledges at once (RFC 9113 section 6.5.3); the pump closes a
+// refused connection.
+//
+// Framing (RFC 9113 section 4.1): the client's 24-byte connection preface,
+// then frames of a 9-byte header (length 24 bits, type, flags, stream id)
+// and `length` bytes of payload. The guard reads headers only and skips
+// payloads; it judges nothing else (gRPC answers malformed frames).
+//
+// Thread-safety: none; one guard a connection, used on its pump thread,
+// with that thread's shared bucket.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace etcdq::net {
+
+// Tokens that come back at `per_second`, at most `burst` saved up.
+class TokenBucket {
+ public:
+  using Clock = std::chrono::steady_clock;
+  TokenBucket(double burst, double per_second) : burst_(burst), per_second_(per_second), tokens_(burst) {}
+  // Takes one token if there is one.
+  bool take(Clock::time_point now);
+  // Gives back one token taken by take() (capped at the burst).
+  void give_back();
+  // When the next token is due (now if there is one).
+  Clock::time_point next_token(Clock::time_point now);
+
+ private:
+  void refill(Clock::time_point now);
+  double burst_, per_second_, tokens_;
+  Clock::time_point last_{};
+};
+
+class H2Guard {
+ public:
+  using Clock = TokenBucket::Clock;
+  static constexpr size_t kPrefaceBytes = 24;
+  static constexpr size_t kFrameHeaderBytes = 9;
+  static constexpr uint8_t kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4, kAckFlag = 0x1;
+  static constexpr uint64_t kStreamsBeforeSettingsAck = 1000;
+  static constexpr double kConnBurst = 1000, kConnPerSecond = 100;
+  static constexpr double kThreadBurst = 2000, kThreadPerSecond = 1000;
+
+  explicit H2Guard(TokenBucket* thread_bucket) : thread_(thread_bucket) {}
+
+  // How many of the next `n` bytes the client sent (from the connection's
+  // first byte on) may go to the server now. Fewer than `n` when a
+  // RST_STREAM frame has no token: its header's last byte and what follows
+  // wait, and *resume_at says when to offer them again. Fewer, and
+  // refused() true, when the connection must be closed.
+  // (A held frame may have its payload partly passed only when offered
+  // again; a frame's payload is never inspected.)
+  size_t admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at);
+
+  // The client opened kStreamsBeforeSettingsAck streams without having
+  // acknowledged the server's SETTINGS: close the connection.
+  bool refused() const { return refused_; }
+  uint64_t resets() const { return resets_; }  // RST_STREAM frames let through
+  uint64_t holds() const { return holds_; }    // times admit() held a frame
+
+ private:
+  TokenBucket* thread_;
+  TokenBucket conn_{kConnBurst, kConnPerSecond};
+  size_t preface_left_ = kPrefaceBytes;
+  uint8_t header_[kFrameHeaderBytes] = {};
+  size_t header_len_ = 0;
+  uint64_t payload_left_ = 0;
+  uint64_t resets_ = 0, holds_ = 0;
+  uint64_t headers_ = 0;  // HEADERS frames, counted until the first SETTINGS ack
+  bool settings_acked_ = false, refused_ = false;
+};
+
+}  // namespace etcdq::net

@@ -1,0 +1,147 @@
+// net::H2Guard: the pacing of the stream resets an HTTP/2 client sends
+// (rapid reset), on byte streams built frame by frame.
+#include "net/h2_guard.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+namespace etcdq::net {
+namespace {
+
+using Clock = H2Guard::Clock;
+using std::chrono::milliseconds;
+
+const std::string kPreface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+
+std::string frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+  std::string f;
+  size_t n = payload.size();
+  f += static_cast<char>((n >> 16) & 0xff);
+  f += static_cast<char>((n >> 8) & 0xff);
+  f += static_cast<char>(n & 0xff);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  f += static_cast<char>((stream >> 24) & 0x7f);
+  f += static_cast<char>((stream >> 16) & 0xff);
+  f += static_cast<char>((stream >> 8) & 0xff);
+  f += static_cast<char>(stream & 0xff);
+  return f + payload;
+}
+
+std::string settings_ack() { return frame(H2Guard::kSettings, H2Guard::kAckFlag, 0, ""); }
+std::string reset(uint32_t stream) { return frame(H2Guard::kRstStream, 0, stream, std::string("\0\0\0\x08", 4)); }
+// A HEADERS frame whose payload holds bytes that look like a RST_STREAM
+// frame: the guard must skip payloads, not read frames in them.
+std::string headers(uint32_t stream) { return frame(0x1, 0x4, stream, reset(stream) + reset(stream)); }
+
+TEST(H2Guard, LetsEverythingThroughWhileTheBurstLasts) {
+  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&thread_bucket);
+  std::string in = kPreface + frame(0x4, 0, 0, "");
+  for (uint32_t s = 1; s < 2 * 500; s += 2) in += headers(s) + reset(s);
+  Clock::time_point resume{};
+  auto now = Clock::now();
+  EXPECT_EQ(g.admit(in.data(), in.size(), now, &resume), in.size());
+  EXPECT_EQ(g.resets(), 500u);
+  EXPECT_EQ(g.holds(), 0u);
+}
+
+TEST(H2Guard, HoldsTheResetPastTheConnectionsBurstUntilItsTokenIsDue) {
+  TokenBucket thread_bucket(1e9, 1e9);
+  H2Guard g(&thread_bucket);
+  std::string in = kPreface + settings_ack();
+  size_t burst = static_cast<size_t>(H2Guard::kConnBurst);
+  for (uint32_t i = 0; i < burst; ++i) in += headers(2 * i + 1) + reset(2 * i + 1);
+  size_t allowed = in.size();
+  std::string next = headers(2 * burst + 1) + reset(2 * burst + 1);
+  in += next + frame(0x0, 0x1, 3, "data after");
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  size_t n = g.admit(in.data(), in.size(), now, &resume);
+  // Up to the held frame's header but its last byte.
+  EXPECT_EQ(n, allowed + headers(1).size() + H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_EQ(g.resets(), burst);
+  EXPECT_EQ(g.holds(), 1u);
+  auto wait = resume - now;
+  EXPECT_GT(wait, milliseconds(0));
+  EXPECT_LE(wait, milliseconds(1000 / static_cast<int>(H2Guard::kConnPerSecond) + 1));
+  // Too early: still held, nothing more passes.
+  Clock::time_point again{};
+  EXPECT_EQ(g.admit(in.data() + n, in.size() - n, now, &again), 0u);
+  // Once due, the rest goes, split anywhere.
+  size_t rest = in.size() - n;
+  EXPECT_EQ(g.admit(in.data() + n, 1, resume, &again), 1u);
+  EXPECT_EQ(g.admit(in.data() + n + 1, rest - 1, resume, &again), rest - 1);
+  EXPECT_EQ(g.resets(), burst + 1);
+}
+
+TEST(H2Guard, TheThreadsBucketBoundsManyConnectionsTogether) {
+  TokenBucket thread_bucket(10, 10);
+  H2Guard a(&thread_bucket), b(&thread_bucket);
+  std::string in = kPreface;
+  for (uint32_t s = 1; s < 2 * 8; s += 2) in += reset(s);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  EXPECT_EQ(a.admit(in.data(), in.size(), now, &resume), in.size());  // 8 of the 10
+  size_t n = b.admit(in.data(), in.size(), now, &resume);
+  EXPECT_EQ(b.resets(), 2u);
+  EXPECT_EQ(n, kPreface.size() + 2 * reset(1).size() + H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_EQ(resume - now, milliseconds(100));
+  // The connection's own token is not lost when the thread's is missing.
+  Clock::time_point later = now + std::chrono::seconds(10);
+  EXPECT_EQ(b.admit(in.data() + n, in.size() - n, later, &resume), in.size() - n);
+  EXPECT_EQ(b.resets(), 8u);
+}
+
+TEST(H2Guard, LargeFramesAndByteAtATimeInputAreFramedAlike) {
+  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&thread_bucket);
+  std::string big(70000, '\x03');  // a DATA payload of RST_STREAM type bytes
+  std::string in = kPreface + frame(0x0, 0, 1, big) + reset(1) + frame(0x0, 0, 3, big.substr(0, 16384));
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(g.admit(in.data() + i, 1, now, &resume), 1u) << i;
+  EXPECT_EQ(g.resets(), 1u);
+}
+
+TEST(H2Guard, RefusesAClientThatOpensTooManyStreamsBeforeAcknowledgingTheSettings) {
+  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&thread_bucket);
+  std::string in = kPreface;
+  for (uint32_t i = 0; i < H2Guard::kStreamsBeforeSettingsAck; ++i) in += headers(2 * i + 1);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  ASSERT_EQ(g.admit(in.data(), in.size(), now, &resume), in.size());
+  EXPECT_FALSE(g.refused());
+  std::string more = headers(2 * H2Guard::kStreamsBeforeSettingsAck + 1);
+  EXPECT_EQ(g.admit(more.data(), more.size(), now, &resume), H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_TRUE(g.refused());
+  EXPECT_EQ(g.admit(more.data(), more.size(), now, &resume), 0u);  // and stays refused
+
+  // Once the client acknowledged, gRPC's own limit applies: no count here.
+  H2Guard acked(&thread_bucket);
+  std::string in2 = kPreface + settings_ack();
+  for (uint32_t i = 0; i < 3 * H2Guard::kStreamsBeforeSettingsAck; ++i) in2 += headers(2 * i + 1);
+  EXPECT_EQ(acked.admit(in2.data(), in2.size(), now, &resume), in2.size());
+  EXPECT_FALSE(acked.refused());
+}
+
+TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
+  TokenBucket b(2, 4);
+  auto t = Clock::now();
+  EXPECT_TRUE(b.take(t));
+  EXPECT_TRUE(b.take(t));
+  EXPECT_FALSE(b.take(t));
+  EXPECT_EQ(b.next_token(t) - t, milliseconds(250));
+  EXPECT_TRUE(b.take(t + milliseconds(250)));
+  EXPECT_FALSE(b.take(t + milliseconds(250)));
+  auto much_later = t + std::chrono::hours(1);
+  EXPECT_TRUE(b.take(much_later));
+  EXPECT_TRUE(b.take(much_later));
+  EXPECT_FALSE(b.take(much_later));  // never more than the burst
+}
+
+}  // namespace
+}  // namespace etcdq::net
