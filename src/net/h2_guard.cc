@@ -19,6 +19,17 @@ bool TokenBucket::take(Clock::time_point now) {
   return true;
 }
 
+void TokenBucket::charge(Clock::time_point now) {
+  refill(now);
+  tokens_ = std::max(-burst_, tokens_ - 1);
+}
+
+TokenBucket::Clock::time_point TokenBucket::paid_at(Clock::time_point now) {
+  refill(now);
+  if (tokens_ >= 0) return now;
+  return now + std::chrono::ceil<Clock::duration>(std::chrono::duration<double>(-tokens_ / per_second_));
+}
+
 void TokenBucket::give_back() { tokens_ = std::min(burst_, tokens_ + 1); }
 
 TokenBucket::Clock::time_point TokenBucket::next_token(Clock::time_point now) {
@@ -60,10 +71,18 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
       }
       ++resets_;
     }
-    if (header_len_ == kFrameHeaderBytes - 1 && !settings_acked_ && header_[3] == kHeaders &&
-        ++headers_ > kStreamsBeforeSettingsAck) {
-      refused_ = true;
-      return i;
+    if (header_len_ == kFrameHeaderBytes - 1 && header_[3] == kHeaders) {
+      // Streams the server reset for this client are still being paid for.
+      auto paid = std::max(conn_.paid_at(now), thread_->paid_at(now));
+      if (paid > now) {
+        *resume_at = paid;
+        ++holds_;
+        return i;
+      }
+      if (!settings_acked_ && ++headers_ > kStreamsBeforeSettingsAck) {
+        refused_ = true;
+        return i;
+      }
     }
     header_[header_len_++] = static_cast<uint8_t>(data[i++]);
     if (header_len_ == kFrameHeaderBytes) {
@@ -73,6 +92,28 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
     }
   }
   return n;
+}
+
+void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
+  size_t i = 0;
+  while (i < n) {
+    if (out_payload_left_ > 0) {
+      size_t k = static_cast<size_t>(std::min<uint64_t>(out_payload_left_, n - i));
+      out_payload_left_ -= k;
+      i += k;
+      continue;
+    }
+    out_header_[out_header_len_++] = static_cast<uint8_t>(data[i++]);
+    if (out_header_len_ == kFrameHeaderBytes) {
+      out_payload_left_ = (uint64_t{out_header_[0]} << 16) | (uint64_t{out_header_[1]} << 8) | out_header_[2];
+      out_header_len_ = 0;
+      if (out_header_[3] == kRstStream) {
+        conn_.charge(now);
+        thread_->charge(now);
+        ++server_resets_;
+      }
+    }
+  }
 }
 
 }  // namespace etcdq::net

@@ -16,7 +16,12 @@
 // bucket and one from the pump thread's (shared by its connections). With
 // none left, the frame is held (and so is everything after it): the pump
 // stops reading that connection until a token is due, and TCP's flow
-// control stops the client. So resets reach gRPC at a rate it keeps up
+// control stops the client. A client can also make the server reset its
+// streams (a frame gRPC answers with RST_STREAM: PRIORITY of a bad length,
+// DATA after END_STREAM; "MadeYouReset", CVE-2025-8671), which costs gRPC
+// the same: each RST_STREAM the server sends is charged to the same
+// buckets (they may go into debt), and while either is in debt the
+// client's next HEADERS (a new stream) is held until it is paid. So resets reach gRPC at a rate it keeps up
 // with, however many connections send them, and a connection that does
 // not reset streams never waits. Nothing is closed: clients that cancel
 // many calls at once (clientv3 cancels a context's calls with RST_STREAM)
@@ -54,6 +59,11 @@ class TokenBucket {
   TokenBucket(double burst, double per_second) : burst_(burst), per_second_(per_second), tokens_(burst) {}
   // Takes one token if there is one.
   bool take(Clock::time_point now);
+  // Takes one token even if there is none: the bucket goes into debt, by
+  // at most `burst`.
+  void charge(Clock::time_point now);
+  // When the bucket is out of debt (now if it is not in debt).
+  Clock::time_point paid_at(Clock::time_point now);
   // Gives back one token taken by take() (capped at the burst).
   void give_back();
   // When the next token is due (now if there is one).
@@ -85,12 +95,16 @@ class H2Guard {
   // (A held frame may have its payload partly passed only when offered
   // again; a frame's payload is never inspected.)
   size_t admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at);
+  // The next `n` bytes the server sent to the client (from its first
+  // byte): its RST_STREAM frames are charged to the buckets.
+  void server_sent(const char* data, size_t n, Clock::time_point now);
 
   // The client opened kStreamsBeforeSettingsAck streams without having
   // acknowledged the server's SETTINGS: close the connection.
   bool refused() const { return refused_; }
   uint64_t resets() const { return resets_; }  // RST_STREAM frames let through
   uint64_t holds() const { return holds_; }    // times admit() held a frame
+  uint64_t server_resets() const { return server_resets_; }
 
  private:
   TokenBucket* thread_;
@@ -99,7 +113,11 @@ class H2Guard {
   uint8_t header_[kFrameHeaderBytes] = {};
   size_t header_len_ = 0;
   uint64_t payload_left_ = 0;
-  uint64_t resets_ = 0, holds_ = 0;
+  uint64_t resets_ = 0, holds_ = 0, server_resets_ = 0;
+  // The server's side: its frame header in progress and payload to skip.
+  uint8_t out_header_[kFrameHeaderBytes] = {};
+  size_t out_header_len_ = 0;
+  uint64_t out_payload_left_ = 0;
   uint64_t headers_ = 0;  // HEADERS frames, counted until the first SETTINGS ack
   bool settings_acked_ = false, refused_ = false;
 };

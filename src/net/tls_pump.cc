@@ -280,7 +280,7 @@ struct TlsPump::Impl {
       if (!c.warned) {
         c.warned = true;
         warn(c, "it resets streams faster than " + std::to_string(static_cast<int>(H2Guard::kConnPerSecond)) +
-                    " a second (HTTP/2 rapid reset): reading it only as fast as that");
+                    " a second, or makes the server reset them (HTTP/2 rapid reset): reading it only as fast as that");
       }
       if (c.held) return;
       c.held = true;
@@ -471,6 +471,7 @@ struct TlsPump::Impl {
           if (r > 0) {
             c.out_off = 0;
             c.out_len = static_cast<size_t>(r);
+            if (c.guard) c.guard->server_sent(c.out.get(), c.out_len, Clock::now());
             progress = true;
           } else if (r == 0) {
             c.plain_eof = true;

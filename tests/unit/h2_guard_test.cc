@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -126,6 +127,30 @@ TEST(H2Guard, RefusesAClientThatOpensTooManyStreamsBeforeAcknowledgingTheSetting
   for (uint32_t i = 0; i < 3 * H2Guard::kStreamsBeforeSettingsAck; ++i) in2 += headers(2 * i + 1);
   EXPECT_EQ(acked.admit(in2.data(), in2.size(), now, &resume), in2.size());
   EXPECT_FALSE(acked.refused());
+}
+
+TEST(H2Guard, ResetsTheServerSendsAreChargedAndHoldTheClientsNextStream) {
+  TokenBucket thread_bucket(1e9, 1e9);
+  H2Guard g(&thread_bucket);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  ASSERT_EQ(g.admit(hello.data(), hello.size(), now, &resume), hello.size());
+  // The server resets the connection's burst and 50 streams more (say the
+  // client sent PRIORITY frames of a bad length), in pieces of any size.
+  std::string out = frame(H2Guard::kSettings, 0, 0, "");
+  size_t burst = static_cast<size_t>(H2Guard::kConnBurst);
+  for (uint32_t i = 0; i < burst + 50; ++i) out += frame(0x1, 0x5, 2 * i + 1, "trailers") + reset(2 * i + 1);
+  for (size_t off = 0; off < out.size(); off += 7) g.server_sent(out.data() + off, std::min<size_t>(7, out.size() - off), now);
+  EXPECT_EQ(g.server_resets(), burst + 50);
+  // The next stream waits until the 50 are paid for; other frames do not.
+  std::string ping = frame(0x6, 0, 0, "12345678");
+  EXPECT_EQ(g.admit(ping.data(), ping.size(), now, &resume), ping.size());
+  std::string next = headers(2 * burst + 101);
+  EXPECT_EQ(g.admit(next.data(), next.size(), now, &resume), H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_EQ(resume - now, milliseconds(500));  // 50 at 100 a second
+  std::string rest = next.substr(H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_EQ(g.admit(rest.data(), rest.size(), resume, &resume), rest.size());
 }
 
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
