@@ -39,6 +39,14 @@ TokenBucket::Clock::time_point TokenBucket::next_token(Clock::time_point now) {
   return now + std::chrono::ceil<Clock::duration>(wait);
 }
 
+namespace {
+// The stream id of a frame header whose first 8 bytes are `h` and whose
+// last is `last` (RFC 9113 section 4.1: 31 bits, big-endian).
+uint32_t stream_of(const uint8_t* h, uint8_t last) {
+  return (uint32_t{h[5] & 0x7fu} << 24) | (uint32_t{h[6]} << 16) | (uint32_t{h[7]} << 8) | last;
+}
+}  // namespace
+
 size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at) {
   if (refused_) return 0;
   size_t i = 0;
@@ -55,33 +63,38 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
       i += k;
       continue;
     }
-    // A frame header's last byte completes it: a RST_STREAM waits there
-    // for its tokens, so nothing of it past that reaches the server.
-    if (header_len_ == kFrameHeaderBytes - 1 && static_cast<uint8_t>(header_[3]) == kRstStream) {
-      if (!conn_.take(now)) {
-        *resume_at = conn_.next_token(now);
-        ++holds_;
-        return i;
-      }
-      if (!thread_->take(now)) {
-        conn_.give_back();
-        *resume_at = thread_->next_token(now);
-        ++holds_;
-        return i;
-      }
-      ++resets_;
-    }
-    if (header_len_ == kFrameHeaderBytes - 1 && header_[3] == kHeaders) {
-      // Streams the server reset for this client are still being paid for.
-      auto paid = std::max(conn_.paid_at(now), thread_->paid_at(now));
-      if (paid > now) {
-        *resume_at = paid;
-        ++holds_;
-        return i;
-      }
-      if (!settings_acked_ && ++headers_ > kStreamsBeforeSettingsAck) {
-        refused_ = true;
-        return i;
+    // A frame header's last byte completes it: a frame that must wait
+    // waits there, so nothing of it past that reaches the server.
+    if (header_len_ == kFrameHeaderBytes - 1) {
+      uint8_t type = header_[3];
+      uint32_t stream = stream_of(header_, static_cast<uint8_t>(data[i]));
+      if (type == kRstStream && !forget_answered(stream)) {
+        // A stream the server has not answered: gRPC may not have
+        // started its call, and cancels it on its own threads.
+        if (!conn_.take(now)) {
+          *resume_at = conn_.next_token(now);
+          ++holds_;
+          return i;
+        }
+        if (!thread_->take(now)) {
+          conn_.give_back();
+          *resume_at = thread_->next_token(now);
+          ++holds_;
+          return i;
+        }
+        ++resets_;
+      } else if (type == kHeaders) {
+        // Streams the server reset for this client are still being paid for.
+        auto paid = std::max(conn_.paid_at(now), thread_->paid_at(now));
+        if (paid > now) {
+          *resume_at = paid;
+          ++holds_;
+          return i;
+        }
+        if (!settings_acked_ && ++headers_ > kStreamsBeforeSettingsAck) {
+          refused_ = true;
+          return i;
+        }
       }
     }
     header_[header_len_++] = static_cast<uint8_t>(data[i++]);
@@ -94,6 +107,15 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
   return n;
 }
 
+bool H2Guard::forget_answered(uint32_t stream) {
+  if (stream == 0) return false;
+  if (answered_.erase(stream) > 0) return true;
+  auto it = std::find(ended_.begin(), ended_.end(), stream);
+  if (it == ended_.end()) return false;
+  *it = 0;
+  return true;
+}
+
 void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
   size_t i = 0;
   while (i < n) {
@@ -104,14 +126,27 @@ void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
       continue;
     }
     out_header_[out_header_len_++] = static_cast<uint8_t>(data[i++]);
-    if (out_header_len_ == kFrameHeaderBytes) {
-      out_payload_left_ = (uint64_t{out_header_[0]} << 16) | (uint64_t{out_header_[1]} << 8) | out_header_[2];
-      out_header_len_ = 0;
-      if (out_header_[3] == kRstStream) {
+    if (out_header_len_ < kFrameHeaderBytes) continue;
+    out_header_len_ = 0;
+    out_payload_left_ = (uint64_t{out_header_[0]} << 16) | (uint64_t{out_header_[1]} << 8) | out_header_[2];
+    uint8_t type = out_header_[3];
+    uint32_t stream = stream_of(out_header_, out_header_[8]);
+    bool end_stream = (type == kHeaders || type == kData) && (out_header_[4] & kEndStreamFlag);
+    if (type == kRstStream) {
+      // The server ending a stream it answered is a normal end (gRPC
+      // resets a stream it finished before the client did); resetting
+      // one it never answered is what a client's bad frame makes it do.
+      if (!forget_answered(stream)) {
         conn_.charge(now);
         thread_->charge(now);
         ++server_resets_;
       }
+    } else if (end_stream) {
+      answered_.erase(stream);
+      ended_[ended_next_] = stream;
+      ended_next_ = (ended_next_ + 1) % kRecentlyEnded;
+    } else if (type == kHeaders && stream != 0 && answered_.size() < kMaxAnswered) {
+      answered_.insert(stream);
     }
   }
 }

@@ -12,22 +12,29 @@
 // every HTTP/2 connection of a client or peer URL is pumped through
 // net/tls_pump.h (plaintext too) and this guard sees what the client sends.
 //
-// What it does: each RST_STREAM frame takes a token from the connection's
+// What it does: each RST_STREAM frame on a stream the server has not
+// answered yet (sent no HEADERS on) takes a token from the connection's
 // bucket and one from the pump thread's (shared by its connections). With
 // none left, the frame is held (and so is everything after it): the pump
 // stops reading that connection until a token is due, and TCP's flow
-// control stops the client. A client can also make the server reset its
-// streams (a frame gRPC answers with RST_STREAM: PRIORITY of a bad length,
-// DATA after END_STREAM; "MadeYouReset", CVE-2025-8671), which costs gRPC
-// the same: each RST_STREAM the server sends is charged to the same
-// buckets (they may go into debt), and while either is in debt the
-// client's next HEADERS (a new stream) is held until it is paid. So resets reach gRPC at a rate it keeps up
-// with, however many connections send them, and a connection that does
-// not reset streams never waits. Nothing is closed: clients that cancel
-// many calls at once (clientv3 cancels a context's calls with RST_STREAM)
-// are slowed, not cut off. The buckets' sizes are kConnBurst/kConnPerSecond
-// and kThreadBurst/kThreadPerSecond below (nghttp2's rapid-reset defaults
-// are 1000 and 33 a second a connection).
+// control stops the client. A reset of an answered stream is free: gRPC
+// runs its call already, and clients end streams that way all the time
+// (clientv3's LeaseKeepAliveOnce and canceled watches; etcd's
+// lease-keepalive benchmark resets 11k streams a second).
+//
+// A client can also make the server reset its streams (frames gRPC answers
+// with RST_STREAM, such as DATA after END_STREAM: "MadeYouReset",
+// CVE-2025-8671), which costs gRPC the same. Each RST_STREAM the server
+// sends on a stream it never answered is charged to the same buckets
+// (they may go into debt), and while either is in debt the client's next
+// HEADERS (a new stream) is held until it is paid.
+//
+// So unanswered resets reach gRPC at a rate it keeps up with, however many
+// connections send them, and a connection that does not send them never
+// waits. Nothing is closed: a client that cancels many pending calls at
+// once is slowed, not cut off. The buckets' sizes are kConnBurst and
+// kConnPerSecond, kThreadBurst and kThreadPerSecond below (nghttp2's
+// rapid-reset defaults are 1000 and 33 a second a connection).
 //
 // It also refuses a client that opens more than kStreamsBeforeSettingsAck
 // streams before it acknowledged the server's SETTINGS: gRPC enforces its
@@ -46,9 +53,11 @@
 // with that thread's shared bucket.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <unordered_set>
 
 namespace etcdq::net {
 
@@ -80,7 +89,11 @@ class H2Guard {
   using Clock = TokenBucket::Clock;
   static constexpr size_t kPrefaceBytes = 24;
   static constexpr size_t kFrameHeaderBytes = 9;
-  static constexpr uint8_t kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4, kAckFlag = 0x1;
+  static constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4;
+  static constexpr uint8_t kAckFlag = 0x1, kEndStreamFlag = 0x1;
+  // Streams remembered as answered and not ended; past it, resets of
+  // further answered streams take tokens (gRPC allows 4096 open at once).
+  static constexpr size_t kMaxAnswered = 8192;
   static constexpr uint64_t kStreamsBeforeSettingsAck = 1000;
   static constexpr double kConnBurst = 1000, kConnPerSecond = 100;
   static constexpr double kThreadBurst = 2000, kThreadPerSecond = 1000;
@@ -96,13 +109,14 @@ class H2Guard {
   // again; a frame's payload is never inspected.)
   size_t admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at);
   // The next `n` bytes the server sent to the client (from its first
-  // byte): its RST_STREAM frames are charged to the buckets.
+  // byte): which streams it answered and ended, and its RST_STREAM frames
+  // on streams it never answered, charged to the buckets.
   void server_sent(const char* data, size_t n, Clock::time_point now);
 
   // The client opened kStreamsBeforeSettingsAck streams without having
   // acknowledged the server's SETTINGS: close the connection.
   bool refused() const { return refused_; }
-  uint64_t resets() const { return resets_; }  // RST_STREAM frames let through
+  uint64_t resets() const { return resets_; }  // unanswered RST_STREAM frames let through
   uint64_t holds() const { return holds_; }    // times admit() held a frame
   uint64_t server_resets() const { return server_resets_; }
 
@@ -118,6 +132,17 @@ class H2Guard {
   uint8_t out_header_[kFrameHeaderBytes] = {};
   size_t out_header_len_ = 0;
   uint64_t out_payload_left_ = 0;
+  // Streams the server sent HEADERS on and has not ended (nor either side
+  // reset), at most kMaxAnswered.
+  std::unordered_set<uint32_t> answered_;
+  // The last kRecentlyEnded streams the server ended (END_STREAM): a reset
+  // right after (gRPC's own, or a client's that crossed the answer) is
+  // free too. A ring; 0 is no stream.
+  static constexpr size_t kRecentlyEnded = 256;
+  std::array<uint32_t, kRecentlyEnded> ended_{};
+  size_t ended_next_ = 0;
+  // Forgets `stream` as answered or recently ended; false if it was neither.
+  bool forget_answered(uint32_t stream);
   uint64_t headers_ = 0;  // HEADERS frames, counted until the first SETTINGS ack
   bool settings_acked_ = false, refused_ = false;
 };

@@ -32,6 +32,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kPrefaceBytes = H2Guard::kPrefaceBytes;  // enough to route by (net/mux.h)
 constexpr uint64_t kWakeTag = 0;
+// An epoll tag is a connection id, with this bit for its plaintext end.
+constexpr uint64_t kPlainSide = uint64_t{1} << 63;
 
 // Process-wide (every pump): route fd -> (owner key, CN) of the live
 // connection that handed that fd out.
@@ -98,6 +100,11 @@ struct TlsPump::Impl {
     std::unique_ptr<H2Guard> guard;
     size_t in_ok = 0;
     bool held = false;    // waiting in Worker::held for a reset token
+    // Whether a read may find bytes: cleared by a short read or EAGAIN,
+    // set by the socket's next epoll edge. Saves a read that would find
+    // nothing on every wake-up (plain TCP and the socketpair only: a short
+    // SSL_read says nothing about what OpenSSL holds).
+    bool tcp_readable = true, plain_readable = true;
     bool warned = false;  // its first hold was logged
     bool tls_eof = false, plain_eof = false, plain_shut = false;
   };
@@ -299,7 +306,7 @@ struct TlsPump::Impl {
       handshaking.erase(c.waiting);
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-      ev.data.u64 = c.id;
+      ev.data.u64 = c.id | kPlainSide;
       if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.plain, &ev) != 0) {
         close_conn(c);
         return false;
@@ -424,8 +431,9 @@ struct TlsPump::Impl {
     void pump(Conn& c) {
       for (int round = 0; round < kBurst; ++round) {
         bool progress = false;
-        if (!c.tls_eof && c.in_len == 0) {
+        if (!c.tls_eof && c.in_len == 0 && c.tcp_readable) {
           ssize_t n = wire_read(c, c.in.get(), kBufferBytes);
+          if (!c.ssl && (n == kWouldBlock || (n > 0 && static_cast<size_t>(n) < kBufferBytes))) c.tcp_readable = false;
           if (n > 0) {
             c.in_off = 0;
             c.in_len = static_cast<size_t>(n);
@@ -466,8 +474,9 @@ struct TlsPump::Impl {
           shutdown(c.plain, SHUT_WR);  // the server sees the client's end
           c.plain_shut = true;
         }
-        if (!c.plain_eof && c.out_len == 0) {
+        if (!c.plain_eof && c.out_len == 0 && c.plain_readable) {
           ssize_t r = recv(c.plain, c.out.get(), kBufferBytes, 0);
+          if (r < 0 || (r > 0 && static_cast<size_t>(r) < kBufferBytes)) c.plain_readable = false;
           if (r > 0) {
             c.out_off = 0;
             c.out_len = static_cast<size_t>(r);
@@ -530,8 +539,9 @@ struct TlsPump::Impl {
           return;
         }
         for (int i = 0; i < n; ++i) {
-          uint64_t id = events[i].data.u64;
-          if (id == kWakeTag) {
+          uint64_t tag = events[i].data.u64;
+          uint64_t id = tag & ~kPlainSide;
+          if (tag == kWakeTag) {
             uint64_t v;
             ssize_t ignored = read(wake, &v, sizeof(v));
             (void)ignored;
@@ -550,7 +560,11 @@ struct TlsPump::Impl {
             continue;
           }
           auto it = conns.find(id);
-          if (it != conns.end()) step(*it->second);
+          if (it == conns.end()) continue;
+          if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+            (tag & kPlainSide ? it->second->plain_readable : it->second->tcp_readable) = true;
+          }
+          step(*it->second);
         }
         auto now = Clock::now();
         while (!held.empty() && held.begin()->first <= now) {

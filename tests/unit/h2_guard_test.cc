@@ -136,11 +136,12 @@ TEST(H2Guard, ResetsTheServerSendsAreChargedAndHoldTheClientsNextStream) {
   Clock::time_point resume{};
   std::string hello = kPreface + settings_ack();
   ASSERT_EQ(g.admit(hello.data(), hello.size(), now, &resume), hello.size());
-  // The server resets the connection's burst and 50 streams more (say the
-  // client sent PRIORITY frames of a bad length), in pieces of any size.
+  // The server resets the connection's burst and 50 streams more, none of
+  // which it answered (say the client sent DATA after END_STREAM), in
+  // pieces of any size.
   std::string out = frame(H2Guard::kSettings, 0, 0, "");
   size_t burst = static_cast<size_t>(H2Guard::kConnBurst);
-  for (uint32_t i = 0; i < burst + 50; ++i) out += frame(0x1, 0x5, 2 * i + 1, "trailers") + reset(2 * i + 1);
+  for (uint32_t i = 0; i < burst + 50; ++i) out += reset(2 * i + 1);
   for (size_t off = 0; off < out.size(); off += 7) g.server_sent(out.data() + off, std::min<size_t>(7, out.size() - off), now);
   EXPECT_EQ(g.server_resets(), burst + 50);
   // The next stream waits until the 50 are paid for; other frames do not.
@@ -151,6 +152,40 @@ TEST(H2Guard, ResetsTheServerSendsAreChargedAndHoldTheClientsNextStream) {
   EXPECT_EQ(resume - now, milliseconds(500));  // 50 at 100 a second
   std::string rest = next.substr(H2Guard::kFrameHeaderBytes - 1);
   EXPECT_EQ(g.admit(rest.data(), rest.size(), resume, &resume), rest.size());
+}
+
+TEST(H2Guard, ResetsOfStreamsTheServerAnsweredAreFree) {
+  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&thread_bucket);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  ASSERT_EQ(g.admit(hello.data(), hello.size(), now, &resume), hello.size());
+  // 20,000 streams, 10 times the burst, all in the same instant: each
+  // answered before it ends. Odd ones the client resets after the answer
+  // (clientv3's LeaseKeepAliveOnce), even ones the server ends with
+  // trailers and then resets itself (gRPC finishing before the client).
+  for (uint32_t i = 0; i < 20000; ++i) {
+    uint32_t id = 2 * i + 1;
+    std::string open = headers(id);
+    ASSERT_EQ(g.admit(open.data(), open.size(), now, &resume), open.size()) << i;
+    std::string answer = frame(0x1, 0x4, id, "initial metadata") + frame(0x0, 0, id, "message");
+    if (i % 2 == 0) {
+      g.server_sent(answer.data(), answer.size(), now);
+      std::string cancel = reset(id);
+      ASSERT_EQ(g.admit(cancel.data(), cancel.size(), now, &resume), cancel.size()) << i;
+    } else {
+      answer = frame(0x1, 0x5, id, "trailers only") + reset(id);
+      g.server_sent(answer.data(), answer.size(), now);
+    }
+  }
+  EXPECT_EQ(g.resets(), 0u);
+  EXPECT_EQ(g.server_resets(), 0u);
+  EXPECT_EQ(g.holds(), 0u);
+  // A stream it never answered still takes a token.
+  std::string unanswered = headers(99999) + reset(99999);
+  EXPECT_EQ(g.admit(unanswered.data(), unanswered.size(), now, &resume), unanswered.size());
+  EXPECT_EQ(g.resets(), 1u);
 }
 
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
