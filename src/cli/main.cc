@@ -26,8 +26,8 @@
 #include "member/member.h"
 #include "net/mux.h"
 #include "net/tls_context.h"
+#include "net/grpc_fd_guard.h"
 #include "net/tls_listener.h"
-#include "net/tls_pump.h"
 #include "cli/peer_tls.h"
 #include "raft/forwarder.h"
 #include "raft/transport.h"
@@ -281,7 +281,6 @@ int main(int argc, char** argv) {
       {std::string(etcdq::raft::PeerTransport::kMagic), [raft_member](int fd) { raft_member->adopt_raft_connection(fd); }});
   // https:// peer URLs: the same routes behind TLS (net/tls_pump.h), and
   // nothing in plaintext.
-  std::unique_ptr<net::TlsPump> peer_h2;
   std::unique_ptr<net::Mux> peer_mux;
   std::unique_ptr<net::TlsListener> peer_tls_listener;
   {
@@ -295,13 +294,16 @@ int main(int argc, char** argv) {
       e = peer_tls_listener->listen(listen_peer);
       if (!e) e = peer_tls_listener->start();
     } else {
-      // HTTP/2 through a plaintext pump, for its guard (net/h2_guard.h).
-      peer_h2 = std::make_unique<net::TlsPump>(nullptr, net::TlsPump::Routes{peer_routes.http2, nullptr, {}}, "peer");
-      e = peer_h2->start();
-      net::TlsPump* pump = peer_h2.get();
-      peer_routes.http2 = [pump](int fd) { pump->adopt(fd); };
+      // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
+      peer_routes.http2 = [ps](int fd) {
+        if (!net::guard_grpc_fd(fd, "peer")) {
+          ::close(fd);
+          return;
+        }
+        ps->adopt(fd);
+      };
       peer_mux = std::make_unique<net::Mux>(std::move(peer_routes), "peer");
-      if (!e) e = peer_mux->listen(listen_peer);
+      e = peer_mux->listen(listen_peer);
       if (!e) e = peer_mux->start();
     }
     if (e) {
@@ -390,14 +392,18 @@ int main(int argc, char** argv) {
   routes.http2 = [cs](int fd) { cs->adopt(fd); };
   if (cfg.listen_client_http_urls.empty()) routes.http1 = [&http_server](int fd) { http_server.adopt(fd); };
   net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
-  // Plain HTTP/2 through a plaintext pump, for its guard (net/h2_guard.h);
-  // TLS connections pass the same guard in their own pump.
-  net::TlsPump client_h2(nullptr, net::TlsPump::Routes{routes.http2, nullptr, {}});
-  routes.http2 = [&client_h2](int fd) { client_h2.adopt(fd); };
+  // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
+  // reads (net/grpc_fd_guard.h).
+  routes.http2 = [cs](int fd) {
+    if (!net::guard_grpc_fd(fd, "client")) {
+      ::close(fd);
+      return;
+    }
+    cs->adopt(fd);
+  };
   net::Mux client_mux(std::move(routes));
   {
-    Error e = client_h2.start();
-    if (!e) e = client_mux.listen(addresses(cfg.listen_client_urls, "http"));
+    Error e = client_mux.listen(addresses(cfg.listen_client_urls, "http"));
     if (!e) e = client_mux.start();
     if (!e) e = listen_tls(cfg.listen_client_urls, std::move(tls_routes), "client");
     if (e) {
@@ -426,13 +432,9 @@ int main(int argc, char** argv) {
   // After consensus stopped: libraft talked to the others until then.
   if (peer_mux) peer_mux->stop();
   if (peer_tls_listener) peer_tls_listener->stop();
-  if (peer_h2) peer_h2->stop_routing();  // before its server goes
   peer_server.reset();
-  client_h2.stop_routing();
   client_server->shutdown(1000);
   for (auto& l : tls_listeners) l->stop();  // after the servers ended their streams
-  client_h2.stop();
-  if (peer_h2) peer_h2->stop();
   // The services (watch progress, lock/election waits) use the member's
   // parts: they go first.
   client_server.reset();

@@ -13,26 +13,33 @@ void TokenBucket::refill(Clock::time_point now) {
 }
 
 bool TokenBucket::take(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
   refill(now);
   if (tokens_ < 1) return false;
   tokens_ -= 1;
   return true;
 }
 
-void TokenBucket::charge(Clock::time_point now) {
+void TokenBucket::charge(Clock::time_point now, double tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
   refill(now);
-  tokens_ = std::max(-burst_, tokens_ - 1);
+  tokens_ = std::max(-burst_, tokens_ - tokens);
 }
 
 TokenBucket::Clock::time_point TokenBucket::paid_at(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
   refill(now);
   if (tokens_ >= 0) return now;
   return now + std::chrono::ceil<Clock::duration>(std::chrono::duration<double>(-tokens_ / per_second_));
 }
 
-void TokenBucket::give_back() { tokens_ = std::min(burst_, tokens_ + 1); }
+void TokenBucket::give_back() {
+  std::lock_guard<std::mutex> lock(mu_);
+  tokens_ = std::min(burst_, tokens_ + 1);
+}
 
 TokenBucket::Clock::time_point TokenBucket::next_token(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
   refill(now);
   if (tokens_ >= 1) return now;
   auto wait = std::chrono::duration<double>((1 - tokens_) / per_second_);
@@ -46,6 +53,17 @@ uint32_t stream_of(const uint8_t* h, uint8_t last) {
   return (uint32_t{h[5] & 0x7fu} << 24) | (uint32_t{h[6]} << 16) | (uint32_t{h[7]} << 8) | last;
 }
 }  // namespace
+
+H2Guard::Shared* H2Guard::process_shared() {
+  static Shared shared;
+  return &shared;
+}
+
+H2Guard::~H2Guard() {
+  if (unanswered_.empty()) return;
+  thread_->charge(Clock::now(), static_cast<double>(unanswered_.size()));
+  shared_->unanswered.fetch_sub(static_cast<int64_t>(unanswered_.size()));
+}
 
 size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at) {
   if (refused_) return 0;
@@ -71,6 +89,7 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
       if (type == kRstStream && !forget_answered(stream)) {
         // A stream the server has not answered: gRPC may not have
         // started its call, and cancels it on its own threads.
+        why_ = "it resets streams faster than the server answers them (HTTP/2 rapid reset)";
         if (!conn_.take(now)) {
           *resume_at = conn_.next_token(now);
           ++holds_;
@@ -83,18 +102,35 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           return i;
         }
         ++resets_;
-      } else if (type == kHeaders) {
-        // Streams the server reset for this client are still being paid for.
-        auto paid = std::max(conn_.paid_at(now), thread_->paid_at(now));
+        if (unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
+      } else if (type == kHeaders && answered_.count(stream) == 0 && unanswered_.count(stream) == 0) {
+        // A new stream. Streams reset or abandoned unanswered (by anyone)
+        // are still being paid for: wait.
+        // A connection that has nothing of its own to pay for, and only a
+        // few streams waiting, goes on: a well-behaved client is not
+        // held up by what others did.
+        auto paid = conn_.paid_at(now);
+        if (paid <= now && (resets_ > 0 || unanswered_.size() >= kUnansweredInDebt)) paid = thread_->paid_at(now);
         if (paid > now) {
+          why_ = "streams were reset or abandoned before the server answered them (HTTP/2 rapid reset)";
           *resume_at = paid;
           ++holds_;
           return i;
         }
         if (!settings_acked_ && ++headers_ > kStreamsBeforeSettingsAck) {
+          why_ = "it opened too many streams without acknowledging the server's HTTP/2 settings";
           refused_ = true;
           return i;
         }
+        if (shared_->unanswered.load() >= shared_->max_unanswered &&
+            (resets_ > 0 || unanswered_.size() >= kUnansweredInDebt)) {
+          why_ = "too many streams wait for an answer, on all connections together";
+          *resume_at = now + std::chrono::milliseconds(5);
+          ++holds_;
+          return i;
+        }
+        unanswered_.insert(stream);
+        shared_->unanswered.fetch_add(1);
       }
     }
     header_[header_len_++] = static_cast<uint8_t>(data[i++]);
@@ -132,6 +168,7 @@ void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
     uint8_t type = out_header_[3];
     uint32_t stream = stream_of(out_header_, out_header_[8]);
     bool end_stream = (type == kHeaders || type == kData) && (out_header_[4] & kEndStreamFlag);
+    if ((type == kHeaders || type == kRstStream) && unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
     if (type == kRstStream) {
       // The server ending a stream it answered is a normal end (gRPC
       // resets a stream it finished before the client did); resetting

@@ -9,15 +9,17 @@
 // grew a member by 1.4 GB, and more would have grown it until the kernel
 // killed it. gRPC 1.51 has no setting that bounds this (max concurrent
 // streams does not count a reset stream, nor does a resource quota), so
-// every HTTP/2 connection of a client or peer URL is pumped through
-// net/tls_pump.h (plaintext too) and this guard sees what the client sends.
+// this guard sees what every HTTP/2 client of a client or peer URL sends
+// before gRPC does: in the TLS pump (net/tls_pump.h), and for plaintext
+// inside gRPC's own reads (net/grpc_fd_guard.h).
 //
 // What it does: each RST_STREAM frame on a stream the server has not
 // answered yet (sent no HEADERS on) takes a token from the connection's
 // bucket and one from the pump thread's (shared by its connections). With
-// none left, the frame is held (and so is everything after it): the pump
-// stops reading that connection until a token is due, and TCP's flow
-// control stops the client. A reset of an answered stream is free: gRPC
+// none left, the frame is held (and so is everything after it): the TLS
+// pump stops reading that connection until a token is due, and TCP's flow
+// control stops the client; a plaintext connection is closed instead
+// (gRPC's reads cannot be paused: net/grpc_fd_guard.h). A reset of an answered stream is free: gRPC
 // runs its call already, and clients end streams that way all the time
 // (clientv3's LeaseKeepAliveOnce and canceled watches; etcd's
 // lease-keepalive benchmark resets 11k streams a second).
@@ -28,6 +30,17 @@
 // sends on a stream it never answered is charged to the same buckets
 // (they may go into debt), and while either is in debt the client's next
 // HEADERS (a new stream) is held until it is paid.
+//
+// A client can also open streams and close the connection (each of its
+// calls is canceled as by a reset, thousands at once): the streams a
+// connection leaves unanswered when it closes are charged to the shared
+// bucket alike. While the shared bucket is in debt, only connections that
+// reset no unanswered stream themselves and have fewer than
+// kUnansweredInDebt streams waiting may open more (one closing with its
+// few streams unanswered adds little). And all connections together may
+// have at most kMaxUnanswered streams opened and not yet answered, but for
+// those same few a connection. A new stream past that waits (TLS) or
+// closes its connection (plaintext).
 //
 // So unanswered resets reach gRPC at a rate it keeps up with, however many
 // connections send them, and a connection that does not send them never
@@ -49,19 +62,22 @@
 // and `length` bytes of payload. The guard reads headers only and skips
 // payloads; it judges nothing else (gRPC answers malformed frames).
 //
-// Thread-safety: none; one guard a connection, used on its pump thread,
-// with that thread's shared bucket.
+// Thread-safety: a guard is not thread-safe (one a connection: its pump
+// thread, or a mutex of net/grpc_fd_guard.h); its shared bucket is.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <unordered_set>
 
 namespace etcdq::net {
 
 // Tokens that come back at `per_second`, at most `burst` saved up.
+// Thread-safe (one bucket may be shared by the guards of many threads).
 class TokenBucket {
  public:
   using Clock = std::chrono::steady_clock;
@@ -70,7 +86,7 @@ class TokenBucket {
   bool take(Clock::time_point now);
   // Takes one token even if there is none: the bucket goes into debt, by
   // at most `burst`.
-  void charge(Clock::time_point now);
+  void charge(Clock::time_point now, double tokens = 1);
   // When the bucket is out of debt (now if it is not in debt).
   Clock::time_point paid_at(Clock::time_point now);
   // Gives back one token taken by take() (capped at the burst).
@@ -79,7 +95,8 @@ class TokenBucket {
   Clock::time_point next_token(Clock::time_point now);
 
  private:
-  void refill(Clock::time_point now);
+  void refill(Clock::time_point now);  // mu_ held
+  std::mutex mu_;
   double burst_, per_second_, tokens_;
   Clock::time_point last_{};
 };
@@ -97,8 +114,33 @@ class H2Guard {
   static constexpr uint64_t kStreamsBeforeSettingsAck = 1000;
   static constexpr double kConnBurst = 1000, kConnPerSecond = 100;
   static constexpr double kThreadBurst = 2000, kThreadPerSecond = 1000;
+  // Streams opened and not yet answered, all connections together.
+  static constexpr int64_t kMaxUnanswered = 10000;
+  // While the shared bucket is in debt, or kMaxUnanswered streams wait, a
+  // connection that reset no unanswered stream may still have this many
+  // unanswered at once.
+  static constexpr size_t kUnansweredInDebt = 4;
 
-  explicit H2Guard(TokenBucket* thread_bucket) : thread_(thread_bucket) {}
+  // What every guard of the process shares: the bucket unanswered resets
+  // and abandoned streams take from, and the count of streams opened and
+  // not yet answered. Thread-safe.
+  struct Shared {
+    Shared(double burst = kThreadBurst, double per_second = kThreadPerSecond, int64_t max_unanswered = kMaxUnanswered)
+        : resets(burst, per_second), max_unanswered(max_unanswered) {}
+    TokenBucket resets;
+    std::atomic<int64_t> unanswered{0};
+    const int64_t max_unanswered;
+  };
+  // The process's (client and peer URLs, TLS and plaintext alike).
+  static Shared* process_shared();
+
+  explicit H2Guard(Shared* shared) : shared_(shared), thread_(&shared->resets) {}
+  // The streams still unanswered were abandoned (the connection closed):
+  // gRPC cancels each, as for a reset, so each is charged to the shared
+  // bucket.
+  ~H2Guard();
+  H2Guard(const H2Guard&) = delete;
+  H2Guard& operator=(const H2Guard&) = delete;
 
   // How many of the next `n` bytes the client sent (from the connection's
   // first byte on) may go to the server now. Fewer than `n` when a
@@ -119,9 +161,17 @@ class H2Guard {
   uint64_t resets() const { return resets_; }  // unanswered RST_STREAM frames let through
   uint64_t holds() const { return holds_; }    // times admit() held a frame
   uint64_t server_resets() const { return server_resets_; }
+  size_t unanswered() const { return unanswered_.size(); }
+  // Why admit() last stopped short (for logs).
+  const char* why() const { return why_; }
 
  private:
-  TokenBucket* thread_;
+  Shared* shared_;
+  TokenBucket* thread_;  // shared_->resets
+  // Streams the client opened that the server has not answered (sent
+  // HEADERS on) nor either side reset: gRPC's calls for them may not run yet.
+  std::unordered_set<uint32_t> unanswered_;
+  const char* why_ = "";
   TokenBucket conn_{kConnBurst, kConnPerSecond};
   size_t preface_left_ = kPrefaceBytes;
   uint8_t header_[kFrameHeaderBytes] = {};

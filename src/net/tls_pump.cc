@@ -100,11 +100,11 @@ struct TlsPump::Impl {
     std::unique_ptr<H2Guard> guard;
     size_t in_ok = 0;
     bool held = false;    // waiting in Worker::held for a reset token
-    // Whether a read may find bytes: cleared by a short read or EAGAIN,
-    // set by the socket's next epoll edge. Saves a read that would find
-    // nothing on every wake-up (plain TCP and the socketpair only: a short
-    // SSL_read says nothing about what OpenSSL holds).
-    bool tcp_readable = true, plain_readable = true;
+    // Whether a read of the socketpair may find bytes: cleared by a short
+    // read or EAGAIN, set by its next epoll edge. Saves a read that would
+    // find nothing on every wake-up. (Not for the TLS side: a short
+    // SSL_read says nothing about what OpenSSL holds.)
+    bool plain_readable = true;
     bool warned = false;  // its first hold was logged
     bool tls_eof = false, plain_eof = false, plain_shut = false;
   };
@@ -125,9 +125,7 @@ struct TlsPump::Impl {
     std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
     std::list<uint64_t> handshaking;  // oldest first
     std::vector<uint64_t> ready;      // stopped after kBurst steps with more to do
-    // Stream resets let through by all of this thread's connections
-    // (net/h2_guard.h), and the connections waiting for one.
-    TokenBucket resets{H2Guard::kThreadBurst, H2Guard::kThreadPerSecond};
+    // Connections whose guard (net/h2_guard.h) holds what they sent.
     std::multimap<Clock::time_point, uint64_t> held;
     uint64_t next_id = 1;
     Clock::time_point log_second{};
@@ -144,7 +142,7 @@ struct TlsPump::Impl {
     }
 
     void close_conn(Conn& c) {
-      if (c.ssl) SSL_free(c.ssl);  // plaintext pumps have none
+      if (c.ssl) SSL_free(c.ssl);
       if (c.tcp >= 0) ::close(c.tcp);
       if (c.plain >= 0) ::close(c.plain);
       if (!c.routed) handshaking.erase(c.waiting);
@@ -192,14 +190,6 @@ struct TlsPump::Impl {
     }
 
     void add(int fd) {
-      if (!owner->context) {  // a plaintext pump: no handshake
-        auto conn = std::make_unique<Conn>();
-        conn->id = next_id++;
-        conn->tcp = fd;
-        conn->since = Clock::now();
-        start_handshake(std::move(conn));
-        return;
-      }
       SSL_CTX* ctx = owner->context->current();
       SSL* ssl = SSL_new(ctx);
       SSL_CTX_free(ctx);
@@ -253,15 +243,10 @@ struct TlsPump::Impl {
       start_handshake(std::move(conn));
     }
 
-    // Reads from the client's side (TLS or plain): bytes read, 0 at its
-    // end, kWouldBlock, or kFailed.
+    // Reads from the TLS side: bytes read, 0 at its end, kWouldBlock, or
+    // kFailed.
     static constexpr ssize_t kWouldBlock = -1, kFailed = -2;
     static ssize_t wire_read(Conn& c, char* buf, size_t n) {
-      if (!c.ssl) {
-        ssize_t r = recv(c.tcp, buf, n, 0);
-        if (r >= 0) return r;
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? kWouldBlock : kFailed;
-      }
       ERR_clear_error();
       int r = SSL_read(c.ssl, buf, static_cast<int>(n));
       if (r > 0) return r;
@@ -270,11 +255,6 @@ struct TlsPump::Impl {
       return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? kWouldBlock : kFailed;
     }
     static ssize_t wire_write(Conn& c, const char* buf, size_t n) {
-      if (!c.ssl) {
-        ssize_t w = send(c.tcp, buf, n, MSG_NOSIGNAL);
-        if (w >= 0) return w;
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? kWouldBlock : kFailed;
-      }
       ERR_clear_error();
       int w = SSL_write(c.ssl, buf, static_cast<int>(n));
       if (w > 0) return w;
@@ -286,8 +266,7 @@ struct TlsPump::Impl {
     void hold(Conn& c, Clock::time_point when) {
       if (!c.warned) {
         c.warned = true;
-        warn(c, "it resets streams faster than " + std::to_string(static_cast<int>(H2Guard::kConnPerSecond)) +
-                    " a second, or makes the server reset them (HTTP/2 rapid reset): reading it only as fast as that");
+        warn(c, std::string("held: ") + c.guard->why() + "; reading it only as fast as the guard allows");
       }
       if (c.held) return;
       c.held = true;
@@ -358,22 +337,20 @@ struct TlsPump::Impl {
     // Handshake, then route on the first plaintext bytes, then pump.
     void step(Conn& c) {
       if (!c.routed) {
-        if (c.ssl) {
-          ERR_clear_error();
-          int r = SSL_do_handshake(c.ssl);
-          if (r != 1) {
-            int err = SSL_get_error(c.ssl, r);
-            if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
-            reject(c, handshake_error(c, err));
-            close_conn(c);
-            return;
-          }
-          std::string refused = owner->context->check_identity(c.ssl);
-          if (!refused.empty()) {
-            reject(c, refused);
-            close_conn(c);
-            return;
-          }
+        ERR_clear_error();
+        int r = SSL_do_handshake(c.ssl);
+        if (r != 1) {
+          int err = SSL_get_error(c.ssl, r);
+          if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
+          reject(c, handshake_error(c, err));
+          close_conn(c);
+          return;
+        }
+        std::string refused = owner->context->check_identity(c.ssl);
+        if (!refused.empty()) {
+          reject(c, refused);
+          close_conn(c);
+          return;
         }
         if (c.dialed) {
           if (!start_routing(c)) return;
@@ -396,7 +373,7 @@ struct TlsPump::Impl {
         const Route& route = *picked;
         // What an HTTP/2 client sends is checked from its preface on.
         if (picked == &owner->routes.http2) {
-          c.guard = std::make_unique<H2Guard>(&resets);
+          c.guard = std::make_unique<H2Guard>(H2Guard::process_shared());
         } else {
           c.in_ok = c.in_len;
         }
@@ -411,7 +388,7 @@ struct TlsPump::Impl {
           return;
         }
         c.route_fd = sv[1];
-        if (c.ssl) owner->remember_name(sv[1], owner_key(c.id), common_name_of(c.ssl));
+        owner->remember_name(sv[1], owner_key(c.id), common_name_of(c.ssl));
         {
           // After stop_routing() the servers may be gone.
           std::lock_guard<std::mutex> lock(owner->route_mu);
@@ -431,9 +408,8 @@ struct TlsPump::Impl {
     void pump(Conn& c) {
       for (int round = 0; round < kBurst; ++round) {
         bool progress = false;
-        if (!c.tls_eof && c.in_len == 0 && c.tcp_readable) {
+        if (!c.tls_eof && c.in_len == 0) {
           ssize_t n = wire_read(c, c.in.get(), kBufferBytes);
-          if (!c.ssl && (n == kWouldBlock || (n > 0 && static_cast<size_t>(n) < kBufferBytes))) c.tcp_readable = false;
           if (n > 0) {
             c.in_off = 0;
             c.in_len = static_cast<size_t>(n);
@@ -504,7 +480,7 @@ struct TlsPump::Impl {
         // The server closed its end and everything it wrote went out.
         if (c.plain_eof && c.out_len == 0) {
           ERR_clear_error();
-          if (c.ssl) SSL_shutdown(c.ssl);  // close_notify, best effort
+          SSL_shutdown(c.ssl);  // close_notify, best effort
           close_conn(c);
           return;
         }
@@ -561,8 +537,8 @@ struct TlsPump::Impl {
           }
           auto it = conns.find(id);
           if (it == conns.end()) continue;
-          if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-            (tag & kPlainSide ? it->second->plain_readable : it->second->tcp_readable) = true;
+          if ((tag & kPlainSide) && (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+            it->second->plain_readable = true;
           }
           step(*it->second);
         }
@@ -655,7 +631,7 @@ void TlsPump::adopt(int fd) {
 }
 
 void TlsPump::dial(int tcp, int plain, const std::string& host) {
-  if (!impl_->started || impl_->stop_requested.load() || !impl_->context || !impl_->context->options().dial) {
+  if (!impl_->started || impl_->stop_requested.load() || !impl_->context->options().dial) {
     ::close(tcp);
     ::close(plain);
     return;

@@ -26,12 +26,10 @@
 // verified against the host dialed. Same threads, buffers, handshake
 // timeout and logs as accepted connections.
 //
-// Plaintext: a pump made without a TLS context pumps plain TCP the same
-// way (routing on the first bytes, no handshake). The client and peer
-// URLs' HTTP/2 connections go through one, so that net/h2_guard.h sees
-// what every HTTP/2 client sends before gRPC does, TLS or not; the guard
-// runs on every connection routed to `http2` that was accepted (not
-// dialed). It costs a copy each way through a socketpair.
+// HTTP/2 guard: on every accepted connection routed to `http2`, what the
+// client sends passes net/h2_guard.h before gRPC reads it, and what gRPC
+// answers is shown to it (plaintext connections get the same guard inside
+// gRPC's reads: net/grpc_fd_guard.h).
 //
 // Threads: kThreads epoll threads (connections spread round-robin), each
 // running non-blocking SSL for its connections, edge-triggered on both
@@ -93,7 +91,6 @@ class TlsPump {
   static constexpr int kBurst = 64;
   static constexpr int kRejectLogsPerSecond = 5;
 
-  // A null `context`: a plaintext pump (adopt() takes plain TCP; no dial()).
   TlsPump(std::shared_ptr<TlsContext> context, Routes routes, std::string role = "client");
   ~TlsPump();  // stop()
   TlsPump(const TlsPump&) = delete;
@@ -101,7 +98,7 @@ class TlsPump {
 
   Error start();
   // Takes ownership of an accepted TCP socket (non-blocking) whose first
-  // bytes are a TLS record (a plaintext pump: any first bytes).
+  // bytes are a TLS record.
   void adopt(int fd);
   // Takes ownership of a connected TCP socket `tcp` this process dialed
   // to `host` (a name or an IP: the server's certificate must be valid

@@ -38,8 +38,8 @@ std::string reset(uint32_t stream) { return frame(H2Guard::kRstStream, 0, stream
 std::string headers(uint32_t stream) { return frame(0x1, 0x4, stream, reset(stream) + reset(stream)); }
 
 TEST(H2Guard, LetsEverythingThroughWhileTheBurstLasts) {
-  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
-  H2Guard g(&thread_bucket);
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
   std::string in = kPreface + frame(0x4, 0, 0, "");
   for (uint32_t s = 1; s < 2 * 500; s += 2) in += headers(s) + reset(s);
   Clock::time_point resume{};
@@ -50,8 +50,8 @@ TEST(H2Guard, LetsEverythingThroughWhileTheBurstLasts) {
 }
 
 TEST(H2Guard, HoldsTheResetPastTheConnectionsBurstUntilItsTokenIsDue) {
-  TokenBucket thread_bucket(1e9, 1e9);
-  H2Guard g(&thread_bucket);
+  H2Guard::Shared shared(1e9, 1e9);
+  H2Guard g(&shared);
   std::string in = kPreface + settings_ack();
   size_t burst = static_cast<size_t>(H2Guard::kConnBurst);
   for (uint32_t i = 0; i < burst; ++i) in += headers(2 * i + 1) + reset(2 * i + 1);
@@ -79,8 +79,8 @@ TEST(H2Guard, HoldsTheResetPastTheConnectionsBurstUntilItsTokenIsDue) {
 }
 
 TEST(H2Guard, TheThreadsBucketBoundsManyConnectionsTogether) {
-  TokenBucket thread_bucket(10, 10);
-  H2Guard a(&thread_bucket), b(&thread_bucket);
+  H2Guard::Shared shared(10, 10);
+  H2Guard a(&shared), b(&shared);
   std::string in = kPreface;
   for (uint32_t s = 1; s < 2 * 8; s += 2) in += reset(s);
   auto now = Clock::now();
@@ -97,8 +97,8 @@ TEST(H2Guard, TheThreadsBucketBoundsManyConnectionsTogether) {
 }
 
 TEST(H2Guard, LargeFramesAndByteAtATimeInputAreFramedAlike) {
-  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
-  H2Guard g(&thread_bucket);
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
   std::string big(70000, '\x03');  // a DATA payload of RST_STREAM type bytes
   std::string in = kPreface + frame(0x0, 0, 1, big) + reset(1) + frame(0x0, 0, 3, big.substr(0, 16384));
   auto now = Clock::now();
@@ -108,8 +108,8 @@ TEST(H2Guard, LargeFramesAndByteAtATimeInputAreFramedAlike) {
 }
 
 TEST(H2Guard, RefusesAClientThatOpensTooManyStreamsBeforeAcknowledgingTheSettings) {
-  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
-  H2Guard g(&thread_bucket);
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
   std::string in = kPreface;
   for (uint32_t i = 0; i < H2Guard::kStreamsBeforeSettingsAck; ++i) in += headers(2 * i + 1);
   auto now = Clock::now();
@@ -122,7 +122,7 @@ TEST(H2Guard, RefusesAClientThatOpensTooManyStreamsBeforeAcknowledgingTheSetting
   EXPECT_EQ(g.admit(more.data(), more.size(), now, &resume), 0u);  // and stays refused
 
   // Once the client acknowledged, gRPC's own limit applies: no count here.
-  H2Guard acked(&thread_bucket);
+  H2Guard acked(&shared);
   std::string in2 = kPreface + settings_ack();
   for (uint32_t i = 0; i < 3 * H2Guard::kStreamsBeforeSettingsAck; ++i) in2 += headers(2 * i + 1);
   EXPECT_EQ(acked.admit(in2.data(), in2.size(), now, &resume), in2.size());
@@ -130,8 +130,8 @@ TEST(H2Guard, RefusesAClientThatOpensTooManyStreamsBeforeAcknowledgingTheSetting
 }
 
 TEST(H2Guard, ResetsTheServerSendsAreChargedAndHoldTheClientsNextStream) {
-  TokenBucket thread_bucket(1e9, 1e9);
-  H2Guard g(&thread_bucket);
+  H2Guard::Shared shared(1e9, 1e9);
+  H2Guard g(&shared);
   auto now = Clock::now();
   Clock::time_point resume{};
   std::string hello = kPreface + settings_ack();
@@ -155,8 +155,8 @@ TEST(H2Guard, ResetsTheServerSendsAreChargedAndHoldTheClientsNextStream) {
 }
 
 TEST(H2Guard, ResetsOfStreamsTheServerAnsweredAreFree) {
-  TokenBucket thread_bucket(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
-  H2Guard g(&thread_bucket);
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
   auto now = Clock::now();
   Clock::time_point resume{};
   std::string hello = kPreface + settings_ack();
@@ -186,6 +186,57 @@ TEST(H2Guard, ResetsOfStreamsTheServerAnsweredAreFree) {
   std::string unanswered = headers(99999) + reset(99999);
   EXPECT_EQ(g.admit(unanswered.data(), unanswered.size(), now, &resume), unanswered.size());
   EXPECT_EQ(g.resets(), 1u);
+}
+
+TEST(H2Guard, StreamsAConnectionAbandonsUnansweredAreChargedAndHoldNewStreamsElsewhere) {
+  H2Guard::Shared shared(100, 100);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  {
+    H2Guard churn(&shared);
+    std::string in = hello;
+    for (uint32_t i = 0; i < 300; ++i) in += headers(2 * i + 1);
+    ASSERT_EQ(churn.admit(in.data(), in.size(), now, &resume), in.size());
+    std::string answer = frame(0x1, 0x4, 1, "initial metadata");  // one answered
+    churn.server_sent(answer.data(), answer.size(), now);
+    EXPECT_EQ(churn.unanswered(), 299u);
+    EXPECT_EQ(shared.unanswered.load(), 299);
+  }  // the connection closes: 299 calls canceled at once
+  EXPECT_EQ(shared.unanswered.load(), 0);
+  // Another connection may still have kUnansweredInDebt streams waiting;
+  // its next one waits for the debt.
+  H2Guard next(&shared);
+  std::string in = hello;
+  for (uint32_t i = 0; i <= H2Guard::kUnansweredInDebt; ++i) in += headers(2 * i + 1);
+  size_t n = next.admit(in.data(), in.size(), now, &resume);
+  EXPECT_EQ(n, hello.size() + H2Guard::kUnansweredInDebt * headers(1).size() + H2Guard::kFrameHeaderBytes - 1);
+  // The debt is capped at the burst: 100, at 100 a second (charged at the
+  // close's own clock reading, a little after `now`).
+  EXPECT_GE(resume - now, milliseconds(1000));
+  EXPECT_LT(resume - now, milliseconds(1100));
+  auto later = now + milliseconds(1100);
+  EXPECT_EQ(next.admit(in.data() + n, in.size() - n, later, &resume), in.size() - n);
+}
+
+TEST(H2Guard, AllConnectionsTogetherHaveAtMostTheBoundOfUnansweredStreams) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond, 50);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  H2Guard a(&shared), b(&shared);
+  std::string in = hello;
+  for (uint32_t i = 0; i < 30; ++i) in += headers(2 * i + 1);
+  ASSERT_EQ(a.admit(in.data(), in.size(), now, &resume), in.size());
+  size_t n = b.admit(in.data(), in.size(), now, &resume);
+  EXPECT_EQ(b.unanswered(), 20u);
+  EXPECT_LT(n, in.size());
+  // Once a's are answered, b's go on.
+  std::string answers;
+  for (uint32_t i = 0; i < 30; ++i) answers += frame(0x1, 0x4, 2 * i + 1, "md");
+  a.server_sent(answers.data(), answers.size(), now);
+  EXPECT_EQ(b.admit(in.data() + n, in.size() - n, now, &resume), in.size() - n);
+  EXPECT_EQ(shared.unanswered.load(), 30);
 }
 
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {

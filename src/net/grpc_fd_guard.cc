@@ -1,0 +1,158 @@
+#include "net/grpc_fd_guard.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "net/h2_guard.h"
+
+namespace etcdq::net {
+namespace {
+
+using Clock = H2Guard::Clock;
+
+struct Guarded {
+  explicit Guarded(H2Guard::Shared* shared) : guard(shared) {}
+  std::mutex mu;  // gRPC may read and write the fd at once
+  H2Guard guard;
+  std::string role, peer;
+  bool cut = false;
+};
+
+// fd -> its guard; zero-initialized, so pages no guarded fd reaches are
+// never touched.
+std::atomic<Guarded*> g_table[kMaxGuardedFd];
+
+Guarded* guarded(int fd) {
+  if (fd < 0 || fd >= kMaxGuardedFd) return nullptr;
+  return g_table[fd].load(std::memory_order_acquire);
+}
+
+// libc's (or a sanitizer's) own definitions, next after the executable's.
+template <typename F>
+F next_definition(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+using RecvmsgFn = ssize_t (*)(int, struct msghdr*, int);
+using SendmsgFn = ssize_t (*)(int, const struct msghdr*, int);
+using CloseFn = int (*)(int);
+
+std::mutex g_log_mu;
+Clock::time_point g_log_second{};
+int g_logs_this_second = 0;
+
+void log_cut(const Guarded& g, const char* why) {
+  {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    auto now = Clock::now();
+    if (now - g_log_second >= std::chrono::seconds(1)) {
+      g_log_second = now;
+      g_logs_this_second = 0;
+    }
+    if (++g_logs_this_second > 5) return;
+  }
+  spdlog::warn("{} connection from {}: closed: {}", g.role, g.peer, why);
+}
+
+std::string remote_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+// What gRPC read into `msg` (n bytes) passes the guard; the count it may
+// see is returned, and a cut connection is shut down.
+ssize_t admit_read(int fd, Guarded& g, const struct msghdr* msg, ssize_t n) {
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.cut) return 0;
+  auto now = Clock::now();
+  size_t left = static_cast<size_t>(n), passed = 0;
+  for (size_t i = 0; i < msg->msg_iovlen && left > 0; ++i) {
+    size_t len = std::min(left, msg->msg_iov[i].iov_len);
+    Clock::time_point resume;
+    size_t ok = g.guard.admit(static_cast<const char*>(msg->msg_iov[i].iov_base), len, now, &resume);
+    passed += ok;
+    if (ok < len) {
+      g.cut = true;
+      log_cut(g, g.guard.why());
+      ::shutdown(fd, SHUT_RDWR);  // gRPC's next read sees the end
+      return static_cast<ssize_t>(passed);
+    }
+    left -= len;
+  }
+  return n;
+}
+
+void show_write(Guarded& g, const struct msghdr* msg, ssize_t n) {
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto now = Clock::now();
+  size_t left = static_cast<size_t>(n);
+  for (size_t i = 0; i < msg->msg_iovlen && left > 0; ++i) {
+    size_t len = std::min(left, msg->msg_iov[i].iov_len);
+    g.guard.server_sent(static_cast<const char*>(msg->msg_iov[i].iov_base), len, now);
+    left -= len;
+  }
+}
+
+}  // namespace
+
+bool guard_grpc_fd(int fd, const std::string& role) {
+  if (fd < 0 || fd >= kMaxGuardedFd) return false;
+  auto* g = new Guarded(H2Guard::process_shared());
+  g->role = role;
+  g->peer = remote_address(fd);
+  delete g_table[fd].exchange(g, std::memory_order_acq_rel);  // a leftover would be a bug; never leak it
+  return true;
+}
+
+}  // namespace etcdq::net
+
+// The interposed calls. Unguarded fds cost one table lookup.
+extern "C" {
+
+ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  static auto next = etcdq::net::next_definition<etcdq::net::RecvmsgFn>("recvmsg");
+  ssize_t n = next ? next(fd, msg, flags) : syscall(SYS_recvmsg, fd, msg, flags);
+  if (n <= 0 || (flags & MSG_PEEK)) return n;
+  etcdq::net::Guarded* g = etcdq::net::guarded(fd);
+  return g ? etcdq::net::admit_read(fd, *g, msg, n) : n;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  static auto next = etcdq::net::next_definition<etcdq::net::SendmsgFn>("sendmsg");
+  ssize_t n = next ? next(fd, msg, flags) : syscall(SYS_sendmsg, fd, msg, flags);
+  if (n <= 0) return n;
+  if (etcdq::net::Guarded* g = etcdq::net::guarded(fd)) etcdq::net::show_write(*g, msg, n);
+  return n;
+}
+
+int close(int fd) {
+  static auto next = etcdq::net::next_definition<etcdq::net::CloseFn>("close");
+  if (fd >= 0 && fd < etcdq::net::kMaxGuardedFd) {
+    delete etcdq::net::g_table[fd].exchange(nullptr, std::memory_order_acq_rel);
+  }
+  return next ? next(fd) : static_cast<int>(syscall(SYS_close, fd));
+}
+
+}  // extern "C"
