@@ -1,8 +1,6 @@
 #include "net/grpc_fd_guard.h"
 
-#include <arpa/inet.h>
 #include <dlfcn.h>
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -14,6 +12,7 @@
 #include <mutex>
 
 #include "net/h2_guard.h"
+#include "net/remote_address.h"
 
 namespace etcdq::net {
 namespace {
@@ -63,23 +62,6 @@ void log_cut(const Guarded& g, const char* why) {
   spdlog::warn("{} connection from {}: closed: {}", g.role, g.peer, why);
 }
 
-std::string remote_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
 
 // What gRPC read into `msg` (n bytes) passes the guard; the count it may
 // see is returned, and a cut connection is shut down.

@@ -25,6 +25,7 @@
 
 #include "net/h2_guard.h"
 #include "net/mux.h"
+#include "net/remote_address.h"
 
 namespace etcdq::net {
 namespace {
@@ -40,26 +41,6 @@ constexpr uint64_t kPlainSide = uint64_t{1} << 63;
 std::mutex names_mu;
 std::unordered_map<int, std::pair<uint64_t, std::string>> names;
 
-std::string remote_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
-  }
-  return "?";
-}
 
 std::string common_name_of(SSL* ssl) {
   X509* peer = SSL_get1_peer_certificate(ssl);
