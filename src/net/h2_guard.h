@@ -1,5 +1,6 @@
-// Paces the HTTP/2 stream resets a client sends, before gRPC reads them
-// (CVE-2023-44487, "rapid reset").
+// Bounds the HTTP/2 streams a client resets or abandons before the server
+// answered them, before gRPC reads them (CVE-2023-44487, "rapid reset",
+// and its variants).
 //
 // Why here: a client that opens a stream and resets it at once (HEADERS,
 // then RST_STREAM) costs it two small frames, while gRPC 1.51 (Debian's;
@@ -10,43 +11,44 @@
 // killed it. gRPC 1.51 has no setting that bounds this (max concurrent
 // streams does not count a reset stream, nor does a resource quota), so
 // this guard sees what every HTTP/2 client of a client or peer URL sends
-// before gRPC does: in the TLS pump (net/tls_pump.h), and for plaintext
-// inside gRPC's own reads (net/grpc_fd_guard.h).
+// before gRPC does, and what gRPC answers: in the TLS pump
+// (net/tls_pump.h), and for plaintext inside gRPC's own reads and writes
+// (net/grpc_fd_guard.h).
 //
-// What it does: each RST_STREAM frame on a stream the server has not
-// answered yet (sent no HEADERS on) takes a token from the connection's
-// bucket and one from the pump thread's (shared by its connections). With
-// none left, the frame is held (and so is everything after it): the TLS
-// pump stops reading that connection until a token is due, and TCP's flow
-// control stops the client; a plaintext connection is closed instead
-// (gRPC's reads cannot be paused: net/grpc_fd_guard.h). A reset of an answered stream is free: gRPC
-// runs its call already, and clients end streams that way all the time
-// (clientv3's LeaseKeepAliveOnce and canceled watches; etcd's
-// lease-keepalive benchmark resets 11k streams a second).
+// Resets: each RST_STREAM frame on a stream the server has not answered
+// yet (sent no HEADERS on) takes a token from the connection's bucket and
+// one from the bucket all connections share (Shared). A reset of an
+// answered stream is free: gRPC runs its call already, and clients end
+// streams that way all the time (clientv3's LeaseKeepAliveOnce and
+// canceled watches; etcd's lease-keepalive benchmark resets 11k streams a
+// second).
 //
-// A client can also make the server reset its streams (frames gRPC answers
-// with RST_STREAM, such as DATA after END_STREAM: "MadeYouReset",
-// CVE-2025-8671), which costs gRPC the same. Each RST_STREAM the server
-// sends on a stream it never answered is charged to the same buckets
-// (they may go into debt), and while either is in debt the client's next
-// HEADERS (a new stream) is held until it is paid.
+// Resets the server sends: a client can make the server reset its streams
+// (frames gRPC answers with RST_STREAM, such as DATA after END_STREAM:
+// "MadeYouReset", CVE-2025-8671), which costs gRPC the same. Each
+// RST_STREAM the server sends on a stream it never answered is charged to
+// the same buckets (they may go into debt).
 //
-// A client can also open streams and close the connection (each of its
-// calls is canceled as by a reset, thousands at once): the streams a
-// connection leaves unanswered when it closes are charged to the shared
-// bucket alike. While the shared bucket is in debt, only connections that
-// reset no unanswered stream themselves and have fewer than
-// kUnansweredInDebt streams waiting may open more (one closing with its
-// few streams unanswered adds little). And all connections together may
-// have at most kMaxUnanswered streams opened and not yet answered, but for
-// those same few a connection. A new stream past that waits (TLS) or
-// closes its connection (plaintext).
+// Abandoned streams: a client can also open streams and close the
+// connection (gRPC cancels all its calls at once, as for resets). The
+// streams a connection leaves unanswered when it closes are charged to the
+// shared bucket alike (an attack of 1500 connections doing so grew a
+// member to 4.9 GB before).
 //
-// So unanswered resets reach gRPC at a rate it keeps up with, however many
-// connections send them, and a connection that does not send them never
-// waits. Nothing is closed: a client that cancels many pending calls at
-// once is slowed, not cut off. The buckets' sizes are kConnBurst and
-// kConnPerSecond, kThreadBurst and kThreadPerSecond below (nghttp2's
+// New streams: while the connection's or the shared bucket is in debt, or
+// kMaxUnanswered streams of all connections wait for an answer, a new
+// stream waits; but a connection that reset no unanswered stream itself
+// and has fewer than kUnansweredInDebt streams waiting goes on (one that
+// closes with so few unanswered adds little), so a well-behaved client is
+// not held up by what others did.
+//
+// Waiting: a frame that must wait is held with everything after it. The
+// TLS pump stops reading that connection until it is due (TCP's flow
+// control stops the client); a plaintext connection is closed instead
+// (gRPC's reads cannot be paused: net/grpc_fd_guard.h). So unanswered
+// resets and abandoned streams reach gRPC at a rate it keeps up with,
+// however many connections send them. The buckets' sizes are kConnBurst
+// and kConnPerSecond, kThreadBurst and kThreadPerSecond below (nghttp2's
 // rapid-reset defaults are 1000 and 33 a second a connection).
 //
 // It also refuses a client that opens more than kStreamsBeforeSettingsAck
@@ -54,8 +56,8 @@
 // limit on concurrent streams (server/server.h kMaxConcurrentStreams) only
 // once the client acknowledged it, so a client that never does could keep
 // any number of streams open (100k grew a member by 2 GB). Every HTTP/2
-// client acknowledges at once (RFC 9113 section 6.5.3); the pump closes a
-// refused connection.
+// client acknowledges at once (RFC 9113 section 6.5.3); a refused
+// connection is closed.
 //
 // Framing (RFC 9113 section 4.1): the client's 24-byte connection preface,
 // then frames of a 9-byte header (length 24 bits, type, flags, stream id)
@@ -113,7 +115,7 @@ class H2Guard {
   static constexpr size_t kMaxAnswered = 8192;
   static constexpr uint64_t kStreamsBeforeSettingsAck = 1000;
   static constexpr double kConnBurst = 1000, kConnPerSecond = 100;
-  static constexpr double kThreadBurst = 2000, kThreadPerSecond = 1000;
+  static constexpr double kThreadBurst = 2000, kThreadPerSecond = 1000;  // the shared bucket
   // Streams opened and not yet answered, all connections together.
   static constexpr int64_t kMaxUnanswered = 10000;
   // While the shared bucket is in debt, or kMaxUnanswered streams wait, a
