@@ -33,6 +33,12 @@ TokenBucket::Clock::time_point TokenBucket::paid_at(Clock::time_point now) {
   return now + std::chrono::ceil<Clock::duration>(std::chrono::duration<double>(-tokens_ / per_second_));
 }
 
+bool TokenBucket::spent_since_full(Clock::time_point now, double tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  refill(now);
+  return tokens_ < burst_ - tokens;
+}
+
 void TokenBucket::give_back() {
   std::lock_guard<std::mutex> lock(mu_);
   tokens_ = std::min(burst_, tokens_ + 1);
@@ -110,7 +116,8 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
         // few streams waiting, goes on: a well-behaved client is not
         // held up by what others did.
         auto paid = conn_.paid_at(now);
-        if (paid <= now && (resets_ > 0 || unanswered_.size() >= kUnansweredInDebt)) paid = thread_->paid_at(now);
+        bool few = !conn_.spent_since_full(now, kResetsForgiven) && unanswered_.size() < kUnansweredInDebt;
+        if (paid <= now && !few) paid = thread_->paid_at(now);
         if (paid > now) {
           why_ = "streams were reset or abandoned before the server answered them (HTTP/2 rapid reset)";
           *resume_at = paid;
@@ -122,8 +129,7 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           refused_ = true;
           return i;
         }
-        if (shared_->unanswered.load() >= shared_->max_unanswered &&
-            (resets_ > 0 || unanswered_.size() >= kUnansweredInDebt)) {
+        if (shared_->unanswered.load() >= shared_->max_unanswered && !few) {
           why_ = "too many streams wait for an answer, on all connections together";
           *resume_at = now + std::chrono::milliseconds(5);
           ++holds_;

@@ -37,8 +37,9 @@
 //
 // New streams: while the connection's or the shared bucket is in debt, or
 // kMaxUnanswered streams of all connections wait for an answer, a new
-// stream waits; but a connection that reset no unanswered stream itself
-// and has fewer than kUnansweredInDebt streams waiting goes on (one that
+// stream waits; but a connection that reset few unanswered streams lately
+// (kResetsForgiven) and has fewer than kUnansweredInDebt streams waiting
+// goes on (one that
 // closes with so few unanswered adds little), so a well-behaved client is
 // not held up by what others did.
 //
@@ -91,6 +92,9 @@ class TokenBucket {
   void charge(Clock::time_point now, double tokens = 1);
   // When the bucket is out of debt (now if it is not in debt).
   Clock::time_point paid_at(Clock::time_point now);
+  // Whether more than `tokens` are missing from a full bucket (taken and
+  // not yet refilled).
+  bool spent_since_full(Clock::time_point now, double tokens);
   // Gives back one token taken by take() (capped at the burst).
   void give_back();
   // When the next token is due (now if there is one).
@@ -119,9 +123,12 @@ class H2Guard {
   // Streams opened and not yet answered, all connections together.
   static constexpr int64_t kMaxUnanswered = 10000;
   // While the shared bucket is in debt, or kMaxUnanswered streams wait, a
-  // connection that reset no unanswered stream may still have this many
-  // unanswered at once.
+  // connection may still have this many unanswered at once ...
   static constexpr size_t kUnansweredInDebt = 4;
+  // ... and that has not reset more than this many unanswered streams
+  // lately (its own bucket is this close to full: a client's occasional
+  // timed-out call does not count against it for long).
+  static constexpr double kResetsForgiven = 10;
 
   // What every guard of the process shares: the bucket unanswered resets
   // and abandoned streams take from, and the count of streams opened and

@@ -219,6 +219,29 @@ TEST(H2Guard, StreamsAConnectionAbandonsUnansweredAreChargedAndHoldNewStreamsEls
   EXPECT_EQ(next.admit(in.data() + n, in.size() - n, later, &resume), in.size() - n);
 }
 
+TEST(H2Guard, AConnectionsOwnRecentResetsTakeAwayItsAllowanceInDebtButAFewDoNot) {
+  H2Guard::Shared shared(100, 100);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  H2Guard once(&shared), many(&shared);
+  // `once` timed out (reset) one unanswered call; `many` reset 20.
+  std::string in1 = hello + headers(1) + reset(1);
+  ASSERT_EQ(once.admit(in1.data(), in1.size(), now, &resume), in1.size());
+  std::string in2 = hello;
+  for (uint32_t i = 0; i < 20; ++i) in2 += headers(2 * i + 1) + reset(2 * i + 1);
+  ASSERT_EQ(many.admit(in2.data(), in2.size(), now, &resume), in2.size());
+  {
+    H2Guard churn(&shared);  // abandons 300 streams: the shared bucket goes into debt
+    std::string in = hello;
+    for (uint32_t i = 0; i < 300; ++i) in += headers(2 * i + 1);
+    ASSERT_EQ(churn.admit(in.data(), in.size(), now, &resume), in.size());
+  }
+  std::string next = headers(1001);
+  EXPECT_EQ(once.admit(next.data(), next.size(), now, &resume), next.size());
+  EXPECT_EQ(many.admit(next.data(), next.size(), now, &resume), H2Guard::kFrameHeaderBytes - 1);
+}
+
 TEST(H2Guard, AllConnectionsTogetherHaveAtMostTheBoundOfUnansweredStreams) {
   H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond, 50);
   auto now = Clock::now();
