@@ -295,13 +295,7 @@ int main(int argc, char** argv) {
       if (!e) e = peer_tls_listener->start();
     } else {
       // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
-      peer_routes.http2 = [ps](int fd) {
-        if (!net::guard_grpc_fd(fd, "peer")) {
-          ::close(fd);
-          return;
-        }
-        ps->adopt(fd);
-      };
+      peer_routes.http2 = net::guarded_route(peer_routes.http2, "peer");
       peer_mux = std::make_unique<net::Mux>(std::move(peer_routes), "peer");
       e = peer_mux->listen(listen_peer);
       if (!e) e = peer_mux->start();
@@ -394,13 +388,7 @@ int main(int argc, char** argv) {
   net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
   // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
   // reads (net/grpc_fd_guard.h).
-  routes.http2 = [cs](int fd) {
-    if (!net::guard_grpc_fd(fd, "client")) {
-      ::close(fd);
-      return;
-    }
-    cs->adopt(fd);
-  };
+  routes.http2 = net::guarded_route(routes.http2, "client");
   net::Mux client_mux(std::move(routes));
   {
     Error e = client_mux.listen(addresses(cfg.listen_client_urls, "http"));

@@ -108,6 +108,16 @@ bool guard_grpc_fd(int fd, const std::string& role) {
   return true;
 }
 
+std::function<void(int)> guarded_route(std::function<void(int)> adopt, const std::string& role) {
+  return [adopt = std::move(adopt), role](int fd) {
+    if (!guard_grpc_fd(fd, role)) {
+      ::close(fd);
+      return;
+    }
+    adopt(fd);
+  };
+}
+
 }  // namespace etcdq::net
 
 // The interposed calls. Unguarded fds cost one table lookup.

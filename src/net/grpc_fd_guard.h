@@ -24,6 +24,7 @@
 // (a mutex a connection).
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace etcdq::net {
@@ -35,5 +36,9 @@ namespace etcdq::net {
 bool guard_grpc_fd(int fd, const std::string& role);
 
 constexpr int kMaxGuardedFd = 1 << 20;
+
+// `adopt` (a route that hands an fd to gRPC) with guard_grpc_fd() first;
+// an fd that cannot be guarded is closed.
+std::function<void(int)> guarded_route(std::function<void(int)> adopt, const std::string& role);
 
 }  // namespace etcdq::net

@@ -33,8 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kPrefaceBytes = H2Guard::kPrefaceBytes;  // enough to route by (net/mux.h)
 constexpr uint64_t kWakeTag = 0;
-// An epoll tag is a connection id, with this bit for its plaintext end.
-constexpr uint64_t kPlainSide = uint64_t{1} << 63;
 
 // Process-wide (every pump): route fd -> (owner key, CN) of the live
 // connection that handed that fd out.
@@ -81,11 +79,6 @@ struct TlsPump::Impl {
     std::unique_ptr<H2Guard> guard;
     size_t in_ok = 0;
     bool held = false;    // waiting in Worker::held for a reset token
-    // Whether a read of the socketpair may find bytes: cleared by a short
-    // read or EAGAIN, set by its next epoll edge. Saves a read that would
-    // find nothing on every wake-up. (Not for the TLS side: a short
-    // SSL_read says nothing about what OpenSSL holds.)
-    bool plain_readable = true;
     bool warned = false;  // its first hold was logged
     bool tls_eof = false, plain_eof = false, plain_shut = false;
   };
@@ -266,7 +259,7 @@ struct TlsPump::Impl {
       handshaking.erase(c.waiting);
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-      ev.data.u64 = c.id | kPlainSide;
+      ev.data.u64 = c.id;
       if (epoll_ctl(epoll, EPOLL_CTL_ADD, c.plain, &ev) != 0) {
         close_conn(c);
         return false;
@@ -409,8 +402,7 @@ struct TlsPump::Impl {
           Clock::time_point resume;
           c.in_ok += c.guard->admit(c.in.get() + c.in_ok, c.in_len - c.in_ok, now, &resume);
           if (c.guard->refused()) {
-            warn(c, "closed: it opened " + std::to_string(H2Guard::kStreamsBeforeSettingsAck) +
-                        " streams without acknowledging the server's HTTP/2 settings");
+            warn(c, std::string("closed: ") + c.guard->why());
             close_conn(c);
             return;
           }
@@ -431,9 +423,8 @@ struct TlsPump::Impl {
           shutdown(c.plain, SHUT_WR);  // the server sees the client's end
           c.plain_shut = true;
         }
-        if (!c.plain_eof && c.out_len == 0 && c.plain_readable) {
+        if (!c.plain_eof && c.out_len == 0) {
           ssize_t r = recv(c.plain, c.out.get(), kBufferBytes, 0);
-          if (r < 0 || (r > 0 && static_cast<size_t>(r) < kBufferBytes)) c.plain_readable = false;
           if (r > 0) {
             c.out_off = 0;
             c.out_len = static_cast<size_t>(r);
@@ -496,9 +487,8 @@ struct TlsPump::Impl {
           return;
         }
         for (int i = 0; i < n; ++i) {
-          uint64_t tag = events[i].data.u64;
-          uint64_t id = tag & ~kPlainSide;
-          if (tag == kWakeTag) {
+          uint64_t id = events[i].data.u64;
+          if (id == kWakeTag) {
             uint64_t v;
             ssize_t ignored = read(wake, &v, sizeof(v));
             (void)ignored;
@@ -517,11 +507,7 @@ struct TlsPump::Impl {
             continue;
           }
           auto it = conns.find(id);
-          if (it == conns.end()) continue;
-          if ((tag & kPlainSide) && (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-            it->second->plain_readable = true;
-          }
-          step(*it->second);
+          if (it != conns.end()) step(*it->second);
         }
         auto now = Clock::now();
         while (!held.empty() && held.begin()->first <= now) {
