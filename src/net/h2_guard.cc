@@ -108,7 +108,7 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           return i;
         }
         ++resets_;
-        if (unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
+        if (drop_unanswered(stream)) shared_->unanswered.fetch_sub(1);
       } else if (type == kHeaders && answered_.count(stream) == 0 && unanswered_.count(stream) == 0) {
         // A new stream. Streams reset or abandoned unanswered (by anyone)
         // are still being paid for: wait.
@@ -116,7 +116,7 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
         // few streams waiting, goes on: a well-behaved client is not
         // held up by what others did.
         auto paid = conn_.paid_at(now);
-        bool few = !conn_.spent_since_full(now, kResetsForgiven) && unanswered_.size() < kUnansweredInDebt;
+        bool few = !conn_.spent_since_full(now, kResetsForgiven) && stalled_ < kUnansweredInDebt;
         if (paid <= now && !few) paid = thread_->paid_at(now);
         if (paid > now) {
           why_ = "streams were reset or abandoned before the server answered them (HTTP/2 rapid reset)";
@@ -135,8 +135,18 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           ++holds_;
           return i;
         }
-        unanswered_.insert(stream);
+        bool whole = (header_[4] & kEndStreamFlag) != 0;
+        unanswered_.emplace(stream, whole);
+        if (!whole) ++stalled_;
         shared_->unanswered.fetch_add(1);
+      } else if ((type == kHeaders || type == kData) && (header_[4] & kEndStreamFlag)) {
+        // The client finished sending a stream: if unanswered, it now
+        // waits on the server, not on the client.
+        auto it = unanswered_.find(stream);
+        if (it != unanswered_.end() && !it->second) {
+          it->second = true;
+          --stalled_;
+        }
       }
     }
     header_[header_len_++] = static_cast<uint8_t>(data[i++]);
@@ -147,6 +157,14 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
     }
   }
   return n;
+}
+
+bool H2Guard::drop_unanswered(uint32_t stream) {
+  auto it = unanswered_.find(stream);
+  if (it == unanswered_.end()) return false;
+  if (!it->second) --stalled_;
+  unanswered_.erase(it);
+  return true;
 }
 
 bool H2Guard::forget_answered(uint32_t stream) {
@@ -174,7 +192,7 @@ void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
     uint8_t type = out_header_[3];
     uint32_t stream = stream_of(out_header_, out_header_[8]);
     bool end_stream = (type == kHeaders || type == kData) && (out_header_[4] & kEndStreamFlag);
-    if ((type == kHeaders || type == kRstStream) && unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
+    if ((type == kHeaders || type == kRstStream) && drop_unanswered(stream)) shared_->unanswered.fetch_sub(1);
     if (type == kRstStream) {
       // The server ending a stream it answered is a normal end (gRPC
       // resets a stream it finished before the client did); resetting

@@ -38,10 +38,16 @@
 // New streams: while the connection's or the shared bucket is in debt, or
 // kMaxUnanswered streams of all connections wait for an answer, a new
 // stream waits; but a connection that reset few unanswered streams lately
-// (kResetsForgiven) and has fewer than kUnansweredInDebt streams waiting
-// goes on (one that
-// closes with so few unanswered adds little), so a well-behaved client is
-// not held up by what others did.
+// (kResetsForgiven) and has fewer than kUnansweredInDebt streams stalled
+// goes on, so a well-behaved client is not held up by what others did. A
+// stalled stream is one neither side has moved on: the client has not
+// finished sending it (no END_STREAM) and the server has not answered it.
+// A busy client's unanswered calls are all sent whole and wait on the
+// server (a unary call ends its request with END_STREAM), so however many
+// it has in flight it goes on; what an attacker leaves open to cost gRPC
+// memory (streams opened and never completed) is stalled. Before, a busy
+// plaintext client with five calls in flight was cut off while another
+// client kept the shared bucket in debt.
 //
 // Waiting: a frame that must wait is held with everything after it. The
 // TLS pump stops reading that connection until it is due (TCP's flow
@@ -75,6 +81,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace etcdq::net {
@@ -171,6 +178,7 @@ class H2Guard {
   uint64_t holds() const { return holds_; }    // times admit() held a frame
   uint64_t server_resets() const { return server_resets_; }
   size_t unanswered() const { return unanswered_.size(); }
+  size_t stalled() const { return stalled_; }  // of those, not sent whole by the client
   // Why admit() last stopped short (for logs).
   const char* why() const { return why_; }
 
@@ -178,8 +186,12 @@ class H2Guard {
   Shared* shared_;
   TokenBucket* thread_;  // shared_->resets
   // Streams the client opened that the server has not answered (sent
-  // HEADERS on) nor either side reset: gRPC's calls for them may not run yet.
-  std::unordered_set<uint32_t> unanswered_;
+  // HEADERS on) nor either side reset: gRPC's calls for them may not run
+  // yet. The value: the client finished sending it (END_STREAM).
+  std::unordered_map<uint32_t, bool> unanswered_;
+  size_t stalled_ = 0;  // entries of unanswered_ the client has not finished
+  // Forgets `stream` as unanswered; false if it was not.
+  bool drop_unanswered(uint32_t stream);
   const char* why_ = "";
   TokenBucket conn_{kConnBurst, kConnPerSecond};
   size_t preface_left_ = kPrefaceBytes;

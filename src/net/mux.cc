@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -90,6 +91,14 @@ struct Mux::Impl {
         if (errno != EAGAIN && errno != EWOULDBLOCK) pause_accepting(errno);
         return;
       }
+      if (fd >= Mux::connection_fd_ceiling()) {
+        // Descriptors are handed out lowest first: every one below this is
+        // in use, and what is left is the member's own (RocksDB's files,
+        // its peers, its WAL), which a flood of connections must not take.
+        ::close(fd);
+        pause_accepting(EMFILE, " (the last descriptors are kept for the member's own files)");
+        return;
+      }
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       if (pending.size() >= kMaxPending) close_pending(pending.front().fd);
@@ -125,11 +134,11 @@ struct Mux::Impl {
     }
   }
 
-  void pause_accepting(int err) {
+  void pause_accepting(int err, const char* why = "") {
     auto now = Clock::now();
     if (uint64_t left_out = 0; accept_warnings.allow(&left_out)) {
-      spdlog::warn("cannot accept {} connections ({} failures): {}; pausing {} ms at a time", role, left_out + 1,
-                   system_error(err), kAcceptPause.count());
+      spdlog::warn("cannot accept {} connections ({} failures): {}{}; pausing {} ms at a time", role, left_out + 1,
+                   system_error(err), why, kAcceptPause.count());
     }
     // The longest-waiting silent connection gives its descriptor back.
     if (!pending.empty()) close_pending(pending.front().fd);
@@ -213,6 +222,17 @@ struct Mux::Impl {
     }
   }
 };
+
+int Mux::connection_fd_ceiling() {
+  static const int ceiling = [] {
+    rlimit r{};
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return INT32_MAX;
+    auto limit = static_cast<int64_t>(r.rlim_cur);
+    int64_t reserve = std::clamp<int64_t>(limit / 8, kMinFdReserve, kMaxFdReserve);
+    return static_cast<int>(std::max<int64_t>(limit - reserve, limit / 2));
+  }();
+  return ceiling;
+}
 
 Mux::Mux(Routes routes, std::string role) : impl_(std::make_unique<Impl>()) {
   impl_->routes = std::move(routes);

@@ -17,7 +17,12 @@
 // Bounds: at most kMaxPending connections wait for their first bytes (a new
 // one closes the one that has waited longest, so a fresh client always gets
 // in); one that has not said which protocol it speaks within kSniffTimeout
-// is closed. Once routed, a connection is its server's to bound.
+// is closed. Once routed, a connection is its server's to bound. No
+// connection takes a descriptor at or past connection_fd_ceiling(): the
+// last ones (an eighth of RLIMIT_NOFILE, 256 to 8192) stay for the
+// member's own files and peers, so a flood of idle connections cannot make
+// RocksDB fail to open a file (which would stop its writes); past it, new
+// connections wait in the listen backlog as when descriptors run out.
 //
 // Thread-safety: listen() and start() from one thread, before stop(); the
 // routes run on the mux thread and must not block (they hand the socket
@@ -53,6 +58,10 @@ class Mux {
   };
 
   static constexpr size_t kMaxPending = 1024;
+  static constexpr int64_t kMinFdReserve = 256, kMaxFdReserve = 8192;
+  // The lowest descriptor number no accepted connection may have (read
+  // once from RLIMIT_NOFILE: call it after raising the limit, as main does).
+  static int connection_fd_ceiling();
   static constexpr std::chrono::seconds kSniffTimeout{10};
 
   // `role` names the listener in errors and logs ("client", "peer").

@@ -72,8 +72,13 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       // (OnWriteDone), as etcd's recvLoop waits on its full ctrlStream.
       // Only answers to requests count: a reader slower than the events
       // still gets its cancels read.
+      // Once all streams together hold too much, a stream keeps far less
+      // of them (kControlBytesUnderPressure).
       std::lock_guard<std::mutex> lock(mu_);
-      if (!finishing_ && !broken_ && control_bytes_ >= WatchService::kMaxControlBytes) {
+      bool full = control_bytes_ >= WatchService::kMaxControlBytes ||
+                  (control_bytes_ >= WatchService::kControlBytesUnderPressure &&
+                   total() >= WatchService::kMaxTotalQueuedBytes);
+      if (!finishing_ && !broken_ && full) {
         read_paused_ = true;
         return;
       }
@@ -95,6 +100,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         drop_queue_locked();
         broken_ = true;
       }
+      sync_total_locked();
       // Everything before the next response in line is written (or
       // dropped): answers waiting on it may go (answer_gate.h).
       written_below = head_seq_;
@@ -105,7 +111,14 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       // then is the hub's catch-up thread woken, not after every write.
       wake = starved_ && !broken_ && room_locked() > 0;
       if (wake) starved_ = false;
-      resume_read = read_paused_ && !finishing_ && !broken_ && control_bytes_ <= WatchService::kMaxControlBytes / 2;
+      // Streams refused for the total catch up once it is under it again.
+      if (svc_->pressed_.load(std::memory_order_relaxed) && total() < WatchService::kMaxTotalQueuedBytes &&
+          svc_->pressed_.exchange(false)) {
+        wake = true;
+      }
+      resume_read = read_paused_ && !finishing_ && !broken_ && control_bytes_ <= WatchService::kMaxControlBytes / 2 &&
+                    (control_bytes_ < WatchService::kControlBytesUnderPressure / 2 ||
+                     total() < WatchService::kMaxTotalQueuedBytes);
       if (resume_read) read_paused_ = false;
     }
     track_->written(written_below);
@@ -123,6 +136,11 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     ctx_->store->watch_hub().remove_all(this);
     if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
     track_->close();  // nothing more is written here
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      svc_->total_held_.fetch_sub(counted_, std::memory_order_relaxed);
+      counted_ = 0;
+    }
     WatchService* svc = svc_;
     size_t peak = peak_bytes_;
     svc->forget(this);
@@ -234,19 +252,40 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   bool fits_locked(size_t bytes, bool one_revision) const {  // mu_ held
-    return WatchService::takes(held_bytes(), out_.empty(), bytes, one_revision);
+    size_t t = total();
+    if (WatchService::takes(held_bytes(), out_.empty(), bytes, one_revision, t)) return true;
+    if (t + bytes > WatchService::kMaxTotalQueuedBytes) svc_->pressed_.store(true, std::memory_order_relaxed);
+    return false;
   }
 
   size_t room() const override {
     std::lock_guard<std::mutex> lock(mu_);
     if (finishing_ || broken_) return 0;
     size_t r = room_locked();
-    if (r == 0) starved_ = true;  // OnWriteDone wakes the hub when there is
+    if (r == 0) {
+      starved_ = true;  // OnWriteDone wakes the hub when there is
+      if (total() >= WatchService::kMaxTotalQueuedBytes) svc_->pressed_.store(true, std::memory_order_relaxed);
+    }
     return r;
   }
 
   size_t room_locked() const {  // mu_ held
-    return WatchService::catch_up_room(held_bytes(), out_.empty());
+    return WatchService::catch_up_room(held_bytes(), out_.empty(), total());
+  }
+
+  // What all streams hold (WatchService::total_held_).
+  size_t total() const { return svc_->total_held_.load(std::memory_order_relaxed); }
+
+  // Brings this stream's share of the total up to date (mu_ held): called
+  // wherever held_bytes() changes.
+  void sync_total_locked() {
+    size_t now = held_bytes();
+    if (now >= counted_) {
+      svc_->total_held_.fetch_add(now - counted_, std::memory_order_relaxed);
+    } else {
+      svc_->total_held_.fetch_sub(counted_ - now, std::memory_order_relaxed);
+    }
+    counted_ = now;
   }
 
   // Progress for watchers that asked for it, while they are synced. Returns
@@ -468,6 +507,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void add_queued(size_t bytes) {  // mu_ held; to the last response pushed or joined
     queued_bytes_ += bytes;
     peak_bytes_ = std::max(peak_bytes_, held_bytes());
+    sync_total_locked();
   }
 
   // created, canceled and progress responses, serialized as they are. Any
@@ -484,6 +524,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     queued_bytes_ += q.bytes;
     control_bytes_ += q.bytes;
     peak_bytes_ = std::max(peak_bytes_, held_bytes());
+    sync_total_locked();
     barrier_seq_ = q.seq + 1;
   }
 
@@ -492,6 +533,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     out_.clear();
     queued_bytes_ = 0;
     control_bytes_ = 0;
+    sync_total_locked();
   }
 
   // What this stream holds: the queue, and the response being written.
@@ -524,6 +566,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       queued_bytes_ -= std::min(queued_bytes_, counted);
       if (q.whole) control_bytes_ -= std::min(control_bytes_, counted);
       inflight_bytes_ = counted;
+      sync_total_locked();
       out_.pop_front();
       ++head_seq_;
       writing_ = true;
@@ -574,6 +617,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   size_t control_bytes_ = 0;   // of out_'s control responses (whole)
   size_t inflight_bytes_ = 0;  // of writing_buf_
   size_t peak_bytes_ = 0;      // the most held_bytes() ever was
+  size_t counted_ = 0;         // what this stream adds to WatchService::total_held_
   bool writing_ = false;
   AnswerGate::Clock::time_point write_started_;  // of the write in flight
   // Where this stream's writes are, for the answers waiting on them.
@@ -593,13 +637,20 @@ namespace {
 constexpr size_t kCatchUpRoomFrom = WatchService::kMaxQueuedBytes / 4 * 3;
 }  // namespace
 
-size_t WatchService::catch_up_room(size_t held, bool empty) {
+size_t WatchService::catch_up_room(size_t held, bool empty, size_t total) {
   if (!empty && held > kCatchUpRoomFrom) return 0;
-  return held < kMaxQueuedBytes ? kMaxQueuedBytes - held : 0;
+  size_t room = held < kMaxQueuedBytes ? kMaxQueuedBytes - held : 0;
+  if (total < kMaxTotalQueuedBytes) return std::min(room, kMaxTotalQueuedBytes - total);
+  // Past the total only a stream that holds nothing reads, one batch.
+  return held == 0 ? std::min(room, kMergeBytes) : 0;
 }
 
-bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revision) {
-  return empty || held + bytes <= kMaxQueuedBytes || (one_revision && held <= kCatchUpRoomFrom);
+bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revision, size_t total) {
+  bool stream_ok = empty || held + bytes <= kMaxQueuedBytes || (one_revision && held <= kCatchUpRoomFrom);
+  if (!stream_ok) return false;
+  if (total + bytes <= kMaxTotalQueuedBytes) return true;
+  if (held != 0) return false;
+  return total < kHardTotalQueuedBytes || bytes <= kMergeBytes;
 }
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)

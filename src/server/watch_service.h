@@ -29,6 +29,7 @@
 // progress_notify), and `fragment` splitting for watchers that asked.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -68,6 +69,22 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // (a revision must get through, whatever its size), so the most a
   // stream holds is 3 MiB plus one revision.
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  // What all streams together may hold before each stream is cut down to
+  // what it needs to keep moving: past this, a stream takes events only
+  // while it holds nothing (one batch, which a reading client writes at
+  // once), and catching up reads at most kMergeBytes for it. Without it
+  // a few hundred streams that never read held 4 MiB each (etcd holds up
+  // to 128 responses a watcher, with no total). The slowest streams wait:
+  // their watchers catch up from storage once they read again.
+  static constexpr size_t kMaxTotalQueuedBytes = 256 << 20;
+  // Past this, even a stream holding nothing takes at most kMergeBytes at
+  // a time; a bigger revision waits in storage until the total is below
+  // it. Every stream that does not read then holds at most one batch of
+  // kMergeBytes: the total stays under this plus 64 KiB a stream.
+  static constexpr size_t kHardTotalQueuedBytes = 512 << 20;
+  // Of the control bytes below, what a stream may keep once the total is
+  // past kMaxTotalQueuedBytes before it stops reading requests.
+  static constexpr size_t kControlBytesUnderPressure = 16 << 10;
   // Of those, answers to the client's own requests (created, canceled,
   // progress): past this the stream stops reading its requests until half
   // has been written, as etcd's recvLoop blocks on its full ctrlStream. A
@@ -81,15 +98,20 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // A queued response takes more events for its watcher up to this size
   // (well under any fragment limit and gRPC's default 4 MiB receive limit).
   static constexpr size_t kMergeBytes = 64 << 10;
-  // The bound as rules, for a stream holding `held` bytes (`empty`:
-  // nothing queued behind the write in flight). catch_up_room: how many bytes of
-  // events catching up may read for it (0 from three quarters of the
-  // bound on: reading for a sliver of room is mostly thrown away). takes:
-  // whether it takes a batch of `bytes`; a batch of one revision always
-  // fits where catch_up_room is not 0, or a revision bigger than the room
-  // would be read again after every write and never get through. Pure.
-  static size_t catch_up_room(size_t held, bool empty);
-  static bool takes(size_t held, bool empty, size_t bytes, bool one_revision);
+  // The bounds as rules, for a stream holding `held` bytes (`empty`:
+  // nothing queued behind the write in flight) while all streams hold
+  // `total` bytes. catch_up_room: how many bytes of events catching up may
+  // read for it (0 from three quarters of the bound on: reading for a
+  // sliver of room is mostly thrown away). takes: whether it takes a batch
+  // of `bytes`; a batch of one revision always fits where catch_up_room is
+  // not 0 and the total is under kHardTotalQueuedBytes, or a revision
+  // bigger than the room would be read again after every write and never
+  // get through. Pure.
+  static size_t catch_up_room(size_t held, bool empty, size_t total);
+  static bool takes(size_t held, bool empty, size_t bytes, bool one_revision, size_t total);
+
+  // What all streams hold now, in bytes (thread-safe; for tests and metrics).
+  size_t total_queued_bytes() const { return total_held_.load(std::memory_order_relaxed); }
 
   // Threads that start writes on idle streams (gRPC's own threads start
   // the writes that follow).
@@ -101,6 +123,11 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   void stream_closed(size_t peak_bytes);  // after the stream was deleted
   void progress_loop();
 
+  // Sum of every stream's held bytes (each stream adds its changes).
+  std::atomic<size_t> total_held_{0};
+  // A batch was refused for the total: the next write that brings the
+  // total under kMaxTotalQueuedBytes wakes the hub's catch-up.
+  std::atomic<bool> pressed_{false};
   Context* ctx_;
   std::chrono::milliseconds progress_interval_;
   std::mutex mu_;

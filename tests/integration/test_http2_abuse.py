@@ -155,8 +155,21 @@ def open_stream(path):
     return lambda sid: frame(1, 4, sid, request_headers(path))
 
 
+class LimitedMember(harness.Member):
+    """A member whose RLIMIT_NOFILE is `nofile` (soft and hard)."""
+
+    def __init__(self, nofile, *args, **kwargs):
+        self.nofile = nofile
+        super().__init__(*args, **kwargs)
+
+    def args(self):
+        return ["prlimit", "--nofile=%d:%d" % (self.nofile, self.nofile)] + super().args()
+
+
 class Http2AbuseTest(harness.MemberTestCase):
-    def check_flood(self, m, floods, expect_log, kv=None):
+    def check_flood(self, m, floods, expect_log, kv=None, in_flight=1):
+        """`in_flight`: how many Puts the well-behaved client keeps in flight at
+        once on its one connection."""
         pid = m.proc.pid
         kv = kv or m.kv()
         kv.Put(pb.PutRequest(key=b"a", value=b"0"), timeout=10)
@@ -168,6 +181,11 @@ class Http2AbuseTest(harness.MemberTestCase):
         while any(f.is_alive() for f in floods):
             peak = max(peak, harness.vm_rss_mib(pid))
             # A well-behaved client on its own connection is served throughout.
+            if in_flight > 1:
+                calls = [kv.Put.future(pb.PutRequest(key=b"b%d" % i, value=b"x"), timeout=10)
+                         for i in range(in_flight - 1)]
+                for c in calls:
+                    c.result()
             kv.Put(pb.PutRequest(key=b"a", value=str(served).encode()), timeout=10)
             served += 1
             time.sleep(0.2)
@@ -203,6 +221,16 @@ class Http2AbuseTest(harness.MemberTestCase):
                         per_connection=2000) for _ in range(6)]
         self.check_flood(m, floods, "HTTP/2 rapid reset")
 
+    def test_a_busy_client_is_served_while_others_keep_the_budget_spent(self):
+        # The floods of the test above keep the shared budget in debt; a
+        # plaintext client with 20 calls in flight on one connection goes on
+        # (its calls are sent whole: they wait on the server, not on it).
+        # Before, one with more than 4 in flight was disconnected.
+        m = self.new_member()
+        floods = [Flood(m.client_port, open_stream(b"/etcdserverpb.Watch/Watch"), reconnect=True,
+                        per_connection=2000) for _ in range(6)]
+        self.check_flood(m, floods, "HTTP/2 rapid reset", in_flight=20)
+
     def test_rapid_reset_on_the_peer_url_closes_the_connection(self):
         m = self.new_member()
         floods = [Flood(m.peer_port, reset_stream(b"/etcdq.peer.Peer/Propose"), reconnect=True) for _ in range(2)]
@@ -220,6 +248,35 @@ class Http2AbuseTest(harness.MemberTestCase):
         self.check_flood(m, [f], "HTTP/2 rapid reset", kv=m.kv(plain))
         self.assertEqual(f.connections, 1)
         self.assertGreater(f.sent, 1000)  # the burst passes, then 100 a second; the rest waits in TCP
+
+    def test_idle_connections_leave_the_members_own_descriptors(self):
+        # A member limited to 512 descriptors and 700 idle HTTP/2 connections:
+        # connections stop at the ceiling (net/mux.h), so the member's own
+        # files (a snapshot's checkpoint, RocksDB's) and its clients already
+        # connected go on. Before, the connections took every descriptor.
+        m = self.track(LimitedMember(512))
+        kv = m.kv()
+        kv.Put(pb.PutRequest(key=b"a", value=b"0"), timeout=10)
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(700):
+            try:
+                s = socket.create_connection(("127.0.0.1", m.client_port), timeout=5)
+                s.sendall(PREFACE + frame(4, 0, 0) + frame(4, 1, 0))
+                socks.append(s)
+            except OSError:
+                break
+        time.sleep(1.0)
+        for i in range(200):
+            kv.Put(pb.PutRequest(key=b"k%d" % i, value=b"x" * 1024), timeout=10)
+        # A snapshot opens RocksDB's files afresh (a checkpoint) and a file of its own.
+        size = sum(len(r.blob) for r in m.maintenance().Snapshot(pb.SnapshotRequest(), timeout=30))
+        self.assertGreater(size, 200 * 1024)
+        self.assertIsNone(m.proc.poll(), "the member exited")
+        with open(m.log_path, errors="replace") as log:
+            self.assertIn("kept for the member's own files", log.read())
+        with open("/proc/%d/limits" % m.proc.pid) as f:
+            self.assertIn("512", next(line for line in f if line.startswith("Max open files")))
 
     def test_streams_opened_without_acknowledging_settings_close_the_connection(self):
         m = self.new_member()

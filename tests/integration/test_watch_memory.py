@@ -39,18 +39,21 @@ STREAMS = 50
 BOUND_MIB = 4.0
 SLACK = 1.2
 RETURN_PER_STREAM_MIB = 1.0
+TOTAL_BOUND_MIB = 512
 WRITERS = 4
 # --snapshot-count: libraft keeps every entry since the last snapshot in memory.
 MEMBER_ARGS = ["--snapshot-count", "10"]
 
 
-def stuck_client_main(endpoint, n):
+def stuck_client_main(endpoint, n, per_connection=1):
     """The child: n streams, created, then wait to be stopped."""
     import queue
     import grpc
     calls = []
-    for _ in range(n):
-        ch = grpc.insecure_channel(endpoint, options=[("grpc.use_local_subchannel_pool", 1)])
+    ch = None
+    for i in range(n):
+        if i % per_connection == 0:
+            ch = grpc.insecure_channel(endpoint, options=[("grpc.use_local_subchannel_pool", 1)])
         q = queue.Queue()
 
         def it(q=q):
@@ -69,9 +72,9 @@ def stuck_client_main(endpoint, n):
 
 
 class StuckClient:
-    def __init__(self, member, n):
+    def __init__(self, member, n, per_connection=1):
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--stuck-client", member.endpoint,
-                                      str(n)], stdout=subprocess.PIPE, start_new_session=True)
+                                      str(n), str(per_connection)], stdout=subprocess.PIPE, start_new_session=True)
         line = self.proc.stdout.readline().strip()
         if line != b"ready":
             raise AssertionError("stuck client did not start: %r" % line)
@@ -94,14 +97,14 @@ class WatchMemoryTest(harness.MemberTestCase):
             return "stuck client pid %d" % thing.proc.pid
         return super().log_text(thing)
 
-    def run_load(self, streams, value_bytes, puts):
+    def run_load(self, streams, value_bytes, puts, per_connection=1, reader=False):
         """{'base', 'peak', 'after_close'} RSS in MiB of a fresh member under the load."""
         m = self.new_member(MEMBER_ARGS)
         pid = m.proc.pid
         kv = m.kv(wl.ready_channel(m))
         time.sleep(0.5)
         base = harness.vm_rss_mib(pid)
-        client = self.track(StuckClient(m, streams)) if streams else None
+        client = self.track(StuckClient(m, streams, per_connection)) if streams else None
         time.sleep(0.5)
         with_streams = harness.vm_rss_mib(pid)
         value = b"v" * value_bytes
@@ -125,24 +128,42 @@ class WatchMemoryTest(harness.MemberTestCase):
         for _ in range(30):   # the hub and the streams settle
             peak = max(peak, harness.vm_rss_mib(pid))
             time.sleep(0.05)
+        read_all = None
+        if reader:
+            # A client that reads still gets every event, from the first
+            # revision on, while the stuck streams hold the total.
+            w = wl.WatchStream(wl.ready_channel(m), name="reader")
+            w.create(b"big/", range_end=wl.prefix_end(b"big/"), start_revision=1, prev_kv=True)
+            w.wait_created()
+            w.wait_until(lambda s: len(s.events_of(0)) >= puts, timeout=60)
+            read_all = len(w.events_of(0))
+            peak = max(peak, harness.vm_rss_mib(pid))
+            w.close()
         if client is not None:
             client.cleanup()
+        # Hundreds of streams close one by one, and the allocator is asked
+        # to give memory back at most once a second: up to 10 s.
         time.sleep(2.0)
         after = harness.vm_rss_mib(pid)
+        deadline = time.monotonic() + 8
+        while after > with_streams + 40 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            after = min(after, harness.vm_rss_mib(pid))
         kv.Range(wl_range(b"big/"), timeout=10)   # still serving
         m.cleanup()
-        return {"base": base, "with_streams": with_streams, "peak": peak, "after_close": after}
+        return {"base": base, "with_streams": with_streams, "peak": peak, "after_close": after, "read": read_all}
 
-    def measure(self, value_bytes, puts):
+    def measure(self, value_bytes, puts, streams=STREAMS, per_connection=1, reader=False):
         control = self.run_load(0, value_bytes, puts)
-        stuck = self.run_load(STREAMS, value_bytes, puts)
+        stuck = self.run_load(streams, value_bytes, puts, per_connection, reader)
+        self.stuck_run = stuck
         write_cost = control["peak"] - control["base"]
-        per_stream = (stuck["peak"] - stuck["base"] - write_cost) / STREAMS
-        kept = (stuck["after_close"] - stuck["base"] - (control["after_close"] - control["base"])) / STREAMS
+        per_stream = (stuck["peak"] - stuck["base"] - write_cost) / streams
+        kept = (stuck["after_close"] - stuck["base"] - (control["after_close"] - control["base"])) / streams
         report = ("%d puts of %d B, %d stuck streams each wanting %.0f MiB: control (no watcher) RSS %.0f -> peak "
                   "%.0f -> %.0f MiB; with the streams %.0f (%.0f once open) -> peak %.0f -> %.0f MiB after they "
                   "closed; per stuck stream %.2f MiB at the peak, %.2f MiB kept after close" % (
-                      puts, value_bytes, STREAMS, puts * 2 * value_bytes / 2 ** 20, control["base"],
+                      puts, value_bytes, streams, puts * 2 * value_bytes / 2 ** 20, control["base"],
                       control["peak"], control["after_close"], stuck["base"], stuck["with_streams"], stuck["peak"],
                       stuck["after_close"], per_stream, kept))
         sys.stderr.write("\n  %s\n" % report)
@@ -158,6 +179,19 @@ class WatchMemoryTest(harness.MemberTestCase):
         self.assertLess(per_stream, BOUND_MIB * SLACK, report)
         self.assertLess(kept, RETURN_PER_STREAM_MIB, report)
 
+    def test_many_stuck_streams_together_hold_no_more_than_the_total_budget(self):
+        # 300 streams (50 a connection) each wanting 12 MiB would hold
+        # 1,200 MiB at 4 MiB a stream; all streams together stop taking
+        # more than one batch each past 256 MiB (kMaxTotalQueuedBytes), and
+        # nothing past 512 MiB but batches of at most 64 KiB
+        # (kHardTotalQueuedBytes): under 512 MiB + 64 KiB a stream.
+        streams = 300
+        per_stream, kept, report = self.measure(16 * 1024, 400, streams=streams, per_connection=50, reader=True)
+        self.assertLess(per_stream * streams, TOTAL_BOUND_MIB + streams / 16, report)
+        self.assertEqual(self.stuck_run["read"], 400, "a reading client's watch from revision 1 got %s of 400 "
+                         "events while the stuck streams held the total" % self.stuck_run["read"])
+        self.assertLess(kept, RETURN_PER_STREAM_MIB, report)
+
 
 def wl_put(key, value):
     from etcd3.etcdrpc import rpc_pb2 as pb
@@ -170,7 +204,7 @@ def wl_range(key):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--stuck-client":
-        stuck_client_main(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--stuck-client":
+        stuck_client_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         harness.main()

@@ -262,6 +262,50 @@ TEST(H2Guard, AllConnectionsTogetherHaveAtMostTheBoundOfUnansweredStreams) {
   EXPECT_EQ(shared.unanswered.load(), 30);
 }
 
+// A busy client's calls in flight were sent whole (END_STREAM): they wait
+// on the server, not on the client, and do not count against it while
+// others keep the shared bucket in debt or the unanswered streams at the
+// bound. Streams the client leaves open unanswered do.
+TEST(H2Guard, InDebtOnlyStreamsTheClientLeftOpenCountAgainstIt) {
+  H2Guard::Shared shared(100, 100);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  {
+    H2Guard churn(&shared);  // abandons 300 streams: the shared bucket goes into debt
+    std::string in = hello;
+    for (uint32_t i = 0; i < 300; ++i) in += headers(2 * i + 1);
+    ASSERT_EQ(churn.admit(in.data(), in.size(), now, &resume), in.size());
+  }
+  H2Guard open(&shared);  // an idle attacker opens 50 streams and sends nothing more
+  std::string idle = hello;
+  for (uint32_t i = 0; i < 50; ++i) idle += frame(0x1, 0x4, 2 * i + 1, "md");
+  // The first kUnansweredInDebt go through, then it waits for the debt.
+  size_t held_at = open.admit(idle.data(), idle.size(), now, &resume);
+  EXPECT_LT(held_at, idle.size());
+  EXPECT_EQ(open.stalled(), H2Guard::kUnansweredInDebt);
+
+  H2Guard busy(&shared);
+  std::string in = hello;
+  // 20 unary calls in flight: HEADERS, then DATA with END_STREAM; the first
+  // as HEADERS with END_STREAM itself.
+  in += frame(0x1, 0x5, 1, "md");
+  for (uint32_t i = 1; i < 20; ++i) in += frame(0x1, 0x4, 2 * i + 1, "md") + frame(0x0, 0x1, 2 * i + 1, "req");
+  EXPECT_EQ(busy.admit(in.data(), in.size(), now, &resume), in.size());
+  EXPECT_EQ(busy.unanswered(), 20u);
+  EXPECT_EQ(busy.stalled(), 0u);
+  // A stream it leaves open counts: kUnansweredInDebt of them, and the next waits.
+  std::string more;
+  for (uint32_t i = 0; i <= H2Guard::kUnansweredInDebt; ++i) more += frame(0x1, 0x4, 101 + 2 * i, "md");
+  size_t n = busy.admit(more.data(), more.size(), now, &resume);
+  EXPECT_EQ(n, H2Guard::kUnansweredInDebt * frame(0x1, 0x4, 1, "md").size() + H2Guard::kFrameHeaderBytes - 1);
+  // Answers and resets of its streams take them off the count.
+  std::string answer = frame(0x1, 0x4, 101, "md") + frame(0x3, 0, 103, std::string("\0\0\0\x08", 4));
+  busy.server_sent(answer.data(), answer.size(), now);
+  EXPECT_EQ(busy.stalled(), H2Guard::kUnansweredInDebt - 2);
+  EXPECT_EQ(busy.admit(more.data() + n, more.size() - n, now, &resume), more.size() - n);
+}
+
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
   TokenBucket b(2, 4);
   auto t = Clock::now();
