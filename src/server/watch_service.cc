@@ -712,9 +712,14 @@ bool WatchService::wait_streams_done(std::chrono::milliseconds timeout) {
 }
 
 void WatchService::stream_closed(size_t peak_bytes) {
-  if (peak_bytes < kTrimAfterBytes) return;
   {
+    // Counted over streams: hundreds of streams that held under the
+    // threshold each (the total's bound cuts them to one batch) free as
+    // much together as a few big ones.
     std::lock_guard<std::mutex> lock(mu_);
+    closed_peaks_ += peak_bytes;
+    if (closed_peaks_ < kTrimAfterBytes) return;
+    closed_peaks_ = 0;
     trim_wanted_ = true;
   }
   cv_.notify_all();

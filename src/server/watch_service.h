@@ -90,10 +90,10 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // has been written, as etcd's recvLoop blocks on its full ctrlStream. A
   // client that sends but never reads holds this much, not more.
   static constexpr size_t kMaxControlBytes = 1 << 20;
-  // A stream that held this much, once closed, has the allocator give
-  // freed memory back to the system (common/memory.h, at most once a
-  // second): the allocator keeps freed memory otherwise, and the RSS of a
-  // member that served stuck clients would never come down.
+  // Streams that held this much together (their peaks), once closed, have
+  // the allocator give freed memory back to the system (common/memory.h,
+  // at most once a second): the allocator keeps freed memory otherwise,
+  // and the RSS of a member that served stuck clients would never come down.
   static constexpr size_t kTrimAfterBytes = 1 << 20;
   // A queued response takes more events for its watcher up to this size
   // (well under any fragment limit and gRPC's default 4 MiB receive limit).
@@ -136,6 +136,7 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   std::condition_variable done_cv_;  // streams_ became empty
   bool stopping_ = false;
   bool trim_wanted_ = false;
+  size_t closed_peaks_ = 0;  // peak bytes of the streams closed since the last trim was wanted
   std::thread progress_thread_;  // progress notifications and trims
   // Answers of entries whose events streams are still writing; after the
   // route to it is unset (destructor), it answers what it holds.
