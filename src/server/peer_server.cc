@@ -1,5 +1,6 @@
 #include "server/peer_server.h"
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/server_posix.h>
 
 #include <chrono>
@@ -26,6 +27,9 @@ Error PeerServer::start() {
   b.SetMaxSendMessageSize(INT32_MAX);
   b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
   b.RegisterService(&services_->peer);
+  // No gRPC health service here, whatever the client server enabled
+  // (server.cc): a peer URL serves members only.
+  b.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the peer server");
   return {};

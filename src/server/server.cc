@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <grpc/grpc.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_posix.h>
 
 #include <chrono>
@@ -69,6 +70,12 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   b.RegisterService(&services_->cluster);
   b.RegisterService(&services_->auth);
   b.RegisterCallbackGenericService(&services_->unknown);
+  // grpc.health.v1.Health, which etcd serves on its client URLs (grpc-go's
+  // health server, "" SERVING; an unknown service name is NOT_FOUND):
+  // gRPC's own implementation, Check and Watch. It says NOT_SERVING once
+  // the server shuts down. (The flag is read by every builder after this:
+  // the peer server turns it off for itself, peer_server.cc.)
+  grpc::EnableDefaultHealthCheckService(true);
   // grpc_server_* and etcd's byte counters (grpc_metrics.h).
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<GrpcMetrics>(
