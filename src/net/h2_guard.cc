@@ -116,8 +116,16 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
         // few streams waiting, goes on: a well-behaved client is not
         // held up by what others did.
         auto paid = conn_.paid_at(now);
-        bool few = !conn_.spent_since_full(now, kResetsForgiven) && stalled_ < kUnansweredInDebt;
-        if (paid <= now && !few) paid = thread_->paid_at(now);
+        // Only asked for under pressure: it walks this connection's
+        // unanswered streams (fewer than kUnansweredUnderPressure then).
+        auto few = [&] {
+          return !conn_.spent_since_full(now, kResetsForgiven) && unanswered_.size() < kUnansweredUnderPressure &&
+                 stale(now) < kStaleInDebt;
+        };
+        if (paid <= now) {
+          auto shared_paid = thread_->paid_at(now);
+          if (shared_paid > now && !few()) paid = shared_paid;
+        }
         if (paid > now) {
           why_ = "streams were reset or abandoned before the server answered them (HTTP/2 rapid reset)";
           *resume_at = paid;
@@ -129,23 +137,21 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           refused_ = true;
           return i;
         }
-        if (shared_->unanswered.load() >= shared_->max_unanswered && !few) {
+        if (shared_->unanswered.load() >= shared_->max_unanswered && !few()) {
           why_ = "too many streams wait for an answer, on all connections together";
           *resume_at = now + std::chrono::milliseconds(5);
           ++holds_;
           return i;
         }
-        bool whole = (header_[4] & kEndStreamFlag) != 0;
-        unanswered_.emplace(stream, whole);
-        if (!whole) ++stalled_;
+        unanswered_[stream] = Pending{(header_[4] & kEndStreamFlag) != 0, now};
         shared_->unanswered.fetch_add(1);
-      } else if ((type == kHeaders || type == kData) && (header_[4] & kEndStreamFlag)) {
-        // The client finished sending a stream: if unanswered, it now
-        // waits on the server, not on the client.
+      } else if (stream != 0 && !unanswered_.empty()) {
+        // The client is still sending an unanswered stream (or finished
+        // it: END_STREAM, and it now waits on the server).
         auto it = unanswered_.find(stream);
-        if (it != unanswered_.end() && !it->second) {
-          it->second = true;
-          --stalled_;
+        if (it != unanswered_.end()) {
+          it->second.last = now;
+          if ((type == kHeaders || type == kData) && (header_[4] & kEndStreamFlag)) it->second.whole = true;
         }
       }
     }
@@ -159,12 +165,14 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
   return n;
 }
 
-bool H2Guard::drop_unanswered(uint32_t stream) {
-  auto it = unanswered_.find(stream);
-  if (it == unanswered_.end()) return false;
-  if (!it->second) --stalled_;
-  unanswered_.erase(it);
-  return true;
+bool H2Guard::drop_unanswered(uint32_t stream) { return unanswered_.erase(stream) > 0; }
+
+size_t H2Guard::stale(Clock::time_point now) const {
+  size_t n = 0;
+  for (const auto& [id, p] : unanswered_) {
+    if (!p.whole && now - p.last >= kStaleAfter) ++n;
+  }
+  return n;
 }
 
 bool H2Guard::forget_answered(uint32_t stream) {

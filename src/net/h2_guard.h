@@ -38,16 +38,19 @@
 // New streams: while the connection's or the shared bucket is in debt, or
 // kMaxUnanswered streams of all connections wait for an answer, a new
 // stream waits; but a connection that reset few unanswered streams lately
-// (kResetsForgiven) and has fewer than kUnansweredInDebt streams stalled
-// goes on, so a well-behaved client is not held up by what others did. A
-// stalled stream is one neither side has moved on: the client has not
-// finished sending it (no END_STREAM) and the server has not answered it.
-// A busy client's unanswered calls are all sent whole and wait on the
-// server (a unary call ends its request with END_STREAM), so however many
-// it has in flight it goes on; what an attacker leaves open to cost gRPC
-// memory (streams opened and never completed) is stalled. Before, a busy
-// plaintext client with five calls in flight was cut off while another
-// client kept the shared bucket in debt.
+// (kResetsForgiven), has fewer than kUnansweredUnderPressure streams
+// unanswered and fewer than kStaleInDebt of them stale goes on, so a
+// well-behaved client is not held up by what others did. A stale stream
+// is one the client left: not sent whole (no END_STREAM) and no frame of
+// it for kStaleAfter. A busy client's calls in flight are sent whole (a
+// unary call ends its request with END_STREAM) or are still being sent,
+// so up to kUnansweredUnderPressure of them go on; what an attacker opens
+// and leaves, to cost gRPC memory, turns stale within kStaleAfter, and a
+// connection never holds more than kUnansweredUnderPressure unanswered
+// under pressure (streams sent whole that the server leaves unanswered,
+// such as a Watch ended before its first request, count there). Before,
+// a busy plaintext client with five calls in flight was cut off while
+// another client kept the shared bucket in debt.
 //
 // Waiting: a frame that must wait is held with everything after it. The
 // TLS pump stops reading that connection until it is due (TCP's flow
@@ -130,8 +133,12 @@ class H2Guard {
   // Streams opened and not yet answered, all connections together.
   static constexpr int64_t kMaxUnanswered = 10000;
   // While the shared bucket is in debt, or kMaxUnanswered streams wait, a
-  // connection may still have this many unanswered at once ...
-  static constexpr size_t kUnansweredInDebt = 4;
+  // connection may still have this many unanswered at once, of which fewer
+  // than kStaleInDebt stale (no frame from the client for kStaleAfter and
+  // not sent whole) ...
+  static constexpr size_t kUnansweredUnderPressure = 64;
+  static constexpr size_t kStaleInDebt = 4;
+  static constexpr std::chrono::milliseconds kStaleAfter{1000};
   // ... and that has not reset more than this many unanswered streams
   // lately (its own bucket is this close to full: a client's occasional
   // timed-out call does not count against it for long).
@@ -178,7 +185,8 @@ class H2Guard {
   uint64_t holds() const { return holds_; }    // times admit() held a frame
   uint64_t server_resets() const { return server_resets_; }
   size_t unanswered() const { return unanswered_.size(); }
-  size_t stalled() const { return stalled_; }  // of those, not sent whole by the client
+  // Of those, the ones the client left at `now` (see kStaleAfter).
+  size_t stale(Clock::time_point now) const;
   // Why admit() last stopped short (for logs).
   const char* why() const { return why_; }
 
@@ -187,9 +195,13 @@ class H2Guard {
   TokenBucket* thread_;  // shared_->resets
   // Streams the client opened that the server has not answered (sent
   // HEADERS on) nor either side reset: gRPC's calls for them may not run
-  // yet. The value: the client finished sending it (END_STREAM).
-  std::unordered_map<uint32_t, bool> unanswered_;
-  size_t stalled_ = 0;  // entries of unanswered_ the client has not finished
+  // yet. With whether the client finished sending it (END_STREAM) and
+  // when it last sent a frame of it.
+  struct Pending {
+    bool whole = false;
+    Clock::time_point last;
+  };
+  std::unordered_map<uint32_t, Pending> unanswered_;
   // Forgets `stream` as unanswered; false if it was not.
   bool drop_unanswered(uint32_t stream);
   const char* why_ = "";

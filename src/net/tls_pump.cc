@@ -356,6 +356,15 @@ struct TlsPump::Impl {
           close_conn(c);
           return;
         }
+        if (std::max(sv[0], sv[1]) >= Mux::connection_fd_ceiling()) {
+          // A TLS connection holds three descriptors: its socketpair may
+          // not take the ones kept for the member's own files either
+          // (net/mux.h; the accept stopped only at the first).
+          ::close(sv[0]);
+          ::close(sv[1]);
+          close_conn(c);
+          return;
+        }
         c.plain = sv[0];
         if (!start_routing(c)) {
           ::close(sv[1]);

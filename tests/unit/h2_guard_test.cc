@@ -204,13 +204,13 @@ TEST(H2Guard, StreamsAConnectionAbandonsUnansweredAreChargedAndHoldNewStreamsEls
     EXPECT_EQ(shared.unanswered.load(), 299);
   }  // the connection closes: 299 calls canceled at once
   EXPECT_EQ(shared.unanswered.load(), 0);
-  // Another connection may still have kUnansweredInDebt streams waiting;
-  // its next one waits for the debt.
+  // Another connection may still have kUnansweredUnderPressure streams
+  // waiting; its next one waits for the debt.
   H2Guard next(&shared);
   std::string in = hello;
-  for (uint32_t i = 0; i <= H2Guard::kUnansweredInDebt; ++i) in += headers(2 * i + 1);
+  for (uint32_t i = 0; i <= H2Guard::kUnansweredUnderPressure; ++i) in += headers(2 * i + 1);
   size_t n = next.admit(in.data(), in.size(), now, &resume);
-  EXPECT_EQ(n, hello.size() + H2Guard::kUnansweredInDebt * headers(1).size() + H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_EQ(n, hello.size() + H2Guard::kUnansweredUnderPressure * headers(1).size() + H2Guard::kFrameHeaderBytes - 1);
   // The debt is capped at the burst: 100, at 100 a second (charged at the
   // close's own clock reading, a little after `now`).
   EXPECT_GE(resume - now, milliseconds(1000));
@@ -251,23 +251,33 @@ TEST(H2Guard, AllConnectionsTogetherHaveAtMostTheBoundOfUnansweredStreams) {
   std::string in = hello;
   for (uint32_t i = 0; i < 30; ++i) in += headers(2 * i + 1);
   ASSERT_EQ(a.admit(in.data(), in.size(), now, &resume), in.size());
+  // Past the bound, b goes on while its streams are fresh and under
+  // kUnansweredUnderPressure; once they are stale (the client left
+  // them), its next one waits.
   size_t n = b.admit(in.data(), in.size(), now, &resume);
-  EXPECT_EQ(b.unanswered(), 20u);
-  EXPECT_LT(n, in.size());
+  EXPECT_EQ(n, in.size());
+  EXPECT_EQ(b.unanswered(), 30u);
+  std::string next = headers(1001);
+  auto later = now + H2Guard::kStaleAfter;
+  EXPECT_EQ(b.stale(later), 30u);
+  n = b.admit(next.data(), next.size(), later, &resume);
+  EXPECT_EQ(n, H2Guard::kFrameHeaderBytes - 1);
+  in = next.substr(n);
   // Once a's are answered, b's go on.
   std::string answers;
   for (uint32_t i = 0; i < 30; ++i) answers += frame(0x1, 0x4, 2 * i + 1, "md");
   a.server_sent(answers.data(), answers.size(), now);
-  EXPECT_EQ(b.admit(in.data() + n, in.size() - n, now, &resume), in.size() - n);
-  EXPECT_EQ(shared.unanswered.load(), 30);
+  EXPECT_EQ(b.admit(in.data(), in.size(), later, &resume), in.size());
+  EXPECT_EQ(shared.unanswered.load(), 31);
 }
 
-// A busy client's calls in flight were sent whole (END_STREAM): they wait
-// on the server, not on the client, and do not count against it while
-// others keep the shared bucket in debt or the unanswered streams at the
-// bound. Streams the client leaves open unanswered do.
-TEST(H2Guard, InDebtOnlyStreamsTheClientLeftOpenCountAgainstIt) {
-  H2Guard::Shared shared(100, 100);
+// A busy client's calls in flight were sent whole (END_STREAM) or are
+// still being sent: while others keep the shared bucket in debt, up to
+// kUnansweredUnderPressure of them go on. Streams the client opened and
+// left (stale: no frame for kStaleAfter, not sent whole) hold it after
+// kStaleInDebt.
+TEST(H2Guard, InDebtAConnectionKeepsAFewUnansweredAndFewerStale) {
+  H2Guard::Shared shared(100, 10);  // in debt for 10 s
   auto now = Clock::now();
   Clock::time_point resume{};
   std::string hello = kPreface + settings_ack();
@@ -277,33 +287,45 @@ TEST(H2Guard, InDebtOnlyStreamsTheClientLeftOpenCountAgainstIt) {
     for (uint32_t i = 0; i < 300; ++i) in += headers(2 * i + 1);
     ASSERT_EQ(churn.admit(in.data(), in.size(), now, &resume), in.size());
   }
-  H2Guard open(&shared);  // an idle attacker opens 50 streams and sends nothing more
-  std::string idle = hello;
-  for (uint32_t i = 0; i < 50; ++i) idle += frame(0x1, 0x4, 2 * i + 1, "md");
-  // The first kUnansweredInDebt go through, then it waits for the debt.
-  size_t held_at = open.admit(idle.data(), idle.size(), now, &resume);
-  EXPECT_LT(held_at, idle.size());
-  EXPECT_EQ(open.stalled(), H2Guard::kUnansweredInDebt);
+  const size_t kHeld = H2Guard::kUnansweredUnderPressure;
+  // Whole calls (HEADERS with END_STREAM, or HEADERS then DATA with
+  // END_STREAM) that the server leaves unanswered: kHeld, then it waits.
+  H2Guard whole(&shared);
+  std::string in = hello + frame(0x1, 0x5, 1, "md");
+  for (uint32_t i = 1; i <= kHeld; ++i) in += frame(0x1, 0x4, 2 * i + 1, "md") + frame(0x0, 0x1, 2 * i + 1, "req");
+  size_t n = whole.admit(in.data(), in.size(), now, &resume);
+  EXPECT_EQ(whole.unanswered(), kHeld);
+  EXPECT_LT(n, in.size());
+  auto later = now + 10 * H2Guard::kStaleAfter;
+  EXPECT_EQ(whole.stale(later), 0u);  // sent whole: waiting on the server, never stale
 
+  // A client still sending its calls (DATA without END_STREAM) is not
+  // stale while it sends; one that stops is.
   H2Guard busy(&shared);
-  std::string in = hello;
-  // 20 unary calls in flight: HEADERS, then DATA with END_STREAM; the first
-  // as HEADERS with END_STREAM itself.
-  in += frame(0x1, 0x5, 1, "md");
-  for (uint32_t i = 1; i < 20; ++i) in += frame(0x1, 0x4, 2 * i + 1, "md") + frame(0x0, 0x1, 2 * i + 1, "req");
-  EXPECT_EQ(busy.admit(in.data(), in.size(), now, &resume), in.size());
-  EXPECT_EQ(busy.unanswered(), 20u);
-  EXPECT_EQ(busy.stalled(), 0u);
-  // A stream it leaves open counts: kUnansweredInDebt of them, and the next waits.
+  std::string start = hello;
+  for (uint32_t i = 0; i < 10; ++i) start += frame(0x1, 0x4, 2 * i + 1, "md");
+  ASSERT_EQ(busy.admit(start.data(), start.size(), now, &resume), start.size());
+  auto t1 = now + H2Guard::kStaleAfter / 2;
   std::string more;
-  for (uint32_t i = 0; i <= H2Guard::kUnansweredInDebt; ++i) more += frame(0x1, 0x4, 101 + 2 * i, "md");
-  size_t n = busy.admit(more.data(), more.size(), now, &resume);
-  EXPECT_EQ(n, H2Guard::kUnansweredInDebt * frame(0x1, 0x4, 1, "md").size() + H2Guard::kFrameHeaderBytes - 1);
+  for (uint32_t i = 0; i < 8; ++i) more += frame(0x0, 0x0, 2 * i + 1, "part of a big request");
+  ASSERT_EQ(busy.admit(more.data(), more.size(), t1, &resume), more.size());
+  auto t2 = now + H2Guard::kStaleAfter;
+  EXPECT_EQ(busy.stale(t2), 2u);  // streams 17 and 19 sent nothing since `now`
+  std::string next = frame(0x1, 0x4, 101, "md");
+  EXPECT_EQ(busy.admit(next.data(), next.size(), t2, &resume), next.size());
+  // Past kStaleAfter from t1 every one of them is stale: the next waits.
+  auto t3 = t1 + H2Guard::kStaleAfter;
+  EXPECT_EQ(busy.stale(t3), 10u);  // 101 was opened at t2
+  std::string after = frame(0x1, 0x4, 103, "md");
+  n = busy.admit(after.data(), after.size(), t3, &resume);
+  EXPECT_EQ(n, H2Guard::kFrameHeaderBytes - 1);
   // Answers and resets of its streams take them off the count.
-  std::string answer = frame(0x1, 0x4, 101, "md") + frame(0x3, 0, 103, std::string("\0\0\0\x08", 4));
-  busy.server_sent(answer.data(), answer.size(), now);
-  EXPECT_EQ(busy.stalled(), H2Guard::kUnansweredInDebt - 2);
-  EXPECT_EQ(busy.admit(more.data() + n, more.size() - n, now, &resume), more.size() - n);
+  std::string answers;
+  for (uint32_t i = 0; i < 8; ++i) answers += frame(0x1, 0x4, 2 * i + 1, "md");
+  answers += frame(0x3, 0, 17, std::string("\0\0\0\x08", 4));
+  busy.server_sent(answers.data(), answers.size(), t3);
+  EXPECT_EQ(busy.stale(t3), 1u);
+  EXPECT_EQ(busy.admit(after.data() + n, after.size() - n, t3, &resume), after.size() - n);
 }
 
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
