@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <spdlog/spdlog.h>
 
 #include "common/memory.h"
 #include "server/answer_gate.h"
@@ -40,8 +41,8 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
   // `cred`: who the stream says it is (a token, or its TLS certificate's
   // Common Name), resolved on each create as etcd's isWatchPermitted does.
-  WatchStream(WatchService* svc, Context* ctx, Credentials cred)
-      : svc_(svc), ctx_(ctx), cred_(std::move(cred)) {
+  WatchStream(WatchService* svc, Context* ctx, Credentials cred, grpc::CallbackServerContext* call)
+      : svc_(svc), ctx_(ctx), cred_(std::move(cred)), call_(call) {
     StartRead(&req_buf_);
   }
 
@@ -313,6 +314,24 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     }
     std::lock_guard<std::mutex> lock(mu_);
     return next_locked();
+  }
+
+  // Eviction of a stream that does not read (WatchService::evict_stuck):
+  // reserves it if its write has been in flight since `before` (the
+  // reservation holds off Finish, so it outlives the caller's lock), and
+  // returns whether it did; the caller then calls evict() holding no lock.
+  bool reserve_eviction(AnswerGate::Clock::time_point before) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!writing_ || write_started_ > before || scheduled_ || finishing_ || broken_ || finished_) return false;
+    scheduled_ = true;
+    return true;
+  }
+  // Cancels the call: its stuck write fails (what it held is dropped) and
+  // the client sees CANCELLED, as gRPC sends a reset that flow control
+  // does not hold back (a status would wait behind the stuck write).
+  void evict() {
+    call_->TryCancel();
+    kick();  // ends the reservation; may be the last use of this object
   }
 
   // Ends the stream with Unavailable "etcdserver: server stopped" and no
@@ -607,6 +626,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   WatchService* svc_;
   Context* ctx_;
   const Credentials cred_;
+  grpc::CallbackServerContext* const call_;  // gRPC's, alive until OnDone
   grpc::ByteBuffer req_buf_;
   mutable std::mutex mu_;  // guards everything below
   std::deque<Out> out_;
@@ -673,7 +693,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WatchService::Watch
   if (ctx_->node->progress().is_learner) {
     return new RefusedStream<grpc::ByteBuffer, grpc::ByteBuffer>(to_grpc(errors::not_supported_for_learner()));
   }
-  auto* s = new WatchStream(this, ctx_, credentials_of(c));
+  auto* s = new WatchStream(this, ctx_, credentials_of(c), c);
   WatchStream::Action a;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -725,6 +745,24 @@ void WatchService::stream_closed(size_t peak_bytes) {
   cv_.notify_all();
 }
 
+void WatchService::evict_stuck() {
+  auto before = AnswerGate::Clock::now() - kStuckWrite;
+  std::vector<WatchStream*> stuck;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    for (auto* s : streams_) {
+      if (s->reserve_eviction(before)) stuck.push_back(s);
+    }
+  }
+  if (stuck.empty()) return;
+  spdlog::warn("closing {} watch stream(s) whose client has read nothing for {} s while watch streams hold {} MiB "
+               "(over {} MiB): their events wait in storage",
+               stuck.size(), std::chrono::duration_cast<std::chrono::seconds>(kStuckWrite).count(),
+               total_held_.load() >> 20, kMaxTotalQueuedBytes >> 20);
+  for (auto* s : stuck) s->evict();  // reserved: alive until this returns
+}
+
 void WatchService::progress_loop() {
   using Clock = std::chrono::steady_clock;
   constexpr auto kTrimGap = std::chrono::seconds(1);
@@ -732,7 +770,9 @@ void WatchService::progress_loop() {
   auto next_progress = Clock::now() + progress_interval_;
   auto last_trim = Clock::now() - kTrimGap;
   while (!stopping_) {
-    cv_.wait_until(lock, next_progress, [this] { return stopping_ || trim_wanted_; });
+    // Also every kPressureCheck: streams that hold the total may have to go.
+    cv_.wait_until(lock, std::min(next_progress, Clock::now() + kPressureCheck),
+                   [this] { return stopping_ || trim_wanted_; });
     if (stopping_) return;
     if (trim_wanted_) {
       // Streams often close together (a client process dies): wait a
@@ -748,6 +788,12 @@ void WatchService::progress_loop() {
         lock.lock();
         last_trim = Clock::now();
       }
+    }
+    if (total_held_.load(std::memory_order_relaxed) >= kMaxTotalQueuedBytes) {
+      lock.unlock();
+      evict_stuck();
+      lock.lock();
+      if (stopping_) return;
     }
     if (Clock::now() < next_progress) continue;
     next_progress = Clock::now() + progress_interval_;

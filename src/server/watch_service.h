@@ -79,12 +79,25 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   static constexpr size_t kMaxTotalQueuedBytes = 256 << 20;
   // Past this, even a stream holding nothing takes at most kMergeBytes at
   // a time; a bigger revision waits in storage until the total is below
-  // it. Every stream that does not read then holds at most one batch of
-  // kMergeBytes: the total stays under this plus 64 KiB a stream.
+  // it. A stream that does not read then holds at most what it took before
+  // (one revision of any size, while the total was under this) and then
+  // one batch of kMergeBytes, until kStuckWrite cancels it.
   static constexpr size_t kHardTotalQueuedBytes = 512 << 20;
   // Of the control bytes below, what a stream may keep once the total is
   // past kMaxTotalQueuedBytes before it stops reading requests.
   static constexpr size_t kControlBytesUnderPressure = 16 << 10;
+  // While the total is past kMaxTotalQueuedBytes, a stream whose write has
+  // been in flight this long (its client reads nothing) is canceled, so
+  // that what it holds goes back and readers' big revisions get through
+  // (past kHardTotalQueuedBytes they wait for it). Checked every
+  // kPressureCheck. Its client sees CANCELLED (etcd never closes a slow
+  // watcher; Kubernetes' apiserver closes its own slow watchers alike).
+  // Limit: a cancel frees what gRPC holds behind HTTP/2 flow control, not
+  // what it has already framed for a socket the client no longer reads
+  // (a client that granted big windows, then stopped): that waits until
+  // the connection closes. Closing the connection would free both.
+  static constexpr std::chrono::seconds kStuckWrite{10};
+  static constexpr std::chrono::seconds kPressureCheck{1};
   // Of those, answers to the client's own requests (created, canceled,
   // progress): past this the stream stops reading its requests until half
   // has been written, as etcd's recvLoop blocks on its full ctrlStream. A
@@ -122,6 +135,7 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   void forget(WatchStream* s);
   void stream_closed(size_t peak_bytes);  // after the stream was deleted
   void progress_loop();
+  void evict_stuck();  // mu_ not held
 
   // Sum of every stream's held bytes (each stream adds its changes).
   std::atomic<size_t> total_held_{0};

@@ -192,6 +192,65 @@ class WatchMemoryTest(harness.MemberTestCase):
                          "events while the stuck streams held the total" % self.stuck_run["read"])
         self.assertLess(kept, RETURN_PER_STREAM_MIB, report)
 
+    def test_streams_that_read_nothing_are_canceled_so_big_events_reach_readers(self):
+        # 300 stuck streams each take a 2 MB event (1 MB puts with prev_kv):
+        # past 512 MiB (kHardTotalQueuedBytes) every revision over 64 KiB
+        # waits, the reader's too, until the streams whose writes have been
+        # stuck for 10 s (kStuckWrite) are canceled. Before, the reader's
+        # 100 KB event waited for as long as the stuck clients stayed. The
+        # stuck client here is raw HTTP/2 that keeps HTTP/2's default 64 KiB
+        # windows, so gRPC holds its responses behind flow control, where a
+        # cancel frees them (see the note at kStuckWrite).
+        m = self.new_member(["--snapshot-count", "100"])
+        kv = m.kv(wl.ready_channel(m))
+        for i in range(20):  # every later event carries a 1 MB prev_kv too
+            kv.Put(wl_put(b"big/%03d" % i, b"p" * 1000000), timeout=30)
+        socks = raw_stuck_watchers(m.client_port, 300, 50, b"big/")
+        self.addCleanup(lambda: [s.close() for s in socks])
+        reader = wl.WatchStream(wl.ready_channel(m), name="reader")
+        self.addCleanup(reader.close)
+        reader.create(b"other")
+        reader.wait_created()
+        for i in range(40):
+            kv.Put(wl_put(b"big/%03d" % (i % 20), b"v" * 1000000), timeout=30)
+        time.sleep(1.0)
+        t = time.monotonic()
+        kv.Put(wl_put(b"other", b"r" * 100000), timeout=30)
+        got = reader.wait_until(lambda s: len(s.events_of(0)) >= 1, timeout=40)
+        waited = time.monotonic() - t
+        sys.stderr.write("\n  the reader's 100 KB event arrived after %.1f s\n" % waited)
+        self.assertTrue(got, "the reader's 100 KB event did not arrive in 40 s")
+        with open(m.log_path, errors="replace") as log:
+            self.assertIn("whose client has read nothing for 10 s", log.read())
+
+
+def raw_stuck_watchers(port, streams, per_connection, prefix):
+    """Raw HTTP/2 connections (default 64 KiB windows, a 4 KiB receive
+    buffer) each opening Watch streams on `prefix` with prev_kv, never read."""
+    import socket
+    import struct
+
+    def frame(ftype, flags, sid, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+    def literal(name, value):
+        return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+    headers = (literal(b":method", b"POST") + literal(b":scheme", b"http") +
+               literal(b":path", b"/etcdserverpb.Watch/Watch") + literal(b":authority", b"x") +
+               literal(b"content-type", b"application/grpc") + literal(b"te", b"trailers"))
+    req = wl.create_request(prefix, range_end=wl.prefix_end(prefix), prev_kv=True).SerializeToString()
+    msg = b"\x00" + struct.pack(">I", len(req)) + req
+    socks = []
+    for first in range(0, streams, per_connection):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0) + frame(4, 1, 0)
+        for j in range(min(per_connection, streams - first)):
+            out += frame(1, 4, 1 + 2 * j, headers) + frame(0, 0, 1 + 2 * j, msg)
+        s.sendall(out)
+        socks.append(s)
+    time.sleep(2.0)
+    return socks
 
 def wl_put(key, value):
     from etcd3.etcdrpc import rpc_pb2 as pb
