@@ -1,11 +1,14 @@
 #include "server/watch_service.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <unordered_map>
 
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <spdlog/spdlog.h>
 
 #include "common/memory.h"
@@ -43,6 +46,15 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // Common Name), resolved on each create as etcd's isWatchPermitted does.
   WatchStream(WatchService* svc, Context* ctx, Credentials cred, grpc::CallbackServerContext* call)
       : svc_(svc), ctx_(ctx), cred_(std::move(cred)), call_(call) {
+    std::string peer = call->peer();  // "unknown" once the call is canceled
+    struct stat st {};
+    if (peer.rfind("fd:", 0) == 0) {
+      int fd = std::atoi(peer.c_str() + 3);
+      if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        socket_fd_ = fd;
+        socket_ino_ = st.st_ino;
+      }
+    }
     StartRead(&req_buf_);
   }
 
@@ -316,21 +328,44 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return next_locked();
   }
 
-  // Eviction of a stream that does not read (WatchService::evict_stuck):
-  // reserves it if its write has been in flight since `before` (the
-  // reservation holds off Finish, so it outlives the caller's lock), and
-  // returns whether it did; the caller then calls evict() holding no lock.
-  bool reserve_eviction(AnswerGate::Clock::time_point before) {
+  // Eviction of a stream that does not read (WatchService::evict_stuck).
+  // kCancel: its write has been in flight since `before`. kClose: it was
+  // canceled by `close_before` and its write is still in flight, so the
+  // bytes are in the socket, which its client does not read at all.
+  enum class Evict { kNone, kCancel, kClose };
+  // Reserves the stream for what it returns (the reservation holds off
+  // Finish, so the stream outlives the caller's lock); the caller then
+  // calls evict() holding no lock.
+  Evict reserve_eviction(AnswerGate::Clock::time_point before, AnswerGate::Clock::time_point close_before) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!writing_ || write_started_ > before || scheduled_ || finishing_ || broken_ || finished_) return false;
-    scheduled_ = true;
-    return true;
+    if (!writing_ || scheduled_ || finished_) return Evict::kNone;
+    Evict how = Evict::kNone;
+    if (evicted_at_ == AnswerGate::Clock::time_point{}) {
+      if (write_started_ <= before && !finishing_ && !broken_) how = Evict::kCancel;
+    } else if (evicted_at_ <= close_before && !connection_closed_) {
+      how = Evict::kClose;
+    }
+    if (how == Evict::kCancel) evicted_at_ = AnswerGate::Clock::now();
+    if (how == Evict::kClose) connection_closed_ = true;
+    if (how != Evict::kNone) scheduled_ = true;
+    return how;
   }
-  // Cancels the call: its stuck write fails (what it held is dropped) and
-  // the client sees CANCELLED, as gRPC sends a reset that flow control
-  // does not hold back (a status would wait behind the stuck write).
-  void evict() {
-    call_->TryCancel();
+  // kCancel: the stuck write fails (what gRPC holds behind HTTP/2 flow
+  // control is dropped) and the client sees CANCELLED: gRPC sends a reset,
+  // which flow control does not hold back (a status would wait behind the
+  // write). kClose: shuts the connection's socket (gRPC names it "fd:N"
+  // at the start of the call: net/mux.h hands every connection over),
+  // which ends every stream on it; checked to be the same socket still.
+  void evict(Evict how) {
+    if (how == Evict::kCancel) {
+      call_->TryCancel();
+    } else if (how == Evict::kClose) {
+      // The socket the stream started on, if that descriptor is still it.
+      struct stat st {};
+      if (socket_fd_ >= 0 && ::fstat(socket_fd_, &st) == 0 && st.st_ino == socket_ino_) {
+        ::shutdown(socket_fd_, SHUT_RDWR);
+      }
+    }
     kick();  // ends the reservation; may be the last use of this object
   }
 
@@ -627,6 +662,10 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   Context* ctx_;
   const Credentials cred_;
   grpc::CallbackServerContext* const call_;  // gRPC's, alive until OnDone
+  AnswerGate::Clock::time_point evicted_at_{};  // canceled for not reading
+  int socket_fd_ = -1;  // the connection's socket, and its inode
+  ino_t socket_ino_ = 0;
+  bool connection_closed_ = false;
   grpc::ByteBuffer req_buf_;
   mutable std::mutex mu_;  // guards everything below
   std::deque<Out> out_;
@@ -746,21 +785,26 @@ void WatchService::stream_closed(size_t peak_bytes) {
 }
 
 void WatchService::evict_stuck() {
-  auto before = AnswerGate::Clock::now() - kStuckWrite;
-  std::vector<WatchStream*> stuck;
+  auto now = AnswerGate::Clock::now();
+  std::vector<std::pair<WatchStream*, WatchStream::Evict>> stuck;
+  size_t cancels = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     for (auto* s : streams_) {
-      if (s->reserve_eviction(before)) stuck.push_back(s);
+      auto how = s->reserve_eviction(now - kStuckWrite, now - kStuckClose);
+      if (how == WatchStream::Evict::kNone) continue;
+      stuck.emplace_back(s, how);
+      if (how == WatchStream::Evict::kCancel) ++cancels;
     }
   }
   if (stuck.empty()) return;
-  spdlog::warn("closing {} watch stream(s) whose client has read nothing for {} s while watch streams hold {} MiB "
-               "(over {} MiB): their events wait in storage",
-               stuck.size(), std::chrono::duration_cast<std::chrono::seconds>(kStuckWrite).count(),
+  spdlog::warn("closing {} watch stream(s) whose client has read nothing for {} s, and the connections of {} "
+               "canceled before that did not take it, while watch streams hold {} MiB (over {} MiB): their "
+               "events wait in storage",
+               cancels, std::chrono::duration_cast<std::chrono::seconds>(kStuckWrite).count(), stuck.size() - cancels,
                total_held_.load() >> 20, kMaxTotalQueuedBytes >> 20);
-  for (auto* s : stuck) s->evict();  // reserved: alive until this returns
+  for (auto& [s, how] : stuck) s->evict(how);  // reserved: alive until this returns
 }
 
 void WatchService::progress_loop() {

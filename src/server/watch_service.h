@@ -92,11 +92,13 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   // (past kHardTotalQueuedBytes they wait for it). Checked every
   // kPressureCheck. Its client sees CANCELLED (etcd never closes a slow
   // watcher; Kubernetes' apiserver closes its own slow watchers alike).
-  // Limit: a cancel frees what gRPC holds behind HTTP/2 flow control, not
-  // what it has already framed for a socket the client no longer reads
-  // (a client that granted big windows, then stopped): that waits until
-  // the connection closes. Closing the connection would free both.
+  // A cancel frees what gRPC holds behind HTTP/2 flow control, not what
+  // it has already framed for a socket the client no longer reads at all
+  // (it granted big windows, then stopped): a stream whose write has
+  // still not finished kStuckClose after its cancel has its connection
+  // closed (every stream on it was stuck behind the same socket).
   static constexpr std::chrono::seconds kStuckWrite{10};
+  static constexpr std::chrono::seconds kStuckClose{5};
   static constexpr std::chrono::seconds kPressureCheck{1};
   // Of those, answers to the client's own requests (created, canceled,
   // progress): past this the stream stops reading its requests until half

@@ -224,6 +224,31 @@ class WatchMemoryTest(harness.MemberTestCase):
             self.assertIn("whose client has read nothing for 10 s", log.read())
 
 
+    def test_connections_that_read_nothing_at_all_are_closed_so_big_events_reach_readers(self):
+        # As above with gRPC's own client, stopped (SIGSTOP): it granted big
+        # windows first, so gRPC framed the events for its sockets, where a
+        # cancel cannot reach them; 5 s after the cancel its connections
+        # are closed.
+        m = self.new_member(["--snapshot-count", "100"])
+        kv = m.kv(wl.ready_channel(m))
+        for i in range(20):
+            kv.Put(wl_put(b"big/%03d" % i, b"p" * 1000000), timeout=30)
+        self.track(StuckClient(m, 300, 50))
+        reader = wl.WatchStream(wl.ready_channel(m), name="reader")
+        self.addCleanup(reader.close)
+        reader.create(b"other")
+        reader.wait_created()
+        for i in range(40):
+            kv.Put(wl_put(b"big/%03d" % (i % 20), b"v" * 1000000), timeout=30)
+        time.sleep(1.0)
+        t = time.monotonic()
+        kv.Put(wl_put(b"other", b"r" * 100000), timeout=30)
+        got = reader.wait_until(lambda s: len(s.events_of(0)) >= 1, timeout=40)
+        sys.stderr.write("\n  the reader's 100 KB event arrived after %.1f s\n" % (time.monotonic() - t))
+        self.assertTrue(got, "the reader's 100 KB event did not arrive in 40 s")
+        with open(m.log_path, errors="replace") as log:
+            self.assertRegex(log.read(), r"and the connections of [1-9]")
+
 def raw_stuck_watchers(port, streams, per_connection, prefix):
     """Raw HTTP/2 connections (default 64 KiB windows, a 4 KiB receive
     buffer) each opening Watch streams on `prefix` with prev_kv, never read."""
