@@ -50,6 +50,10 @@ GROWTH_MIB = 300.0   # measured: 20-110 MiB with the guard (200 for connections 
 if harness.sanitized():
     GROWTH_MIB = 1100.0
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# Connections that open streams and close are cut for the debt they leave
+# or, where gRPC answers more slowly (AddressSanitizer), first for the
+# streams waiting on all connections together.
+CHURN_LOGS = ("HTTP/2 rapid reset", "too many streams wait for an answer")
 
 
 def frame(ftype, flags, stream, payload=b""):
@@ -227,7 +231,7 @@ class Http2AbuseTest(harness.MemberTestCase):
         m = self.new_member()
         floods = [Flood(m.client_port, open_stream(b"/etcdserverpb.Watch/Watch"), reconnect=True,
                         per_connection=2000) for _ in range(6)]
-        self.check_flood(m, floods, "HTTP/2 rapid reset")
+        self.check_flood(m, floods, CHURN_LOGS)
 
     def test_a_busy_client_is_served_while_others_keep_the_budget_spent(self):
         # The floods of the test above keep the shared budget in debt; a
@@ -237,7 +241,7 @@ class Http2AbuseTest(harness.MemberTestCase):
         m = self.new_member()
         floods = [Flood(m.client_port, open_stream(b"/etcdserverpb.Watch/Watch"), reconnect=True,
                         per_connection=2000) for _ in range(6)]
-        self.check_flood(m, floods, "HTTP/2 rapid reset", in_flight=20)
+        self.check_flood(m, floods, CHURN_LOGS, in_flight=20)
 
     def test_streams_sent_whole_and_never_answered_are_bounded(self):
         # 4 flooders open 4,000 Watch streams a connection with HEADERS and
