@@ -1,6 +1,5 @@
 #include "http/server.h"
 
-#include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/metrics.h"
+#include "common/socket_address.h"
 #include "http/connections.h"
 #include "http/gateway.h"
 #include "http/health.h"
@@ -54,22 +54,7 @@ class MemoryStream final : public httplib::Stream {
 
  private:
   void address(bool remote, std::string& ip, int& port) const {
-    sockaddr_storage a{};
-    socklen_t len = sizeof(a);
-    int rc = remote ? getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len)
-                    : getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    if (rc != 0) return;
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (a.ss_family == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&a);
-      inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
-      port = ntohs(in->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&a);
-      inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
-      port = ntohs(in6->sin6_port);
-    }
-    ip = buf;
+    common::socket_address(fd_, remote, &ip, &port);
   }
 
   int fd_;

@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include "net/h2_guard.h"
-#include "net/remote_address.h"
+#include "common/socket_address.h"
 
 namespace etcdq::net {
 namespace {
@@ -103,7 +103,7 @@ bool guard_grpc_fd(int fd, const std::string& role) {
   if (fd < 0 || fd >= kMaxGuardedFd) return false;
   auto* g = new Guarded(H2Guard::process_shared());
   g->role = role;
-  g->peer = remote_address(fd);
+  g->peer = common::remote_address(fd);
   delete g_table[fd].exchange(g, std::memory_order_acq_rel);  // a leftover would be a bug; never leak it
   return true;
 }

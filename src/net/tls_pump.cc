@@ -25,7 +25,7 @@
 
 #include "net/h2_guard.h"
 #include "net/mux.h"
-#include "net/remote_address.h"
+#include "common/socket_address.h"
 
 namespace etcdq::net {
 namespace {
@@ -139,9 +139,9 @@ struct TlsPump::Impl {
     void reject(Conn& c, const std::string& why) {
       if (!may_log()) return;
       if (c.dialed) {
-        spdlog::warn("TLS to the {} at {} failed: {}", owner->role, remote_address(c.tcp), why);
+        spdlog::warn("TLS to the {} at {} failed: {}", owner->role, common::remote_address(c.tcp), why);
       } else {
-        spdlog::warn("rejected connection on {} URL from {}: {}", owner->role, remote_address(c.tcp), why);
+        spdlog::warn("rejected connection on {} URL from {}: {}", owner->role, common::remote_address(c.tcp), why);
       }
     }
 
@@ -249,7 +249,7 @@ struct TlsPump::Impl {
 
     void warn(Conn& c, const std::string& what) {
       if (!may_log()) return;
-      spdlog::warn("{} connection from {}: {}", owner->role, remote_address(c.tcp), what);
+      spdlog::warn("{} connection from {}: {}", owner->role, common::remote_address(c.tcp), what);
     }
 
     // The handshake is done and `c.plain` is set: watch it beside the TLS
@@ -663,7 +663,7 @@ void TlsPump::reject_plaintext(int fd, const std::string& role) {
   }
   if (log) {
     spdlog::warn("rejected connection on {} URL from {}: tls: first record does not look like a TLS handshake", role,
-                 remote_address(fd));
+                 common::remote_address(fd));
   }
   // What the client sent is read first (the mux only peeked it): closing
   // with unread bytes would reset the connection, where etcd's ends it

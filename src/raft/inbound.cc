@@ -1,6 +1,5 @@
 #include "raft/inbound.h"
 
-#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,6 +7,7 @@
 #include <cstring>
 
 #include "common/log_limiter.h"
+#include "common/socket_address.h"
 #include "raft/metrics.h"
 #include "raft/transport.h"
 
@@ -25,27 +25,6 @@ uint64_t le64(const char* p) {
   return v;
 }
 
-std::string remote_of(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
-  // Peer TLS hands over the plaintext end of a socketpair (net/tls_pump.h
-  // logs the member's address when it refuses one).
-  if (a.ss_family == AF_UNIX) return "the peer TLS listener";
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (a.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&a);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    auto* in = reinterpret_cast<sockaddr_in6*>(&a);
-    ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-    port = ntohs(in->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
 }  // namespace
 
 // A write libuv could not finish at once: owns a copy of the bytes.
@@ -58,7 +37,9 @@ struct Inbound::Write {
 Inbound* Inbound::start(uv_loop_t* loop, Host* host, int fd) {
   auto* in = new Inbound(loop, host);
   in->started_ms_ = in->active_ms_ = uv_now(loop);
-  in->remote_ = remote_of(fd);
+  // Peer TLS hands over the plaintext end of a socketpair (net/tls_pump.h
+  // logs the member's address when it refuses one).
+  in->remote_ = common::remote_address(fd, "the peer TLS listener");
   uv_tcp_init(loop, &in->tcp_);
   in->tcp_.data = in;
   in->open_handles_ = 1;
