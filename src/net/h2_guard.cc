@@ -137,7 +137,12 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           refused_ = true;
           return i;
         }
-        if (shared_->unanswered.load() >= shared_->max_unanswered && !few()) {
+        int64_t waiting = shared_->unanswered.load();
+        // Past twice the bound, the allowance is the few streams of any
+        // client with one call at a time: many connections of 63 each must
+        // not add up without bound.
+        bool over_hard = waiting >= 2 * shared_->max_unanswered && unanswered_.size() >= kStaleInDebt;
+        if ((waiting >= shared_->max_unanswered && !few()) || over_hard) {
           why_ = "too many streams wait for an answer, on all connections together";
           *resume_at = now + std::chrono::milliseconds(5);
           ++holds_;

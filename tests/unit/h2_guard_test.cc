@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace etcdq::net {
 namespace {
@@ -326,6 +328,28 @@ TEST(H2Guard, InDebtAConnectionKeepsAFewUnansweredAndFewerStale) {
   busy.server_sent(answers.data(), answers.size(), t3);
   EXPECT_EQ(busy.stale(t3), 1u);
   EXPECT_EQ(busy.admit(after.data() + n, after.size() - n, t3, &resume), after.size() - n);
+}
+
+// Many connections each under kUnansweredUnderPressure must not add up
+// without bound: past twice the bound, only a few streams a connection.
+TEST(H2Guard, PastTwiceTheBoundAConnectionKeepsOnlyAFewUnanswered) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond, 50);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  std::vector<std::unique_ptr<H2Guard>> conns;
+  std::string in = hello;
+  for (uint32_t i = 0; i < 10; ++i) in += frame(0x1, 0x5, 2 * i + 1, "md");  // whole, never answered
+  size_t last = 0;
+  for (int c = 0; c < 20; ++c) {
+    conns.push_back(std::make_unique<H2Guard>(&shared));
+    conns.back()->admit(in.data(), in.size(), now, &resume);
+    last = conns.back()->unanswered();
+  }
+  // 10 connections reach twice the bound (10 each: under 64, fresh or
+  // whole); each later one keeps kStaleInDebt, as a client with few calls.
+  EXPECT_EQ(shared.unanswered.load(), 100 + 10 * static_cast<int64_t>(H2Guard::kStaleInDebt));
+  EXPECT_EQ(last, H2Guard::kStaleInDebt);
 }
 
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
