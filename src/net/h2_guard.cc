@@ -108,7 +108,7 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
           return i;
         }
         ++resets_;
-        if (drop_unanswered(stream)) shared_->unanswered.fetch_sub(1);
+        if (unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
       } else if (type == kHeaders && answered_.count(stream) == 0 && unanswered_.count(stream) == 0) {
         // A new stream. Streams reset or abandoned unanswered (by anyone)
         // are still being paid for: wait.
@@ -170,8 +170,6 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
   return n;
 }
 
-bool H2Guard::drop_unanswered(uint32_t stream) { return unanswered_.erase(stream) > 0; }
-
 size_t H2Guard::stale(Clock::time_point now) const {
   size_t n = 0;
   for (const auto& [id, p] : unanswered_) {
@@ -205,7 +203,7 @@ void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
     uint8_t type = out_header_[3];
     uint32_t stream = stream_of(out_header_, out_header_[8]);
     bool end_stream = (type == kHeaders || type == kData) && (out_header_[4] & kEndStreamFlag);
-    if ((type == kHeaders || type == kRstStream) && drop_unanswered(stream)) shared_->unanswered.fetch_sub(1);
+    if ((type == kHeaders || type == kRstStream) && unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
     if (type == kRstStream) {
       // The server ending a stream it answered is a normal end (gRPC
       // resets a stream it finished before the client did); resetting

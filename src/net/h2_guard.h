@@ -205,8 +205,6 @@ class H2Guard {
     Clock::time_point last;
   };
   std::unordered_map<uint32_t, Pending> unanswered_;
-  // Forgets `stream` as unanswered; false if it was not.
-  bool drop_unanswered(uint32_t stream);
   const char* why_ = "";
   TokenBucket conn_{kConnBurst, kConnPerSecond};
   size_t preface_left_ = kPrefaceBytes;

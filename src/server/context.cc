@@ -38,11 +38,15 @@ Credentials credentials_of(const grpc::ServerContextBase* call) {
     c.token.assign(it->second.data(), std::min<size_t>(it->second.size(), 1024));
     return c;
   }
-  // gRPC names a connection the TLS pump handed over by its socketpair end,
-  // "fd:N"; the pump knows the certificate it verified there.
-  std::string peer = call->peer();
-  if (peer.rfind("fd:", 0) == 0) c.common_name = net::TlsPump::peer_common_name(std::atoi(peer.c_str() + 3));
+  // A connection the TLS pump handed over by its socketpair end: the pump
+  // knows the certificate it verified there.
+  if (int fd = socket_fd_of(call); fd >= 0) c.common_name = net::TlsPump::peer_common_name(fd);
   return c;
+}
+
+int socket_fd_of(const grpc::ServerContextBase* call) {
+  std::string peer = call->peer();
+  return peer.rfind("fd:", 0) == 0 ? std::atoi(peer.c_str() + 3) : -1;
 }
 
 Error caller_of(const Context& ctx, const Credentials& cred, auth::Caller* out) {

@@ -41,6 +41,11 @@ struct Credentials {
 };
 Credentials credentials_of(const grpc::ServerContextBase* call);
 
+// The descriptor gRPC serves `call` on, -1 if not known: every connection
+// is handed to gRPC by net/mux.h (or a TLS pump's socketpair end), and gRPC
+// names it "fd:N" (it answers "unknown" once the call is canceled).
+int socket_fd_of(const grpc::ServerContextBase* call);
+
 // Who presents `cred` (member/auth.h). Auth off: an empty caller. Errors:
 // invalid_auth_token() (a bad or expired token); a certificate whose Common
 // Name is no user: auth_failed().

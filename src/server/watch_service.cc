@@ -1,7 +1,6 @@
 #include "server/watch_service.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <deque>
 #include <map>
 #include <unordered_map>
@@ -46,14 +45,11 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // Common Name), resolved on each create as etcd's isWatchPermitted does.
   WatchStream(WatchService* svc, Context* ctx, Credentials cred, grpc::CallbackServerContext* call)
       : svc_(svc), ctx_(ctx), cred_(std::move(cred)), call_(call) {
-    std::string peer = call->peer();  // "unknown" once the call is canceled
+    // Taken now: gRPC no longer names it once the call is canceled.
     struct stat st {};
-    if (peer.rfind("fd:", 0) == 0) {
-      int fd = std::atoi(peer.c_str() + 3);
-      if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
-        socket_fd_ = fd;
-        socket_ino_ = st.st_ino;
-      }
+    if (int fd = socket_fd_of(call); fd >= 0 && ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      socket_fd_ = fd;
+      socket_ino_ = st.st_ino;
     }
     StartRead(&req_buf_);
   }
