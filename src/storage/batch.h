@@ -8,8 +8,17 @@
 // (mvcc/writer.h). A later put or remove of the same key in the same batch
 // replaces the earlier one.
 //
+// Writes to `history` and `revlog` are not indexed: each revision adds new
+// keys there and apply almost never reads them back before the batch is
+// written, while indexing every write cost the apply thread about a tenth
+// of its time under queue load (bench/RESULTS.md, "Apply: unindexed
+// history"). A read of those column families through the batch (a Txn's
+// range at a revision an earlier request of the same entry wrote) indexes
+// the batch's writes to that column family on the spot: slower, but it
+// sees them all.
+//
 // Keys and values are copied into the batch: the caller's buffers may go
-// once a call returns. Every call is inline and forwards to RocksDB.
+// once a call returns.
 //
 // Thread-safety: none; one thread owns a batch.
 #pragma once
@@ -18,7 +27,9 @@
 #include <rocksdb/utilities/write_batch_with_index.h>
 #include <rocksdb/write_batch.h>
 
+#include <array>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -60,30 +71,50 @@ class IndexedBatch {
       : engine_(engine), batch_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true) {}
 
   void put(Cf cf, std::string_view key, std::string_view value) {
+    if (unindexed(cf)) {
+      appended_ |= bit(cf);
+      appends_.Put(engine_->cf(cf), to_slice(key), to_slice(value));
+      return;
+    }
     batch_.Put(engine_->cf(cf), to_slice(key), to_slice(value));
   }
-  void remove(Cf cf, std::string_view key) { batch_.Delete(engine_->cf(cf), to_slice(key)); }
+  void remove(Cf cf, std::string_view key) {
+    if (unindexed(cf)) {
+      appended_ |= bit(cf);
+      appends_.Delete(engine_->cf(cf), to_slice(key));
+      return;
+    }
+    batch_.Delete(engine_->cf(cf), to_slice(key));
+  }
 
   // True and `value` set when `key` exists in `cf`: the batch's own write
   // if it has one (false if that write is a remove), else the database's
   // current value.
-  bool get(Cf cf, std::string_view key, std::string* value) const {
-    return batch_mut().GetFromBatchAndDB(engine_->db(), rocksdb::ReadOptions(), engine_->cf(cf), to_slice(key), value)
-        .ok();
-  }
+  bool get(Cf cf, std::string_view key, std::string* value) const;
   // The batch's writes merged over the database's current state of `cf`.
   // Valid while the batch lives and is not written to.
-  Iterator iterator(Cf cf) const {
-    auto* h = engine_->cf(cf);
-    return Iterator(batch_mut().NewIteratorWithBase(h, engine_->db()->NewIterator(rocksdb::ReadOptions(), h)));
-  }
+  Iterator iterator(Cf cf) const;
+
+  // Whether `history` and `revlog` writes skip the index (see above).
+  static constexpr bool unindexed(Cf cf) { return cf == Cf::kHistory || cf == Cf::kRevlog; }
 
  private:
   friend class Engine;
+  static constexpr unsigned bit(Cf cf) { return 1u << static_cast<int>(cf); }
   // RocksDB's read calls are not const, though they do not change the batch.
   rocksdb::WriteBatchWithIndex& batch_mut() const { return const_cast<rocksdb::WriteBatchWithIndex&>(batch_); }
+  std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles() const;
+  // A new index of this batch's writes to unindexed `cf`, in order.
+  std::unique_ptr<rocksdb::WriteBatchWithIndex> index_appends(Cf cf) const;
+  // The whole batch as one RocksDB batch in `out`: the indexed writes, then
+  // the unindexed ones (other column families, so their order is free).
+  // `out` null when there are no unindexed writes: batch_'s own is whole.
+  rocksdb::Status merged(std::unique_ptr<rocksdb::WriteBatch>* out) const;
+
   const Engine* engine_;
   rocksdb::WriteBatchWithIndex batch_;
+  rocksdb::WriteBatch appends_;  // unindexed column families' writes, in order
+  unsigned appended_ = 0;        // bit(cf) for each column family in appends_
 };
 
 }  // namespace etcdq::storage

@@ -1,0 +1,91 @@
+#include "storage/batch.h"
+
+#include <array>
+
+namespace etcdq::storage {
+namespace {
+
+// Replays a RocksDB batch's puts and removes of one column family into a
+// WriteBatchWithIndex (or another batch), in their order.
+template <typename Out>
+class Replay : public rocksdb::WriteBatch::Handler {
+ public:
+  using Handles = std::array<rocksdb::ColumnFamilyHandle*, kCfCount>;
+  Replay(const Handles& handles, Out* out, int only_cf) : handles_(handles), out_(out), only_cf_(only_cf) {}
+
+  rocksdb::Status PutCF(uint32_t id, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
+    rocksdb::ColumnFamilyHandle* h = handle(id);
+    if (!h) return rocksdb::Status::OK();
+    return out_->Put(h, key, value);
+  }
+  rocksdb::Status DeleteCF(uint32_t id, const rocksdb::Slice& key) override {
+    rocksdb::ColumnFamilyHandle* h = handle(id);
+    if (!h) return rocksdb::Status::OK();
+    return out_->Delete(h, key);
+  }
+
+ private:
+  // The handle of column family `id` when it is to be replayed, else null.
+  rocksdb::ColumnFamilyHandle* handle(uint32_t id) const {
+    for (int i = 0; i < kCfCount; ++i) {
+      rocksdb::ColumnFamilyHandle* h = handles_[i];
+      if (h->GetID() == id) return only_cf_ < 0 || only_cf_ == i ? h : nullptr;
+    }
+    return nullptr;
+  }
+  Handles handles_;
+  Out* out_;
+  int only_cf_;  // -1: every column family
+};
+
+// Frees the on-the-spot index when the iterator over it goes.
+void delete_index(void* index, void*) { delete static_cast<rocksdb::WriteBatchWithIndex*>(index); }
+
+}  // namespace
+
+std::array<rocksdb::ColumnFamilyHandle*, kCfCount> IndexedBatch::handles() const {
+  std::array<rocksdb::ColumnFamilyHandle*, kCfCount> out{};
+  for (int i = 0; i < kCfCount; ++i) out[i] = engine_->cf(static_cast<Cf>(i));
+  return out;
+}
+
+std::unique_ptr<rocksdb::WriteBatchWithIndex> IndexedBatch::index_appends(Cf cf) const {
+  auto index = std::make_unique<rocksdb::WriteBatchWithIndex>(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true);
+  Replay<rocksdb::WriteBatchWithIndex> replay(handles(), index.get(), static_cast<int>(cf));
+  // Only puts and removes are ever added (put(), remove()), which Replay
+  // takes, so iterating cannot fail.
+  appends_.Iterate(&replay);
+  return index;
+}
+
+bool IndexedBatch::get(Cf cf, std::string_view key, std::string* value) const {
+  auto* h = engine_->cf(cf);
+  if (unindexed(cf) && (appended_ & bit(cf))) {
+    return index_appends(cf)->GetFromBatchAndDB(engine_->db(), rocksdb::ReadOptions(), h, to_slice(key), value).ok();
+  }
+  return batch_mut().GetFromBatchAndDB(engine_->db(), rocksdb::ReadOptions(), h, to_slice(key), value).ok();
+}
+
+Iterator IndexedBatch::iterator(Cf cf) const {
+  auto* h = engine_->cf(cf);
+  rocksdb::Iterator* base = engine_->db()->NewIterator(rocksdb::ReadOptions(), h);
+  if (unindexed(cf) && (appended_ & bit(cf))) {
+    rocksdb::WriteBatchWithIndex* index = index_appends(cf).release();
+    rocksdb::Iterator* it = index->NewIteratorWithBase(h, base);
+    it->RegisterCleanup(&delete_index, index, nullptr);
+    return Iterator(it);
+  }
+  return Iterator(batch_mut().NewIteratorWithBase(h, base));
+}
+
+rocksdb::Status IndexedBatch::merged(std::unique_ptr<rocksdb::WriteBatch>* out) const {
+  out->reset();
+  if (appends_.Count() == 0) return rocksdb::Status::OK();
+  auto all = std::make_unique<rocksdb::WriteBatch>(*batch_mut().GetWriteBatch());
+  Replay<rocksdb::WriteBatch> replay(handles(), all.get(), -1);
+  rocksdb::Status s = appends_.Iterate(&replay);
+  if (s.ok()) *out = std::move(all);
+  return s;
+}
+
+}  // namespace etcdq::storage
