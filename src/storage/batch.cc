@@ -38,9 +38,6 @@ class Replay : public rocksdb::WriteBatch::Handler {
   int only_cf_;  // -1: every column family
 };
 
-// Frees the on-the-spot index when the iterator over it goes.
-void delete_index(void* index, void*) { delete static_cast<rocksdb::WriteBatchWithIndex*>(index); }
-
 }  // namespace
 
 std::array<rocksdb::ColumnFamilyHandle*, kCfCount> IndexedBatch::handles() const {
@@ -49,33 +46,36 @@ std::array<rocksdb::ColumnFamilyHandle*, kCfCount> IndexedBatch::handles() const
   return out;
 }
 
-std::unique_ptr<rocksdb::WriteBatchWithIndex> IndexedBatch::index_appends(Cf cf) const {
-  auto index = std::make_unique<rocksdb::WriteBatchWithIndex>(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true);
-  Replay<rocksdb::WriteBatchWithIndex> replay(handles(), index.get(), static_cast<int>(cf));
-  // Only puts and removes are ever added (put(), remove()), which Replay
-  // takes, so iterating cannot fail.
-  appends_.Iterate(&replay);
-  return index;
+rocksdb::WriteBatchWithIndex* IndexedBatch::side_index(Cf cf) const {
+  if (!(appended_ & bit(cf))) return nullptr;
+  auto& side = side_[static_cast<int>(cf)];
+  if (!side) {
+    side = std::make_unique<rocksdb::WriteBatchWithIndex>(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true);
+    Replay<rocksdb::WriteBatchWithIndex> replay(handles(), side.get(), static_cast<int>(cf));
+    // Only puts and removes are ever added (put(), remove()), which Replay
+    // takes, so iterating cannot fail.
+    appends_.Iterate(&replay);
+  }
+  return side.get();
 }
 
 bool IndexedBatch::get(Cf cf, std::string_view key, std::string* value) const {
   auto* h = engine_->cf(cf);
-  if (unindexed(cf) && (appended_ & bit(cf))) {
-    return index_appends(cf)->GetFromBatchAndDB(engine_->db(), rocksdb::ReadOptions(), h, to_slice(key), value).ok();
+  rocksdb::WriteBatchWithIndex* index = unindexed(cf) ? side_index(cf) : &batch_mut();
+  if (!index) {
+    rocksdb::PinnableSlice v;
+    if (!engine_->db()->Get(rocksdb::ReadOptions(), h, to_slice(key), &v).ok()) return false;
+    value->assign(v.data(), v.size());
+    return true;
   }
-  return batch_mut().GetFromBatchAndDB(engine_->db(), rocksdb::ReadOptions(), h, to_slice(key), value).ok();
+  return index->GetFromBatchAndDB(engine_->db(), rocksdb::ReadOptions(), h, to_slice(key), value).ok();
 }
 
 Iterator IndexedBatch::iterator(Cf cf) const {
   auto* h = engine_->cf(cf);
   rocksdb::Iterator* base = engine_->db()->NewIterator(rocksdb::ReadOptions(), h);
-  if (unindexed(cf) && (appended_ & bit(cf))) {
-    rocksdb::WriteBatchWithIndex* index = index_appends(cf).release();
-    rocksdb::Iterator* it = index->NewIteratorWithBase(h, base);
-    it->RegisterCleanup(&delete_index, index, nullptr);
-    return Iterator(it);
-  }
-  return Iterator(batch_mut().NewIteratorWithBase(h, base));
+  rocksdb::WriteBatchWithIndex* index = unindexed(cf) ? side_index(cf) : &batch_mut();
+  return Iterator(index ? index->NewIteratorWithBase(h, base) : base);
 }
 
 rocksdb::Status IndexedBatch::merged(std::unique_ptr<rocksdb::WriteBatch>* out) const {

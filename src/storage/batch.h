@@ -15,7 +15,7 @@
 // history"). A read of those column families through the batch (a Txn's
 // range at a revision an earlier request of the same entry wrote) indexes
 // the batch's writes to that column family on the spot: slower, but it
-// sees them all.
+// sees them all; later writes keep that index up to date.
 //
 // Keys and values are copied into the batch: the caller's buffers may go
 // once a call returns.
@@ -71,20 +71,24 @@ class IndexedBatch {
       : engine_(engine), batch_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true) {}
 
   void put(Cf cf, std::string_view key, std::string_view value) {
-    if (unindexed(cf)) {
-      appended_ |= bit(cf);
-      appends_.Put(engine_->cf(cf), to_slice(key), to_slice(value));
+    auto* h = engine_->cf(cf);
+    if (!unindexed(cf)) {
+      batch_.Put(h, to_slice(key), to_slice(value));
       return;
     }
-    batch_.Put(engine_->cf(cf), to_slice(key), to_slice(value));
+    appended_ |= bit(cf);
+    appends_.Put(h, to_slice(key), to_slice(value));
+    if (auto& side = side_[static_cast<int>(cf)]) side->Put(h, to_slice(key), to_slice(value));
   }
   void remove(Cf cf, std::string_view key) {
-    if (unindexed(cf)) {
-      appended_ |= bit(cf);
-      appends_.Delete(engine_->cf(cf), to_slice(key));
+    auto* h = engine_->cf(cf);
+    if (!unindexed(cf)) {
+      batch_.Delete(h, to_slice(key));
       return;
     }
-    batch_.Delete(engine_->cf(cf), to_slice(key));
+    appended_ |= bit(cf);
+    appends_.Delete(h, to_slice(key));
+    if (auto& side = side_[static_cast<int>(cf)]) side->Delete(h, to_slice(key));
   }
 
   // True and `value` set when `key` exists in `cf`: the batch's own write
@@ -104,8 +108,11 @@ class IndexedBatch {
   // RocksDB's read calls are not const, though they do not change the batch.
   rocksdb::WriteBatchWithIndex& batch_mut() const { return const_cast<rocksdb::WriteBatchWithIndex&>(batch_); }
   std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles() const;
-  // A new index of this batch's writes to unindexed `cf`, in order.
-  std::unique_ptr<rocksdb::WriteBatchWithIndex> index_appends(Cf cf) const;
+  // The index that reads of unindexed `cf` use: built from the batch's
+  // writes to it at the first read, kept up to date by later writes (one
+  // replay a batch at most, so a Txn of many such ranges costs what it
+  // cost before history went unindexed). Null when `cf` has no writes.
+  rocksdb::WriteBatchWithIndex* side_index(Cf cf) const;
   // The whole batch as one RocksDB batch in `out`: the indexed writes, then
   // the unindexed ones (other column families, so their order is free).
   // `out` null when there are no unindexed writes: batch_'s own is whole.
@@ -115,6 +122,8 @@ class IndexedBatch {
   rocksdb::WriteBatchWithIndex batch_;
   rocksdb::WriteBatch appends_;  // unindexed column families' writes, in order
   unsigned appended_ = 0;        // bit(cf) for each column family in appends_
+  // side_index(), by column family; built on a read (so mutable).
+  mutable std::array<std::unique_ptr<rocksdb::WriteBatchWithIndex>, kCfCount> side_;
 };
 
 }  // namespace etcdq::storage

@@ -291,6 +291,29 @@ TEST_F(MvccRules, TxnInOneEntryReadsRevisionsWrittenEarlierInIt) {
   EXPECT_EQ(get("b", 6).kvs_size(), 0);
 }
 
+// The index built for the first such read follows the writes after it.
+TEST_F(MvccRules, RevisionsWrittenAfterAnInEntryReadAreSeenByTheNext) {
+  one(put("a", "0"));  // 2
+  auto txn = [](int64_t rev) {
+    apply::Command c;
+    auto* r = c.mutable_txn()->add_success()->mutable_request_range();
+    r->set_key("a");
+    r->set_revision(rev);
+    return c;
+  };
+  auto rs = apply({put("a", "1"), put("b", "1"), txn(3), put("a", "2"), put("b", "2"), txn(5), del("a"), put("b", "3"),
+                   txn(7)});
+  ASSERT_EQ(rs.size(), 9u);
+  auto value = [&](size_t i) {
+    EXPECT_FALSE(rs.at(i).error) << i;
+    const auto& kvs = std::get<etcdserverpb::TxnResponse>(rs.at(i).response).responses(0).response_range().kvs();
+    return kvs.empty() ? std::string("none") : kvs[0].value() + "@" + std::to_string(kvs[0].mod_revision());
+  };
+  EXPECT_EQ(value(2), "1@3");
+  EXPECT_EQ(value(5), "2@5");
+  EXPECT_EQ(value(8), "none");  // deleted at 7
+}
+
 TEST_F(MvccRules, FailedCommandChangesNothing) {
   one(put("a", "1"));
   apply::Command c = put("b", "1");
