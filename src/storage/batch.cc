@@ -1,6 +1,7 @@
 #include "storage/batch.h"
 
 #include <array>
+#include <string>
 
 namespace etcdq::storage {
 namespace {
@@ -14,24 +15,27 @@ class Replay : public rocksdb::WriteBatch::Handler {
   Replay(const Handles& handles, Out* out, int only_cf) : handles_(handles), out_(out), only_cf_(only_cf) {}
 
   rocksdb::Status PutCF(uint32_t id, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
-    rocksdb::ColumnFamilyHandle* h = handle(id);
-    if (!h) return rocksdb::Status::OK();
+    rocksdb::ColumnFamilyHandle* h = nullptr;
+    if (rocksdb::Status s = handle(id, &h); !s.ok() || !h) return s;
     return out_->Put(h, key, value);
   }
   rocksdb::Status DeleteCF(uint32_t id, const rocksdb::Slice& key) override {
-    rocksdb::ColumnFamilyHandle* h = handle(id);
-    if (!h) return rocksdb::Status::OK();
+    rocksdb::ColumnFamilyHandle* h = nullptr;
+    if (rocksdb::Status s = handle(id, &h); !s.ok() || !h) return s;
     return out_->Delete(h, key);
   }
 
  private:
-  // The handle of column family `id` when it is to be replayed, else null.
-  rocksdb::ColumnFamilyHandle* handle(uint32_t id) const {
+  // `*h`: the handle of column family `id` when it is to be replayed, else
+  // null (skipped). An id of no column family of ours is an error, never
+  // a record dropped in silence.
+  rocksdb::Status handle(uint32_t id, rocksdb::ColumnFamilyHandle** h) const {
     for (int i = 0; i < kCfCount; ++i) {
-      rocksdb::ColumnFamilyHandle* h = handles_[i];
-      if (h->GetID() == id) return only_cf_ < 0 || only_cf_ == i ? h : nullptr;
+      if (handles_[i]->GetID() != id) continue;
+      *h = only_cf_ < 0 || only_cf_ == i ? handles_[i] : nullptr;
+      return rocksdb::Status::OK();
     }
-    return nullptr;
+    return rocksdb::Status::InvalidArgument("write to an unknown column family id " + std::to_string(id));
   }
   Handles handles_;
   Out* out_;
@@ -52,8 +56,9 @@ rocksdb::WriteBatchWithIndex* IndexedBatch::side_index(Cf cf) const {
   if (!side) {
     side = std::make_unique<rocksdb::WriteBatchWithIndex>(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true);
     Replay<rocksdb::WriteBatchWithIndex> replay(handles(), side.get(), static_cast<int>(cf));
-    // Only puts and removes are ever added (put(), remove()), which Replay
-    // takes, so iterating cannot fail.
+    // Only puts and removes of our column families are ever added (put(),
+    // remove()), which Replay takes, so this cannot fail; merged() checks
+    // the same replay before anything is written.
     appends_.Iterate(&replay);
   }
   return side.get();
