@@ -1,0 +1,35 @@
+// Log segments whose blocks are written before libraft appends to them, so
+// that an append is an overwrite the kernel can do without blocking.
+//
+// libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
+// libraft.a) creates each open segment (8 MiB) with posix_fallocate
+// (uv_fs.c, UvFsAllocateFile, in its thread pool) and appends to it with
+// direct, O_DSYNC kernel AIO, first submitted with RWF_NOWAIT from the
+// consensus thread (uv_writer.c). ext4 leaves fallocated blocks unwritten:
+// the first write into each 4 KiB block must convert its extent, which
+// cannot be done without blocking, so the kernel answers EAGAIN and libraft
+// submits the write again from its thread pool: two more wake-ups on the
+// consensus thread and one on a pool thread, for every append that reaches a
+// new block (a quarter of them at 10 clients, nearly all at 1000).
+//
+// The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
+// -Wl,--wrap=posix_fallocate, so libraft's call reaches
+// __wrap_posix_fallocate below, which reserves the space as before
+// (__real_posix_fallocate: ENOSPC is still reported at creation) and then
+// writes zeros over it. The file reads the same (an unwritten extent reads
+// as zeros) and libraft's own fallback when fallocate is unsupported also
+// writes it; the segment is only written earlier, in libraft's pool, before
+// any entry goes to it. Only references from the static libraft.a and our
+// own objects are redirected (none of ours calls it); RocksDB and the other
+// shared libraries keep glibc's.
+//
+// Thread-safety: called by libraft's pool threads; touches only `fd`.
+#pragma once
+
+#include <sys/types.h>
+
+extern "C" {
+// posix_fallocate's contract: 0, or an error number (errno is not set).
+int __wrap_posix_fallocate(int fd, off_t offset, off_t len);
+int __real_posix_fallocate(int fd, off_t offset, off_t len);
+}

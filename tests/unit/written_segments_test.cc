@@ -1,0 +1,108 @@
+// Log segments written before libraft appends to them (raft/written_segments.h).
+// posix_fallocate is called by name, as libraft's uv_fs.c does: the link's
+// --wrap sends this call to the wrapper as it sends libraft's, so the
+// outcome proves the link as much as the wrapper.
+#include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "raft/written_segments.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file's extents as the file system reports them; false if it cannot.
+bool extents(int fd, std::vector<struct fiemap_extent>* out) {
+  constexpr unsigned kMax = 256;
+  std::vector<char> buf(sizeof(struct fiemap) + kMax * sizeof(struct fiemap_extent));
+  auto* fm = reinterpret_cast<struct fiemap*>(buf.data());
+  fm->fm_start = 0;
+  fm->fm_length = FIEMAP_MAX_OFFSET;
+  fm->fm_flags = FIEMAP_FLAG_SYNC;
+  fm->fm_extent_count = kMax;
+  if (ioctl(fd, FS_IOC_FIEMAP, fm) != 0) return false;
+  out->assign(fm->fm_extents, fm->fm_extents + fm->fm_mapped_extents);
+  return true;
+}
+
+bool any_unwritten(const std::vector<struct fiemap_extent>& ex) {
+  for (const auto& e : ex) {
+    if (e.fe_flags & FIEMAP_EXTENT_UNWRITTEN) return true;
+  }
+  return false;
+}
+
+class WrittenSegments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("etcdq-segments-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Opened as libraft opens a new segment (uv_fs.c, UvFsAllocateFile).
+  int create(const std::string& name) {
+    return ::open((dir_ / name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_DSYNC, 0600);
+  }
+  fs::path dir_;
+};
+
+constexpr off_t kSegment = 1 << 20;
+
+TEST_F(WrittenSegments, ReservedSpaceIsWrittenAndReadsAsZeros) {
+  int fd = create("open-1");
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(posix_fallocate(fd, 0, kSegment), 0);
+  std::vector<struct fiemap_extent> ex;
+  bool mapped = extents(fd, &ex);
+  ::close(fd);
+  EXPECT_EQ(fs::file_size(dir_ / "open-1"), static_cast<uintmax_t>(kSegment));
+  std::string bytes(kSegment, 'x');
+  int rfd = ::open((dir_ / "open-1").c_str(), O_RDONLY);
+  ASSERT_GE(rfd, 0);
+  ASSERT_EQ(::pread(rfd, bytes.data(), bytes.size(), 0), kSegment);
+  ::close(rfd);
+  EXPECT_EQ(bytes, std::string(kSegment, '\0'));
+  // The control: glibc's own call on this file system. Where it leaves no
+  // unwritten extent (tmpfs, or no FIEMAP) there is nothing to compare.
+  int control = create("control");
+  ASSERT_GE(control, 0);
+  ASSERT_EQ(__real_posix_fallocate(control, 0, kSegment), 0);
+  std::vector<struct fiemap_extent> reserved;
+  bool control_mapped = extents(control, &reserved);
+  ::close(control);
+  if (!mapped || !control_mapped || !any_unwritten(reserved)) {
+    GTEST_SKIP() << dir_ << " leaves no unwritten extents: the wrapper's writes are not checked here";
+  }
+  ASSERT_FALSE(ex.empty());
+  EXPECT_FALSE(any_unwritten(ex)) << "an extent is still unwritten: the first append into it would block";
+}
+
+TEST_F(WrittenSegments, ErrorsAreReturnedAsPosixFallocateReturnsThem) {
+  EXPECT_EQ(posix_fallocate(-1, 0, kSegment), EBADF);
+  int fd = create("open-3");
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(posix_fallocate(fd, 0, -1), EINVAL);
+  ::close(fd);
+  int ro = ::open((dir_ / "open-3").c_str(), O_RDONLY);
+  ASSERT_GE(ro, 0);
+  EXPECT_EQ(posix_fallocate(ro, 0, kSegment), EBADF);
+  ::close(ro);
+  EXPECT_EQ(fs::file_size(dir_ / "open-3"), 0u);
+}
+
+}  // namespace
