@@ -169,6 +169,9 @@ void Node::Impl::maybe_close() {
 
 void Node::Impl::close_raft() {
   note_role(false);
+  // Appends written but not yet reported reach libraft while it is whole.
+  report_written();
+  defer_appends = false;
   raft.data = this;
   ::raft_close(&raft, [](struct raft* r) {
     Impl* self = static_cast<Impl*>(r->data);
@@ -179,6 +182,8 @@ void Node::Impl::close_raft() {
     }
     uv_close(reinterpret_cast<uv_handle_t*>(&self->wake), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&self->tick), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&self->after_io), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&self->no_block), nullptr);
   });
 }
 

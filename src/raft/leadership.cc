@@ -51,7 +51,29 @@ void Node::Impl::appended_hook(struct raft_io_append* req, int status) {
     raft_metrics().wal_fsync_seconds.Observe(
         std::chrono::duration<double>(SteadyClock::now() - t.start).count());
   }
+  if (status == 0 && self->defer_appends) {
+    // After raft_uv has started the next write (node_impl.h, `written`).
+    self->written.push_back({req, t.cb});
+    uv_check_start(&self->after_io, [](uv_check_t* h) { static_cast<Impl*>(h->data)->report_written(); });
+    uv_idle_start(&self->no_block, [](uv_idle_t* h) { static_cast<Impl*>(h->data)->report_written(); });
+    return;
+  }
+  self->report_written();  // libraft hears of appends in the order they were made
   t.cb(req, status);
+}
+
+void Node::Impl::report_written() {
+  // A callback may apply entries whose answers make more appends complete:
+  // they join the end of the queue and are reported in this same pass.
+  while (!written.empty()) {
+    WrittenAppend w = written.front();
+    written.pop_front();
+    w.cb(w.req, 0);
+  }
+  if (defer_appends) {
+    uv_check_stop(&after_io);
+    uv_idle_stop(&no_block);
+  }
 }
 
 Node::Impl::LeaderView Node::Impl::leader_view() {

@@ -123,6 +123,11 @@ Error Node::start() {
   uv_timer_init(&m->loop, &m->tick);
   m->tick.data = m;
   uv_timer_start(&m->tick, Impl::on_tick, 0, kTickMs);
+  uv_check_init(&m->loop, &m->after_io);
+  m->after_io.data = m;
+  uv_idle_init(&m->loop, &m->no_block);
+  m->no_block.data = m;
+  m->defer_appends = true;
   m->thread = std::thread([m] {
     uv_run(&m->loop, UV_RUN_DEFAULT);
     m->io->close();  // only once the loop has ended (raft/io.h, UvIo)
@@ -152,15 +157,14 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
     if (!m->stop_requested) {
       m->queue.push_back(std::move(p));
       p.done = nullptr;
+      m->wake_locked();
     }
   }
   if (p.done) {
     apply::Result r;
     r.error = errors::stopped();
     p.done(std::move(r));
-    return;
   }
-  uv_async_send(&m->wake);
 }
 
 void Node::propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done) {
@@ -185,13 +189,10 @@ void Node::propose_forwarded(std::vector<std::string> commands, std::function<vo
     if (!m->stop_requested) {
       m->queue.push_back(std::move(p));
       p.forwarded_done = nullptr;
+      m->wake_locked();
     }
   }
-  if (p.forwarded_done) {
-    p.forwarded_done(errors::stopped());
-    return;
-  }
-  uv_async_send(&m->wake);
+  if (p.forwarded_done) p.forwarded_done(errors::stopped());
 }
 
 void Node::read_barrier(std::function<void(Error)> fn) {
@@ -214,8 +215,8 @@ void Node::read_barrier(std::function<void(Error)> fn) {
       return;
     }
     m->reads.push_back(std::move(fn));
+    m->wake_locked();
   }
-  uv_async_send(&m->wake);
 }
 
 void Node::read_index(std::function<void(Error, uint64_t)> fn) {
@@ -225,13 +226,10 @@ void Node::read_index(std::function<void(Error, uint64_t)> fn) {
     if (!m->stop_requested) {
       m->index_reads.push_back(std::move(fn));
       fn = nullptr;
+      m->wake_locked();
     }
   }
-  if (fn) {
-    fn(errors::stopped(), 0);
-    return;
-  }
-  uv_async_send(&m->wake);
+  if (fn) fn(errors::stopped(), 0);
 }
 
 void Node::add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done) {
@@ -259,13 +257,10 @@ void Node::run_task(std::function<void()> task, const std::function<void(Error)>
     if (!m->stop_requested) {
       m->tasks.push_back(std::move(task));
       task = nullptr;
+      m->wake_locked();
     }
   }
-  if (task) {
-    on_stopped(errors::stopped());
-    return;
-  }
-  uv_async_send(&m->wake);
+  if (task) on_stopped(errors::stopped());
 }
 
 std::vector<MemberState> Node::members() const {

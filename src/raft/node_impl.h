@@ -90,6 +90,11 @@ struct Node::Impl {
   std::vector<std::function<void(Error, uint64_t)>> index_reads;  // Peer.ReadIndex on the leader
   std::vector<std::function<void()>> tasks;  // run on the consensus thread
   bool stop_requested = false;
+  // Wakes the loop for what was just queued. With `mu` held and
+  // stop_requested false: the loop closes `wake` only after it has seen
+  // stop_requested, so a send made under the lock never reaches a closed
+  // handle (libuv aborts on a write to a closed loop's wake-up fd).
+  void wake_locked() { uv_async_send(&wake); }
 
   // What gRPC callbacks of forwarded calls hand back to the consensus
   // thread. Shared with those callbacks, so it outlives a stopped node.
@@ -150,6 +155,25 @@ struct Node::Impl {
     SteadyClock::time_point start;
   };
   std::unordered_map<struct raft_io_append*, TimedAppend> appends;
+  // Appends raft_uv wrote, not yet reported to libraft (leadership.cc). raft_uv
+  // calls a write's callbacks before it starts the write of the entries that
+  // queued behind it (uvAliveSegmentWriteCb, uv_append.c), and libraft applies
+  // what commits inside those callbacks (appendLeaderCb): reported as they
+  // come, every fsync would wait for the apply of the entries before it.
+  // Reported in the check phase of the same loop iteration instead, once
+  // raft_uv has started the next write, that fsync runs while they apply. To
+  // libraft this is a disk that answers a few microseconds later; order is
+  // kept (a failed append reports the ones before it first), and close_raft()
+  // reports what is left before libraft closes.
+  struct WrittenAppend {
+    struct raft_io_append* req;
+    raft_io_append_cb cb;
+  };
+  std::deque<WrittenAppend> written;
+  uv_check_t after_io{};  // reports `written` after the poll phase
+  uv_idle_t no_block{};   // keeps the loop from blocking while `written` waits
+  bool defer_appends = false;  // between start() and close_raft()
+  void report_written();
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
   raft_term committed_term = 0;

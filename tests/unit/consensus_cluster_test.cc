@@ -434,6 +434,63 @@ TEST_F(ConsensusClusterTest, ConcurrentProposalsShareLogEntries) {
   EXPECT_TRUE(contains(cluster_->state(other_than(l)), "burst199=x"));
 }
 
+// The leader stopped while proposals stream in: libraft hears of log writes
+// in the check phase after raft_uv started the next one (raft/node_impl.h,
+// `written`), so a stop can find written appends not yet reported. Each
+// proposal is answered (applied or stopped), and every one answered as
+// applied is on the members after the leader restarts from its log.
+TEST_F(ConsensusClusterTest, LeaderStoppedUnderProposalsAnswersEachAndKeepsWhatItAcknowledged) {
+  unsigned l = cluster_->wait_leader();
+  ASSERT_LT(l, kMembers);
+  std::shared_ptr<raft::Node> leader = cluster_->node(l);
+  // Proposals stream in until the stop has returned: some are in the log
+  // or in flight when it starts, the last ones are refused.
+  constexpr int kMaxProposals = 200000;
+  std::vector<std::future<apply::Result>> answers;
+  std::atomic<int> answered{0};
+  std::atomic<bool> stopped{false};
+  std::thread stopper;
+  for (int i = 0; i < kMaxProposals && !stopped.load(); ++i) {
+    auto p = std::make_shared<std::promise<apply::Result>>();
+    answers.push_back(p->get_future());
+    leader->propose(put_command("stream" + std::to_string(i), "x"), [p, &answered](apply::Result&& r) {
+      answered.fetch_add(1);
+      p->set_value(std::move(r));
+    });
+    if (i == 100) {
+      // Stop once writes are flowing.
+      while (answered.load() == 0) std::this_thread::yield();
+      stopper = std::thread([leader, &stopped] {
+        leader->stop();
+        stopped.store(true);
+      });
+    }
+  }
+  stopper.join();
+  std::vector<int> acknowledged;
+  size_t refused = 0;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    ASSERT_EQ(answers[i].wait_for(kWait), std::future_status::ready) << "proposal " << i;
+    apply::Result r = answers[i].get();
+    if (!r.error) {
+      acknowledged.push_back(static_cast<int>(i));
+    } else {
+      EXPECT_EQ(r.error, errors::stopped()) << "proposal " << i << ": " << r.error.message();
+      ++refused;
+    }
+  }
+  ASSERT_FALSE(acknowledged.empty());
+  EXPECT_GT(refused, 0u) << answers.size() << " proposals, all applied: the stop never overlapped them";
+  leader.reset();
+  cluster_->kill(l);
+  cluster_->start(l);
+  ASSERT_TRUE(cluster_->converge());
+  for (unsigned m = 0; m < kMembers; ++m) {
+    std::string s = cluster_->state(m);
+    for (int i : acknowledged) EXPECT_TRUE(contains(s, "stream" + std::to_string(i) + "=x")) << "member " << m << " " << i;
+  }
+}
+
 TEST_F(ConsensusClusterTest, FollowerProposalsAreForwardedToTheLeaderAndAnsweredOnceAppliedThere) {
   unsigned l = cluster_->wait_leader();
   ASSERT_LT(l, kMembers);
