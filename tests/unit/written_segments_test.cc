@@ -58,18 +58,25 @@ class WrittenSegments : public ::testing::Test {
   int create(const std::string& name) {
     return ::open((dir_ / name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_DSYNC, 0600);
   }
+  // A new file `name` of `size` bytes reserved by `allocate`; its extents in
+  // *ex, mapped false if the file system cannot tell them.
+  void reserve(const std::string& name, int (*allocate)(int, off_t, off_t), off_t size,
+               std::vector<struct fiemap_extent>* ex, bool* mapped) {
+    int fd = create(name);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(allocate(fd, 0, size), 0);
+    *mapped = extents(fd, ex);
+    ::close(fd);
+  }
   fs::path dir_;
 };
 
 constexpr off_t kSegment = 1 << 20;
 
 TEST_F(WrittenSegments, ReservedSpaceIsWrittenAndReadsAsZeros) {
-  int fd = create("open-1");
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(posix_fallocate(fd, 0, kSegment), 0);
   std::vector<struct fiemap_extent> ex;
-  bool mapped = extents(fd, &ex);
-  ::close(fd);
+  bool mapped = false;
+  ASSERT_NO_FATAL_FAILURE(reserve("open-1", posix_fallocate, kSegment, &ex, &mapped));
   EXPECT_EQ(fs::file_size(dir_ / "open-1"), static_cast<uintmax_t>(kSegment));
   std::string bytes(kSegment, 'x');
   int rfd = ::open((dir_ / "open-1").c_str(), O_RDONLY);
@@ -79,12 +86,9 @@ TEST_F(WrittenSegments, ReservedSpaceIsWrittenAndReadsAsZeros) {
   EXPECT_EQ(bytes, std::string(kSegment, '\0'));
   // The control: glibc's own call on this file system. Where it leaves no
   // unwritten extent (tmpfs, or no FIEMAP) there is nothing to compare.
-  int control = create("control");
-  ASSERT_GE(control, 0);
-  ASSERT_EQ(__real_posix_fallocate(control, 0, kSegment), 0);
   std::vector<struct fiemap_extent> reserved;
-  bool control_mapped = extents(control, &reserved);
-  ::close(control);
+  bool control_mapped = false;
+  ASSERT_NO_FATAL_FAILURE(reserve("control", __real_posix_fallocate, kSegment, &reserved, &control_mapped));
   if (!mapped || !control_mapped || !any_unwritten(reserved)) {
     GTEST_SKIP() << dir_ << " leaves no unwritten extents: the wrapper's writes are not checked here";
   }
