@@ -298,8 +298,10 @@ void Node::stop() {
   {
     std::lock_guard<std::mutex> lock(m->mu);
     m->stop_requested = true;
+    // Under the lock: a wake-up already pending could otherwise let the
+    // loop see stop_requested, close and end before this send.
+    m->wake_locked();
   }
-  uv_async_send(&m->wake);
   m->thread.join();
   {
     // The answers the route still holds, then those queued here: every

@@ -90,10 +90,11 @@ struct Node::Impl {
   std::vector<std::function<void(Error, uint64_t)>> index_reads;  // Peer.ReadIndex on the leader
   std::vector<std::function<void()>> tasks;  // run on the consensus thread
   bool stop_requested = false;
-  // Wakes the loop for what was just queued. With `mu` held and
-  // stop_requested false: the loop closes `wake` only after it has seen
-  // stop_requested, so a send made under the lock never reaches a closed
-  // handle (libuv aborts on a write to a closed loop's wake-up fd).
+  // Wakes the loop for what was just queued, or for the stop. With `mu`
+  // held, and only while stop_requested is false or as the call that sets
+  // it: the loop closes `wake` only after it has seen stop_requested, so a
+  // send made under the lock never reaches a closed handle (libuv aborts on
+  // a write to a closed loop's wake-up fd).
   void wake_locked() { uv_async_send(&wake); }
 
   // What gRPC callbacks of forwarded calls hand back to the consensus

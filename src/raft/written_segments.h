@@ -15,11 +15,12 @@
 // The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
 // -Wl,--wrap=posix_fallocate, so libraft's call reaches
 // __wrap_posix_fallocate below, which reserves the space as before
-// (__real_posix_fallocate: ENOSPC is still reported at creation) and then
-// writes zeros over it. The file reads the same (an unwritten extent reads
-// as zeros) and libraft's own fallback when fallocate is unsupported also
-// writes it; the segment is only written earlier, in libraft's pool, before
-// any entry goes to it. Only references from the static libraft.a and our
+// (__real_posix_fallocate: ENOSPC is still reported at creation), writes
+// zeros over it and drops those pages from the page cache (a NOWAIT direct
+// write over cached pages is refused too). The file reads the same (an
+// unwritten extent reads as zeros) and libraft's own fallback when
+// fallocate is unsupported also writes it; the segment is only written
+// earlier, in libraft's pool, before any entry goes to it. Only references from the static libraft.a and our
 // own objects are redirected (none of ours calls it); RocksDB and the other
 // shared libraries keep glibc's.
 //
