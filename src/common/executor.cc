@@ -1,9 +1,16 @@
 #include "common/executor.h"
 
+#include "common/thread_name.h"
+
 namespace etcdq {
 
-Executor::Executor(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+Executor::Executor(int threads, const std::string& name) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, name] {
+      set_thread_name(name);
+      run();
+    });
+  }
 }
 
 Executor::~Executor() {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,7 +20,8 @@ namespace etcdq {
 
 class Executor {
  public:
-  explicit Executor(int threads);
+  // `name`: each thread's name (common/thread_name.h).
+  Executor(int threads, const std::string& name);
   ~Executor();
   void post(std::function<void()> task);
   // post(), unless `max_queued` tasks already wait (running ones not

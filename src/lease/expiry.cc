@@ -2,10 +2,15 @@
 
 #include <vector>
 
+#include "common/thread_name.h"
+
 namespace etcdq::lease {
 
 Expiry::Expiry(Lessor* lessor, Revoke revoke) : lessor_(lessor), revoke_(std::move(revoke)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    set_thread_name("lease-expiry");
+    run();
+  });
 }
 
 Expiry::~Expiry() { stop(); }

@@ -8,6 +8,8 @@
 #include <limits>
 #include <memory>
 
+#include "common/thread_name.h"
+
 namespace etcdq::member {
 namespace {
 
@@ -139,7 +141,10 @@ AutoCompactor::AutoCompactor(CompactionMode mode, int64_t retention, Hooks hooks
 AutoCompactor::~AutoCompactor() { stop(); }
 
 void AutoCompactor::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    set_thread_name("auto-compact");
+    run();
+  });
 }
 
 void AutoCompactor::set_leading(bool leading) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace etcdq::member {
 
 LeaderDuties::~LeaderDuties() { stop(); }
@@ -9,7 +11,10 @@ LeaderDuties::~LeaderDuties() { stop(); }
 void LeaderDuties::add(Duty duty) { duties_.push_back(std::move(duty)); }
 
 void LeaderDuties::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    set_thread_name("leader-duties");
+    run();
+  });
 }
 
 void LeaderDuties::role_changed(bool leading) {

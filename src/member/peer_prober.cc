@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "common/thread_name.h"
 #include "raft/metrics.h"
 #include "raft/node.h"
 
@@ -13,7 +14,10 @@ PeerProber::~PeerProber() { stop(); }
 
 void PeerProber::start() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    set_thread_name("peer-prober");
+    run();
+  });
 }
 
 void PeerProber::stop() {

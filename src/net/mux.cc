@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "common/log_limiter.h"
+#include "common/thread_name.h"
 
 namespace etcdq::net {
 namespace {
@@ -288,7 +289,10 @@ Error Mux::start() {
       return {Code::kInternal, m.role + " connection mux: " + system_error(errno)};
     }
   }
-  m.thread = std::thread([&m] { m.loop(); });
+  m.thread = std::thread([&m] {
+    set_thread_name("mux-" + m.role);
+    m.loop();
+  });
   return {};
 }
 

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "net/h2_guard.h"
 #include "net/mux.h"
 #include "common/socket_address.h"
@@ -585,7 +586,10 @@ Error TlsPump::start() {
   }
   for (auto& w : impl_->workers) {
     Impl::Worker* p = w.get();
-    p->thread = std::thread([p] { p->loop(); });
+    p->thread = std::thread([p] {
+      set_thread_name("tls-pump");
+      p->loop();
+    });
   }
   impl_->started = true;
   return {};

@@ -6,6 +6,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "common/thread_name.h"
 #include "mvcc/codec.h"
 #include "queue/keys.h"
 
@@ -43,7 +44,10 @@ ClickHouseSink::ClickHouseSink(Book* book, mvcc::Store* store, ClickHouseOptions
 
 ClickHouseSink::~ClickHouseSink() { stop(); }
 
-void ClickHouseSink::start() { thread_ = std::thread([this] { run(); }); }
+void ClickHouseSink::start() { thread_ = std::thread([this] {
+    set_thread_name("queue-sink");
+    run();
+  }); }
 
 void ClickHouseSink::stop() {
   {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace etcdq::queue {
 namespace {
 int64_t unix_ms() {
@@ -17,7 +19,10 @@ Scheduler::Scheduler(Book* book, Host* host, SchedulerOptions opts)
 
 Scheduler::~Scheduler() { stop(); }
 
-void Scheduler::start() { thread_ = std::thread([this] { run(); }); }
+void Scheduler::start() { thread_ = std::thread([this] {
+    set_thread_name("queue-sched");
+    run();
+  }); }
 
 void Scheduler::stop() {
   {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "apply/command_check.h"
+#include "common/thread_name.h"
 #include "raft/metrics.h"
 #include "raft/node_impl.h"
 
@@ -17,7 +18,7 @@ Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{
   impl_->node = this;
   impl_->opts = &opts_;
   impl_->sm = fsm;
-  impl_->completions = std::make_unique<Executor>(kCompletionThreads);
+  impl_->completions = std::make_unique<Executor>(kCompletionThreads, "raft-answers");
   impl_->forwarder = opts_.forwarder ? opts_.forwarder : std::make_shared<Forwarder>();
   impl_->io = opts_.io ? opts_.io(&impl_->loop, impl_->forwarder) : peer_uv_io(&impl_->loop, impl_->forwarder);
   std::random_device rd;
@@ -129,6 +130,7 @@ Error Node::start() {
   m->no_block.data = m;
   m->defer_appends = true;
   m->thread = std::thread([m] {
+    set_thread_name("raft-loop");  // consensus and apply
     uv_run(&m->loop, UV_RUN_DEFAULT);
     m->io->close();  // only once the loop has ended (raft/io.h, UvIo)
     uv_loop_close(&m->loop);

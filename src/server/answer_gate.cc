@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace etcdq::server {
 
 // What the gate's threads share with the answers they run: answers may be
@@ -83,7 +85,10 @@ size_t AnswerGate::Track::waiting() {
 }
 
 AnswerGate::AnswerGate(std::chrono::milliseconds max_hold) : max_hold_(max_hold), core_(std::make_shared<Core>()) {
-  for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this] {
+    set_thread_name("answer-gate");
+    run();
+  });
 }
 
 AnswerGate::~AnswerGate() {

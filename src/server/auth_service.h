@@ -90,7 +90,7 @@ class AuthService final : public StrictParsing<etcdserverpb::Auth> {
   Context* ctx_;
   // Last member: destroyed first, running what is queued (each task
   // finishes its call) before the context goes.
-  std::unique_ptr<Executor> bcrypt_ = std::make_unique<Executor>(bcrypt_threads());
+  std::unique_ptr<Executor> bcrypt_ = std::make_unique<Executor>(bcrypt_threads(), "bcrypt");
 };
 
 }  // namespace etcdq::server

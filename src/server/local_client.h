@@ -50,7 +50,7 @@ class LocalClient {
 
  private:
   Context* ctx_;
-  Executor executor_{1};  // one thread: recipe callbacks never run concurrently
+  Executor executor_{1, "local-client"};  // one thread: recipe callbacks never run concurrently
 };
 
 }  // namespace etcdq::server

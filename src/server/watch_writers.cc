@@ -1,9 +1,14 @@
 #include "server/watch_writers.h"
 
+#include "common/thread_name.h"
+
 namespace etcdq::server {
 
 WatchWriters::WatchWriters(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] {
+    set_thread_name("watch-writer");
+    run();
+  });
 }
 
 WatchWriters::~WatchWriters() {
