@@ -2,7 +2,7 @@
 # The sanitizer and fuzzing checks (README, "Checks"); scripts/test.sh runs
 # them after the normal suite in CI. One stage per call:
 #
-#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite, benchmarks and layer probes excluded
+#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite, benchmarks, layer probes and failover cluster tests excluded
 #   bash scripts/checks.sh tsan   # ThreadSanitizer build (build-tsan/): unit, watch, queue, cluster tests
 #   bash scripts/checks.sh fuzz   # each libFuzzer target for ETCDQ_FUZZ_SECONDS (60) from fuzz/corpus/
 #
@@ -105,8 +105,10 @@ case "$stage" in
       -DSANITIZE=address,undefined -DFUZZ=ON
     cmake --build build-asan --target etcdq etcdq_unit_tests etcdq_bbolt_tool
     san_env build-asan asan
-    # The layers checks only compile probes: nothing to sanitize.
-    run_ctest build-asan -LE 'fuzz|layers' -j2 "$@"
+    # The layers checks only compile probes: nothing to sanitize. The
+    # failover cluster tests (CMakeLists.txt says which) run in the suite
+    # and under TSan.
+    run_ctest build-asan -LE 'fuzz|layers|failover' -j3 "$@"
     ;;
   tsan)
     configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread
