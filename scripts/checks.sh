@@ -132,7 +132,7 @@ case "$stage" in
     # cluster.test_membership is left out: a learner catching up by
     # snapshot (--snapshot-count 50, under writes) installs one every 5-7 s
     # under TSan's slowdown and never catches up within the test's 30 s.
-    run_ctest build-tsan -L 'unit|concurrency' -LE rules -E 'cluster.test_membership' -j2 "$@"
+    run_ctest build-tsan -L 'unit|concurrency' -LE rules -E 'cluster.test_membership' -j3 "$@"
     ;;
   fuzz)
     configure_asan
