@@ -28,10 +28,10 @@ extern "C" int __wrap_posix_fallocate(int fd, off_t offset, off_t len) {
     if (w == 0) return EIO;
     at += w;
   }
-  // The zeros went through the page cache: a direct write with RWF_NOWAIT
-  // over a range that has cached pages is refused (EAGAIN) just as one over
-  // unwritten blocks is. O_DSYNC left the pages clean, so they can go.
-  // Advice only: a failure leaves a slower first append, not a wrong one.
+  // The zeros went through the page cache, where they need not stay:
+  // appends write whole blocks, so none is read back. O_DSYNC left the
+  // pages clean, so they can go. Advice only: a failure costs memory the
+  // kernel reclaims anyway, not a wrong append.
   (void)::posix_fadvise(fd, offset, len, POSIX_FADV_DONTNEED);
   return 0;
 }

@@ -3,11 +3,9 @@
 // --wrap sends this call to the wrapper as it sends libraft's, so the
 // outcome proves the link as much as the wrapper.
 #include <fcntl.h>
-#include <linux/aio_abi.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -45,47 +43,6 @@ bool any_unwritten(const std::vector<struct fiemap_extent>& ex) {
     if (e.fe_flags & FIEMAP_EXTENT_UNWRITTEN) return true;
   }
   return false;
-}
-
-// One 4 KiB direct write at offset 0 of `path`, as libraft's writer first
-// tries it (uv_writer.c): kernel AIO with RWF_NOWAIT on an O_DIRECT|O_DSYNC
-// file. The event's result (bytes, or -errno: -EAGAIN if the kernel would
-// have had to block); 1 if the kernel offers no such write here.
-long nowait_direct_write(const fs::path& path) {
-#ifdef RWF_NOWAIT
-  int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_DSYNC);
-  if (fd < 0) return 1;
-  aio_context_t ctx = 0;
-  if (syscall(SYS_io_setup, 1, &ctx) != 0) {
-    ::close(fd);
-    return 1;
-  }
-  void* buf = std::aligned_alloc(4096, 4096);
-  std::memset(buf, 'e', 4096);
-  struct iocb cb {};
-  cb.aio_lio_opcode = IOCB_CMD_PWRITE;
-  cb.aio_fildes = static_cast<uint32_t>(fd);
-  cb.aio_buf = reinterpret_cast<uint64_t>(buf);
-  cb.aio_nbytes = 4096;
-  cb.aio_offset = 0;
-  cb.aio_rw_flags = RWF_NOWAIT;
-  struct iocb* cbs[1] = {&cb};
-  long res = 1;
-  if (syscall(SYS_io_submit, ctx, 1, cbs) == 1) {
-    struct io_event ev {};
-    if (syscall(SYS_io_getevents, ctx, 1, 1, &ev, nullptr) == 1) res = static_cast<long>(ev.res);
-  } else if (errno == EAGAIN) {
-    res = -EAGAIN;
-  }
-  syscall(SYS_io_destroy, ctx);
-  std::free(buf);
-  ::close(fd);
-  if (res == -EOPNOTSUPP || res == -EINVAL) return 1;
-  return res;
-#else
-  (void)path;
-  return 1;
-#endif
 }
 
 class WrittenSegments : public ::testing::Test {
@@ -138,19 +95,7 @@ TEST_F(WrittenSegments, ReservedSpaceIsWrittenAndReadsAsZeros) {
     GTEST_SKIP() << dir_ << " leaves no unwritten extents: the wrapper's writes are not checked here";
   }
   ASSERT_FALSE(ex.empty());
-  EXPECT_FALSE(any_unwritten(ex)) << "an extent is still unwritten: the first append into it would block";
-}
-
-// What it is for: libraft's first try at an append, a direct write that must
-// not block, is taken. With glibc's call alone the blocks are unwritten; with
-// zeros left in the page cache the kernel refuses it as well (EAGAIN both).
-TEST_F(WrittenSegments, FirstDirectAppendIsTakenWithoutBlocking) {
-  std::vector<struct fiemap_extent> ex;
-  bool mapped = false;
-  ASSERT_NO_FATAL_FAILURE(reserve("open-4", posix_fallocate, kSegment, &ex, &mapped));
-  long res = nowait_direct_write(dir_ / "open-4");
-  if (res == 1) GTEST_SKIP() << "no direct RWF_NOWAIT writes on " << dir_;
-  EXPECT_EQ(res, 4096) << "the kernel refused a non-blocking append: " << std::strerror(static_cast<int>(-res));
+  EXPECT_FALSE(any_unwritten(ex)) << "an extent is still unwritten: the first append into it would commit the journal";
 }
 
 TEST_F(WrittenSegments, ErrorsAreReturnedAsPosixFallocateReturnsThem) {
