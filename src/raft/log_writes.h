@@ -1,5 +1,5 @@
 // How libraft writes the Raft log: buffered writes to its O_DSYNC segment
-// files from libraft's thread pool, as etcd's WAL writes and fdatasyncs from
+// files from libuv's thread pool, as etcd's WAL writes and fdatasyncs from
 // its own goroutine; not direct kernel AIO.
 //
 // libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
@@ -19,15 +19,19 @@
 // -Wl,--wrap=UvFsProbeCapabilities, so libraft's probe reaches
 // __wrap_UvFsProbeCapabilities below, which runs the probe (its checks and
 // errors stand) and then reports neither direct nor asynchronous I/O. libraft
-// then submits each append from its thread pool, where a buffered write to
-// an O_DSYNC file is written and synced inside the submitting call, on that
-// pool thread (a user thread any core can run): 1,117-1,199 puts/s in the
+// then submits each append from libuv's thread pool (uv_queue_work), where
+// a buffered write to an O_DSYNC file is written and synced inside the
+// submitting call, on that pool thread (a user thread any core can run): 1,117-1,199 puts/s in the
 // same test, 2-2.4x at 10 clients. On a quiet host it costs a few percent at
 // 10-1000 clients (the page cache copy and the pool's hand-off). Durability
 // is unchanged: an append is reported only once the synced write returned.
 //
-// Thread-safety: libraft calls the probe once, from raft_start on the
-// consensus thread, before any write.
+// The probe itself still tries a direct and an asynchronous write, and
+// refuses a file system that offers no direct I/O at all (ramfs), as
+// before; tmpfs passes it.
+//
+// Thread-safety: libraft calls the probe once, from raft_init (its I/O's
+// init: raft::Node::start), before any write.
 #pragma once
 
 #include <cstddef>

@@ -8,10 +8,11 @@ ASan build stopped with a SEGV in libraft's ioCloseCb at a SIGTERM under writes
 (about one stop in five here). src/raft/io.h (UvIo) now lets the callback
 through once and frees that state only after the loop has ended.
 
-The late call comes when libraft writes its log through its thread pool, as it
-does on file systems without direct I/O (tmpfs, overlayfs in containers); on
-ext4 it writes with kernel AIO and the window is far smaller. So the data dir
-goes on /dev/shm when there is one.
+The late call comes when libraft writes its log through libuv's thread pool,
+as it now does on every file system (src/raft/log_writes.h; before, only
+where there was no direct I/O: tmpfs, overlayfs in containers). The data dir
+goes on /dev/shm when there is one: each write there is short, so a SIGTERM
+more often lands between a write and its close.
 
     /usr/bin/python3 tests/integration/test_shutdown_under_writes.py
 """

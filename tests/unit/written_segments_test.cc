@@ -1,4 +1,6 @@
-// Log segments written before libraft appends to them (raft/written_segments.h).
+// How libraft's log segments are written, as the link leaves it: written
+// with zeros before libraft appends to them (raft/written_segments.h), and
+// appended with buffered synced writes, not direct AIO (raft/log_writes.h).
 // posix_fallocate is called by name, as libraft's uv_fs.c does: the link's
 // --wrap sends this call to the wrapper as it sends libraft's, so the
 // outcome proves the link as much as the wrapper.
@@ -18,7 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "raft/log_writes.h"
 #include "raft/written_segments.h"
+
+extern "C" {
+#include <raft.h>
+// libraft's internal uv_fs.h (not installed): the probe of a data dir.
+int UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, char* errmsg);
+}
 
 namespace {
 
@@ -109,6 +118,34 @@ TEST_F(WrittenSegments, ErrorsAreReturnedAsPosixFallocateReturnsThem) {
   EXPECT_EQ(posix_fallocate(ro, 0, kSegment), EBADF);
   ::close(ro);
   EXPECT_EQ(fs::file_size(dir_ / "open-3"), 0u);
+}
+
+// UvFsProbeCapabilities is called by name, as libraft's uv.c calls it: the
+// link's --wrap sends this call to the wrapper as it sends libraft's.
+TEST_F(WrittenSegments, ProbeReportsBufferedSynchronousWrites) {
+  char errmsg[RAFT_ERRMSG_BUF_SIZE] = {0};
+  // libraft's own answer here first (on ext4: direct I/O with 4 KiB blocks
+  // and kernel AIO; on tmpfs neither, and then the wrap cannot be told
+  // apart from it).
+  size_t real_direct = 0;
+  bool real_async = false;
+  ASSERT_EQ(__real_UvFsProbeCapabilities(dir_.c_str(), &real_direct, &real_async, errmsg), 0) << errmsg;
+  size_t direct = 12345;
+  bool async = true;
+  ASSERT_EQ(UvFsProbeCapabilities(dir_.c_str(), &direct, &async, errmsg), 0) << errmsg;
+  EXPECT_EQ(direct, 0u);
+  EXPECT_FALSE(async);
+  if (real_direct == 0 && !real_async) {
+    GTEST_SKIP() << dir_ << " offers neither direct I/O nor kernel AIO: the wrap changes nothing here";
+  }
+}
+
+TEST_F(WrittenSegments, ProbeErrorsStand) {
+  size_t direct = 0;
+  bool async = false;
+  char errmsg[RAFT_ERRMSG_BUF_SIZE] = {0};
+  EXPECT_NE(UvFsProbeCapabilities((dir_ / "missing").c_str(), &direct, &async, errmsg), 0);
+  EXPECT_NE(errmsg[0], '\0');
 }
 
 }  // namespace
