@@ -21,10 +21,11 @@
 // errors stand) and then reports neither direct nor asynchronous I/O. libraft
 // then submits each append from libuv's thread pool (uv_queue_work), where
 // a buffered write to an O_DSYNC file is written and synced inside the
-// submitting call, on that pool thread (a user thread any core can run): 1,117-1,199 puts/s in the
-// same test, 2-2.4x at 10 clients. On a quiet host it costs a few percent at
-// 10-1000 clients (the page cache copy and the pool's hand-off). Durability
-// is unchanged: an append is reported only once the synced write returned.
+// submitting call, on that pool thread (a user thread any core can run):
+// 1,117-1,199 puts/s in the same test, 2-2.4x at 10 clients. On a quiet
+// host it costs a few percent at 10-1000 clients (the page cache copy and
+// the pool's hand-off). Durability is unchanged: an append is reported only
+// once the synced write returned.
 //
 // The probe itself still tries a direct and an asynchronous write, and
 // refuses a file system that offers no direct I/O at all (ramfs), as

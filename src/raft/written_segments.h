@@ -4,7 +4,7 @@
 // libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
 // libraft.a) creates each open segment (8 MiB) with posix_fallocate
 // (uv_fs.c, UvFsAllocateFile, in its thread pool) and appends to it with
-// O_DSYNC writes from its thread pool (raft/log_writes.h). ext4 leaves
+// O_DSYNC writes from libuv's thread pool (raft/log_writes.h). ext4 leaves
 // fallocated blocks unwritten: the first write into each 4 KiB block must
 // convert its extent, a metadata change that the synced write then commits
 // to the journal (a jbd2 commit, and its wake-ups, on top of the data's
