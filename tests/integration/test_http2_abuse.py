@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd3.etcdrpc import rpc_pb2 as pb  # noqa: E402
 
 import harness  # noqa: E402
+from h2raw import PREFACE, frame, request_headers  # noqa: E402
 import tlslib  # noqa: E402
 
 STREAMS = 100000
@@ -56,24 +57,10 @@ if harness.sanitized():
     # 6 s a flood still opens tens of thousands of streams, through every
     # path the guard has, and keeps the stage inside CI's hour.
     SEND_S = 6.0
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # Connections that open streams and close are cut for the debt they leave
 # or, where gRPC answers more slowly (AddressSanitizer), first for the
 # streams waiting on all connections together.
 CHURN_LOGS = ("HTTP/2 rapid reset", "too many streams wait for an answer")
-
-
-def frame(ftype, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
-
-
-def literal(name, value):
-    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
-
-
-def request_headers(path):
-    return (literal(b":method", b"POST") + literal(b":scheme", b"http") + literal(b":path", path) +
-            literal(b":authority", b"x") + literal(b"content-type", b"application/grpc") + literal(b"te", b"trailers"))
 
 
 class Flood(threading.Thread):

@@ -244,21 +244,15 @@ def raw_stuck_watchers(port, streams, per_connection, prefix):
     import socket
     import struct
 
-    def frame(ftype, flags, sid, payload=b""):
-        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
-
-    def literal(name, value):
-        return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
-    headers = (literal(b":method", b"POST") + literal(b":scheme", b"http") +
-               literal(b":path", b"/etcdserverpb.Watch/Watch") + literal(b":authority", b"x") +
-               literal(b"content-type", b"application/grpc") + literal(b"te", b"trailers"))
+    from h2raw import PREFACE, frame, request_headers
+    headers = request_headers(b"/etcdserverpb.Watch/Watch")
     req = wl.create_request(prefix, range_end=wl.prefix_end(prefix), prev_kv=True).SerializeToString()
     msg = b"\x00" + struct.pack(">I", len(req)) + req
     socks = []
     for first in range(0, streams, per_connection):
         s = socket.create_connection(("127.0.0.1", port), timeout=10)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0) + frame(4, 1, 0)
+        out = PREFACE + frame(4, 0, 0) + frame(4, 1, 0)
         for j in range(min(per_connection, streams - first)):
             out += frame(1, 4, 1 + 2 * j, headers) + frame(0, 0, 1 + 2 * j, msg)
         s.sendall(out)
