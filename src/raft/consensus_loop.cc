@@ -184,6 +184,9 @@ void Node::Impl::close_raft() {
     uv_close(reinterpret_cast<uv_handle_t*>(&self->tick), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&self->after_io), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&self->no_block), nullptr);
+    // libraft's writer closed only once every write it submitted completed.
+    self->run_inline_done();
+    uv_close(reinterpret_cast<uv_handle_t*>(&self->inline_idle), nullptr);
   });
 }
 

@@ -76,6 +76,24 @@ void Node::Impl::report_written() {
   }
 }
 
+bool Node::Impl::InlineAppends::take(size_t bytes) {
+  return m->defer_appends && m->written.empty() && bytes <= kInlineWriteBytes;
+}
+
+void Node::Impl::InlineAppends::completed(uv_work_t* work, uv_after_work_cb after) {
+  m->inline_done.emplace_back(work, after);
+  uv_idle_start(&m->inline_idle, [](uv_idle_t* h) { static_cast<Impl*>(h->data)->run_inline_done(); });
+}
+
+void Node::Impl::run_inline_done() {
+  uv_idle_stop(&inline_idle);
+  while (!inline_done.empty()) {
+    auto [work, after] = inline_done.front();
+    inline_done.pop_front();
+    after(work, 0);  // libraft's uvWriterAfterWorkCb: the append's callbacks
+  }
+}
+
 Node::Impl::LeaderView Node::Impl::leader_view() {
   LeaderView v;
   const char* addr = nullptr;

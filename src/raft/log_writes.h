@@ -33,9 +33,47 @@
 //
 // Thread-safety: libraft calls the probe once, from raft_init (its I/O's
 // init: raft::Node::start), before any write.
+//
+// Appends on an idle consensus thread. The pool's hand-off costs two
+// cross-thread wake-ups an append (the pool thread's, then the loop's),
+// which at one client is a fifth of a put's time on this kind of VM.
+// etcd's raft loop writes and fsyncs its WAL itself (raftNode's Ready
+// handling, server/etcdserver/raft.go), so a slow disk holds up etcd's
+// loop as it holds up this one. The link also wraps UvWriterSubmit (the
+// append's write, uv_append.c) and uv_queue_work: while a thread has an
+// InlineWrites registered and it takes the write (InlineWrites::take),
+// libraft's work function runs right there, synchronously, and its
+// completion is handed to InlineWrites::completed, which runs it on a
+// later loop iteration, as libuv would have (libraft never sees a
+// completion inside its own submit). Any other work, and every write the
+// thread does not take, goes to libuv's pool as before.
 #pragma once
 
+#include <uv.h>
+
 #include <cstddef>
+
+namespace etcdq::raft {
+
+// The consensus loop's side of the inline appends (raft::Node).
+class InlineWrites {
+ public:
+  // Whether an append's write of `bytes` runs on this thread now. Called
+  // on the loop's thread, inside libraft's submit.
+  virtual bool take(size_t bytes) = 0;
+  // The write ran: `after(work, 0)` must run on a later iteration of the
+  // same loop, before libraft's writer can close.
+  virtual void completed(uv_work_t* work, uv_after_work_cb after) = 0;
+
+ protected:
+  ~InlineWrites() = default;
+};
+
+// Registers `w` for the calling thread (the loop's), or none (nullptr).
+// Thread-local: one loop a thread.
+void set_inline_writes(InlineWrites* w);
+
+}  // namespace etcdq::raft
 
 extern "C" {
 // libraft's own probe (uv_fs.c), reached under this name by the wrap:
@@ -45,4 +83,16 @@ int __real_UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, c
 // What libraft's probe calls reach: the probe's result, with *direct = 0
 // and *async = false on success.
 int __wrap_UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, char* errmsg);
+
+// libraft's append write (uv_writer.c; its structs stay opaque here).
+struct UvWriter;
+struct UvWriterReq;
+using UvWriterReqCb = void (*)(struct UvWriterReq*, int);
+int __real_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
+                          size_t offset, UvWriterReqCb cb);
+int __wrap_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
+                          size_t offset, UvWriterReqCb cb);
+// libuv's, as libraft's calls reach it.
+int __real_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);
+int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);
 }

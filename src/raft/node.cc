@@ -128,10 +128,15 @@ Error Node::start() {
   m->after_io.data = m;
   uv_idle_init(&m->loop, &m->no_block);
   m->no_block.data = m;
+  uv_idle_init(&m->loop, &m->inline_idle);
+  m->inline_idle.data = m;
+  m->inline_appends.m = m;
   m->defer_appends = true;
   m->thread = std::thread([m] {
     set_thread_name("raft-loop");  // consensus and apply
+    set_inline_writes(&m->inline_appends);
     uv_run(&m->loop, UV_RUN_DEFAULT);
+    set_inline_writes(nullptr);
     m->io->close();  // only once the loop has ended (raft/io.h, UvIo)
     uv_loop_close(&m->loop);
   });

@@ -31,6 +31,7 @@ extern "C" {
 #include <vector>
 
 #include "common/executor.h"
+#include "raft/log_writes.h"
 #include "raft/node.h"
 
 namespace etcdq::raft {
@@ -175,6 +176,21 @@ struct Node::Impl {
   uv_idle_t no_block{};   // keeps the loop from blocking while `written` waits
   bool defer_appends = false;  // between start() and close_raft()
   void report_written();
+  // Appends written on this thread (raft/log_writes.h): taken only while
+  // nothing waits in `written` (no apply is due that the write would hold
+  // up) and small (an idle member's proposal, not a batch under load), so
+  // under load the pool keeps overlapping each fsync with the apply of the
+  // entries before it. Completions run in `inline_idle`'s callback.
+  static constexpr size_t kInlineWriteBytes = 64 << 10;
+  struct InlineAppends final : InlineWrites {
+    Impl* m = nullptr;
+    bool take(size_t bytes) override;
+    void completed(uv_work_t* work, uv_after_work_cb after) override;
+  };
+  InlineAppends inline_appends;
+  std::deque<std::pair<uv_work_t*, uv_after_work_cb>> inline_done;
+  uv_idle_t inline_idle{};
+  void run_inline_done();
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
   raft_term committed_term = 0;

@@ -1,6 +1,7 @@
 // How libraft's log segments are written, as the link leaves it: written
 // with zeros before libraft appends to them (raft/written_segments.h), and
-// appended with buffered synced writes, not direct AIO (raft/log_writes.h).
+// appended with buffered synced writes, not direct AIO, on the loop's own
+// thread when it takes them (raft/log_writes.h).
 // posix_fallocate is called by name, as libraft's uv_fs.c does: the link's
 // --wrap sends this call to the wrapper as it sends libraft's, so the
 // outcome proves the link as much as the wrapper.
@@ -16,8 +17,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "raft/log_writes.h"
@@ -25,6 +30,7 @@
 
 extern "C" {
 #include <raft.h>
+#include <raft/uv.h>
 // libraft's internal uv_fs.h (not installed): the probe of a data dir.
 int UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, char* errmsg);
 }
@@ -146,6 +152,127 @@ TEST_F(WrittenSegments, ProbeErrorsStand) {
   char errmsg[RAFT_ERRMSG_BUF_SIZE] = {0};
   EXPECT_NE(UvFsProbeCapabilities((dir_ / "missing").c_str(), &direct, &async, errmsg), 0);
   EXPECT_NE(errmsg[0], '\0');
+}
+
+// An InlineWrites that records what libraft's appends offer it and keeps
+// their completions for the test to run.
+struct RecordingInline final : etcdq::raft::InlineWrites {
+  bool accept = true;
+  std::vector<size_t> offered;
+  std::vector<std::pair<uv_work_t*, uv_after_work_cb>> done;
+  bool take(size_t bytes) override {
+    offered.push_back(bytes);
+    return accept;
+  }
+  void completed(uv_work_t* work, uv_after_work_cb after) override { done.emplace_back(work, after); }
+};
+
+// libraft's uv I/O on the fixture's dir, driven by a loop on this thread.
+class UvLog {
+ public:
+  explicit UvLog(const fs::path& dir) {
+    EXPECT_EQ(uv_loop_init(&loop_), 0);
+    EXPECT_EQ(raft_uv_tcp_init(&transport_, &loop_), 0);
+    EXPECT_EQ(raft_uv_init(&io_, &loop_, dir.c_str(), &transport_), 0);
+    EXPECT_EQ(io_.init(&io_, 1, "127.0.0.1:9"), 0) << io_.errmsg;
+    raft_term term = 0;
+    raft_id voted_for = 0;
+    struct raft_snapshot* snapshot = nullptr;
+    raft_index start = 0;
+    EXPECT_EQ(io_.load(&io_, &term, &voted_for, &snapshot, &start, &entries, &n_entries), 0) << io_.errmsg;
+    // As a member that joined term 1: libraft keeps a log only beside metadata.
+    if (term == 0) {
+      EXPECT_EQ(io_.set_term(&io_, 1), 0) << io_.errmsg;
+    }
+  }
+  ~UvLog() {
+    for (size_t i = 0; i < n_entries; ++i) raft_free(entries[i].batch);
+    raft_free(entries);
+    io_.close(&io_, nullptr);
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    raft_uv_close(&io_);
+    raft_uv_tcp_close(&transport_);
+    uv_loop_close(&loop_);
+  }
+  // Appends `data` as one command entry; *status is set when libraft's
+  // callback runs.
+  void append(const std::string& data, int* status) {
+    entry_ = {};
+    entry_.term = 1;
+    entry_.type = RAFT_COMMAND;
+    entry_.buf.len = data.size();
+    entry_.buf.base = raft_malloc(data.size());
+    std::memcpy(entry_.buf.base, data.data(), data.size());
+    req_.data = status;
+    ASSERT_EQ(io_.append(&io_, &req_, &entry_, 1, [](struct raft_io_append* r, int st) {
+      *static_cast<int*>(r->data) = st;
+    }), 0) << io_.errmsg;
+  }
+  // Runs the loop until `done` holds or 10 s pass.
+  template <typename F>
+  bool run_until(F done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      uv_run(&loop_, UV_RUN_NOWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return done();
+  }
+  struct raft_entry* entries = nullptr;  // what load() found
+  size_t n_entries = 0;
+
+ private:
+  uv_loop_t loop_{};
+  struct raft_uv_transport transport_ {};
+  struct raft_io io_ {};
+  struct raft_io_append req_ {};
+  struct raft_entry entry_ {};
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The loop thread's InlineWrites takes an append: its write is on file when
+// libraft's submit returns (it ran right there), and libraft hears of it
+// only when the completion runs. One it refuses goes to libuv's pool.
+// Both are in the closed segment once libraft closed the log.
+TEST_F(WrittenSegments, AppendsTakenByTheLoopAreWrittenBeforeTheyComplete) {
+  RecordingInline rec;
+  etcdq::raft::set_inline_writes(&rec);
+  {
+    UvLog log(dir_);
+    ASSERT_EQ(log.n_entries, 0u);
+    int status = -1;
+    ASSERT_NO_FATAL_FAILURE(log.append("taken-by-the-loop", &status));
+    // The first append waits for a segment prepared on the pool.
+    ASSERT_TRUE(log.run_until([&] { return !rec.done.empty() || status != -1; }));
+    ASSERT_EQ(rec.done.size(), 1u);
+    ASSERT_EQ(rec.offered.size(), 1u);
+    EXPECT_GE(rec.offered[0], std::string("taken-by-the-loop").size());
+    EXPECT_EQ(status, -1) << "libraft heard of the write before its completion ran";
+    EXPECT_NE(read_all(dir_ / "open-1").find("taken-by-the-loop"), std::string::npos);
+    auto [work, after] = rec.done[0];
+    after(work, 0);
+    EXPECT_EQ(status, 0);
+
+    rec.accept = false;
+    status = -1;
+    ASSERT_NO_FATAL_FAILURE(log.append("refused-by-the-loop", &status));
+    ASSERT_TRUE(log.run_until([&] { return status != -1; }));
+    EXPECT_EQ(status, 0);
+    EXPECT_EQ(rec.offered.size(), 2u);
+    EXPECT_EQ(rec.done.size(), 1u) << "a refused write was run on the loop";
+  }
+  etcdq::raft::set_inline_writes(nullptr);
+  // Closed with both (libraft renames the open segment on close).
+  std::string log;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    if (e.path().filename().string().find('-') != std::string::npos) log += read_all(e.path());
+  }
+  EXPECT_NE(log.find("taken-by-the-loop"), std::string::npos);
+  EXPECT_NE(log.find("refused-by-the-loop"), std::string::npos);
 }
 
 }  // namespace
