@@ -1,6 +1,7 @@
 // How libraft writes the Raft log: buffered writes to its O_DSYNC segment
-// files from libuv's thread pool, as etcd's WAL writes and fdatasyncs from
-// its own goroutine; not direct kernel AIO.
+// files, as etcd's WAL writes and fdatasyncs; not direct kernel AIO. An
+// idle consensus thread writes a small append itself, otherwise a thread of
+// libuv's pool does (below).
 //
 // libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
 // libraft.a) probes the data dir at start (uv_fs.c, UvFsProbeCapabilities)
