@@ -77,7 +77,23 @@ void Node::Impl::report_written() {
 }
 
 bool Node::Impl::InlineAppends::take(size_t bytes) {
-  return m->defer_appends && m->written.empty() && bytes <= kInlineWriteBytes;
+  // After close_raft() began (defer_appends cleared) nothing is taken, so
+  // no completion is queued once inline_idle may be closing.
+  if (!m->defer_appends || !m->written.empty() || bytes > kInlineWriteBytes) return false;
+  // Only a member that is its own quorum. A leader with followers submits
+  // its own append before it sends the entries to them (libraft's
+  // replicationTrigger: appendLeader, then triggerAll), so its followers'
+  // writes would wait for its fsync instead of running beside it; and a
+  // loop that waits for the disk neither ticks nor reads: a follower or
+  // leader whose disk stalls past the election timeout would come back to
+  // a lapsed election timer or a lapsed quorum check and disturb a cluster
+  // that the pool's writes leave alone.
+  if (raft_state(&m->raft) != RAFT_LEADER) return false;
+  const struct raft_configuration& c = m->raft.configuration;
+  for (unsigned i = 0; i < c.n; ++i) {
+    if (c.servers[i].role == RAFT_VOTER && c.servers[i].id != m->raft.id) return false;
+  }
+  return true;
 }
 
 void Node::Impl::InlineAppends::completed(uv_work_t* work, uv_after_work_cb after) {
@@ -87,11 +103,11 @@ void Node::Impl::InlineAppends::completed(uv_work_t* work, uv_after_work_cb afte
 
 void Node::Impl::run_inline_done() {
   uv_idle_stop(&inline_idle);
-  while (!inline_done.empty()) {
-    auto [work, after] = inline_done.front();
-    inline_done.pop_front();
-    after(work, 0);  // libraft's uvWriterAfterWorkCb: the append's callbacks
-  }
+  // Those queued now; a write a callback submits, if taken, completes on a
+  // later iteration (completed() starts the handle again).
+  std::deque<std::pair<uv_work_t*, uv_after_work_cb>> due;
+  due.swap(inline_done);
+  for (auto [work, after] : due) after(work, 0);  // libraft's uvWriterAfterWorkCb: the append's callbacks
 }
 
 Node::Impl::LeaderView Node::Impl::leader_view() {

@@ -48,6 +48,14 @@
 // later loop iteration, as libuv would have (libraft never sees a
 // completion inside its own submit). Any other work, and every write the
 // thread does not take, goes to libuv's pool as before.
+//
+// What changes: while such a write waits for the disk the loop does
+// nothing else, as etcd's loop does while it saves to its WAL: a
+// linearizable read or a status waits for it too. raft::Node takes writes
+// only on a member that is its own quorum (a single member), where the
+// read could not be served from a stalled log anyway; in a cluster every
+// write goes to the pool, as before, so a stalled disk never stops a
+// member's ticks, heartbeats or votes.
 #pragma once
 
 #include <uv.h>

@@ -176,11 +176,12 @@ struct Node::Impl {
   uv_idle_t no_block{};   // keeps the loop from blocking while `written` waits
   bool defer_appends = false;  // between start() and close_raft()
   void report_written();
-  // Appends written on this thread (raft/log_writes.h): taken only while
-  // nothing waits in `written` (no apply is due that the write would hold
-  // up) and small (an idle member's proposal, not a batch under load), so
-  // under load the pool keeps overlapping each fsync with the apply of the
-  // entries before it. Completions run in `inline_idle`'s callback.
+  // Appends written on this thread (raft/log_writes.h): taken only on a
+  // member that is its own quorum, while nothing waits in `written` (no
+  // apply is due that the write would hold up) and small (an idle
+  // member's proposal, not a batch under load), so under load the pool
+  // keeps overlapping each fsync with the apply of the entries before it.
+  // Completions run in `inline_idle`'s callback.
   static constexpr size_t kInlineWriteBytes = 64 << 10;
   struct InlineAppends final : InlineWrites {
     Impl* m = nullptr;
