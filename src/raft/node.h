@@ -147,8 +147,11 @@ class Node {
   bool wait_ready(int timeout_ms);
 
   // Proposes `cmd` (its origin and proposal_id are set here). `done` runs
-  // exactly once on the consensus thread: with the apply result, or with
-  // errors::stopped() / not_leader() / leader_changed() if it never applied.
+  // exactly once: with the apply result (on a completion thread, where the
+  // answer route says, or on the consensus thread when the member has
+  // nothing else to do), or with errors::stopped() / not_leader() /
+  // leader_changed() if it never applied (on the consensus thread). It
+  // must be brief and never block.
   void propose(apply::Command cmd, ProposalDone done);
   // Leader: proposes commands a follower forwarded (already framed and
   // carrying the follower's origin). `done` runs once their entry applied
