@@ -150,8 +150,9 @@ class Node {
   // exactly once: with the apply result (on a completion thread, where the
   // answer route says, or on the consensus thread when the member has
   // nothing else to do), or with errors::stopped() / not_leader() /
-  // leader_changed() if it never applied (on the consensus thread). It
-  // must be brief and never block.
+  // leader_changed() if it never applied (on the consensus thread, or on
+  // the caller's for a node already stopped). It must be brief and never
+  // block.
   void propose(apply::Command cmd, ProposalDone done);
   // Leader: proposes commands a follower forwarded (already framed and
   // carrying the follower's origin). `done` runs once their entry applied
@@ -197,8 +198,9 @@ class Node {
   // Where the answers to this member's own proposals run. `route` is called
   // on the consensus thread after every applied entry, with that entry's
   // answers as a task (empty when it has none of this member's); it either
-  // takes the task (true) to run it itself, or leaves it (false) for the
-  // node's completion threads, which run it at once. The server holds them
+  // takes the task (true) to run it itself, or leaves it (false) to the
+  // node, which runs it at once (on a completion thread, or on the
+  // consensus thread when nothing else is due: Node::propose). The server holds them
   // until the entry's watch events are written (server/answer_gate.h), so
   // watchers get a put's event before the writer gets its answer, as from
   // etcd. An answer so held may go out after a later entry's: those

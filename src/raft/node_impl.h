@@ -63,7 +63,7 @@ struct Node::Impl {
   Node* node;
   NodeOptions* opts;
   Fsm* sm;  // the state machine (raft/fsm.h); consensus thread only
-  std::unique_ptr<Executor> completions;  // answers proposals off this thread
+  std::unique_ptr<Executor> completions;  // answers proposals off this thread (but see on_fsm_apply)
   std::mutex route_mu;
   Node::AnswerRoute answer_route;      // guarded by route_mu (set_answer_route)
   std::function<void()> answer_drain;  // guarded by route_mu

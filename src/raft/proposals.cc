@@ -64,9 +64,10 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
     // A lone answer on an otherwise idle member goes out from here: the
     // hand-off to a completion thread and its wake-up were a tenth of a
     // one-client put (bench/RESULTS.md, "Appends on an idle consensus
-    // thread"). Idle: the last committed entry, and no proposal waiting.
-    // Answers are brief and never block (they run here on failure too).
-    bool idle = answers->size() == 1 && raft.commit_index <= index;
+    // thread"). Idle: no other entry appended (so none committed or in
+    // flight behind this one), and no proposal waiting. Answers are brief
+    // and never block (they run here on failure too).
+    bool idle = answers->size() == 1 && raft_last_index(&raft) <= index;
     if (idle) {
       std::lock_guard<std::mutex> lock(mu);
       idle = queue.empty();

@@ -21,8 +21,8 @@
 // (test_watch_isolation.py). A stream that turns stuck after it was noted
 // holds that entry's answers for at most kMaxHold.
 //
-// Answers released here run on the gate's own threads (the node's
-// completion threads run the others); after drain(), on whichever thread
+// Answers released here run on the gate's own threads (the node runs the
+// others: raft/node.h, set_answer_route); after drain(), on whichever thread
 // releases them. An entry's answers may so go out up to kMaxHold after a
 // later entry's, which were not held: those operations overlapped, so
 // any order is linearizable.

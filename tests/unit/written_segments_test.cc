@@ -197,12 +197,14 @@ class UvLog {
   // Appends `data` as one command entry; *status is set when libraft's
   // callback runs.
   void append(const std::string& data, int* status) {
+    // The caller owns an appended entry's buffer (libraft encodes it into
+    // the segment's write buffer); kept until the next append.
+    data_ = data;
     entry_ = {};
     entry_.term = 1;
     entry_.type = RAFT_COMMAND;
-    entry_.buf.len = data.size();
-    entry_.buf.base = raft_malloc(data.size());
-    std::memcpy(entry_.buf.base, data.data(), data.size());
+    entry_.buf.len = data_.size();
+    entry_.buf.base = data_.data();
     req_.data = status;
     ASSERT_EQ(io_.append(&io_, &req_, &entry_, 1, [](struct raft_io_append* r, int st) {
       *static_cast<int*>(r->data) = st;
@@ -227,6 +229,7 @@ class UvLog {
   struct raft_io io_ {};
   struct raft_io_append req_ {};
   struct raft_entry entry_ {};
+  std::string data_;
 };
 
 std::string read_all(const fs::path& p) {
