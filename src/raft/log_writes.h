@@ -37,7 +37,7 @@
 //
 // Appends on an idle consensus thread. The pool's hand-off costs two
 // cross-thread wake-ups an append (the pool thread's, then the loop's),
-// which at one client is a fifth of a put's time on this kind of VM.
+// which at one client was about a sixth of a put's time on this kind of VM.
 // etcd's raft loop writes and fsyncs its WAL itself (raftNode's Ready
 // handling, server/etcdserver/raft.go), so a slow disk holds up etcd's
 // loop as it holds up this one. The link also wraps UvWriterSubmit (the
@@ -50,8 +50,9 @@
 // thread does not take, goes to libuv's pool as before.
 //
 // What changes: while such a write waits for the disk the loop does
-// nothing else, as etcd's loop does while it saves to its WAL: a
-// linearizable read or a status waits for it too. raft::Node takes writes
+// nothing else, as etcd's raftNode loop while it saves to its WAL (etcd's
+// raft state machine ticks on in another goroutine; ours is this loop):
+// a linearizable read or a status waits for it too. raft::Node takes writes
 // only on a member that is its own quorum (a single member), where the
 // read could not be served from a stalled log anyway; in a cluster every
 // write goes to the pool, as before, so a stalled disk never stops a
