@@ -12,6 +12,7 @@
 
 #include "bbolt/reader.h"
 #include "bbolt/writer.h"
+#include "test_files.h"
 
 namespace etcdq::bbolt::testing {
 
@@ -58,15 +59,8 @@ class Counter : public Visitor {
   Error bucket_end() override { return {}; }
 };
 
-inline std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-inline void write_all(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), std::streamsize(data.size()));
-}
+using test_util::read_all;
+using test_util::write_all;
 
 // Opens and walks `path`; the first error, or OK.
 inline Error open_and_walk(const std::string& path, uint64_t db_bytes = 0) {

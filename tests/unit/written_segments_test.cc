@@ -17,8 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <chrono>
@@ -27,6 +25,7 @@
 
 #include "raft/log_writes.h"
 #include "raft/written_segments.h"
+#include "test_files.h"
 
 extern "C" {
 #include <raft.h>
@@ -232,11 +231,6 @@ class UvLog {
   std::string data_;
 };
 
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 // The loop thread's InlineWrites takes an append: its write is on file when
 // libraft's submit returns (it ran right there), and libraft hears of it
 // only when the completion runs. One it refuses goes to libuv's pool.
@@ -255,7 +249,7 @@ TEST_F(WrittenSegments, AppendsTakenByTheLoopAreWrittenBeforeTheyComplete) {
     ASSERT_EQ(rec.offered.size(), 1u);
     EXPECT_GE(rec.offered[0], std::string("taken-by-the-loop").size());
     EXPECT_EQ(status, -1) << "libraft heard of the write before its completion ran";
-    EXPECT_NE(read_all(dir_ / "open-1").find("taken-by-the-loop"), std::string::npos);
+    EXPECT_NE(etcdq::test_util::read_all(dir_ / "open-1").find("taken-by-the-loop"), std::string::npos);
     auto [work, after] = rec.done[0];
     after(work, 0);
     EXPECT_EQ(status, 0);
@@ -272,7 +266,7 @@ TEST_F(WrittenSegments, AppendsTakenByTheLoopAreWrittenBeforeTheyComplete) {
   // Closed with both (libraft renames the open segment on close).
   std::string log;
   for (const auto& e : fs::directory_iterator(dir_)) {
-    if (e.path().filename().string().find('-') != std::string::npos) log += read_all(e.path());
+    if (e.path().filename().string().find('-') != std::string::npos) log += etcdq::test_util::read_all(e.path());
   }
   EXPECT_NE(log.find("taken-by-the-loop"), std::string::npos);
   EXPECT_NE(log.find("refused-by-the-loop"), std::string::npos);
