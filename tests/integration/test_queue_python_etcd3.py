@@ -173,11 +173,13 @@ class QueuePythonEtcd3(harness.MemberTestCase):
         self.assertEqual(len(bad), 5, "bad delivered %d times" % len(bad))
         self.assertEqual(len(good), 5)
         self.assertTrue(all(x[3] == b"payload-x" for x in bad))
-        # Seen by this client: one delivery it saw late (a busy machine; 0.7 s was
-        # seen) shortens the next gap by as much, so each gap gets room and the
-        # mean must still show the 0.5 s timeout.
+        # Seen by this client: a delivery it saw late shortens the next gap by as
+        # much (a busy machine under TSan: 0.7 s late was seen, and a first gap of
+        # 0.07 s after one seen 0.55 s late). So one gap may be short; the others
+        # and the mean must still show the 0.5 s timeout. A server that redelivered
+        # without waiting would make every gap short.
         gaps = [b[0] - a[0] for a, b in zip(bad, bad[1:])]
-        self.assertTrue(all(g > 0.1 for g in gaps) and sum(gaps) / len(gaps) > 0.35,
+        self.assertTrue(sum(g < 0.25 for g in gaps) <= 1 and sum(gaps) / len(gaps) > 0.35,
                         "redelivery gaps %s with a 0.5 s timeout" % gaps)
         head, _, payload = admin.get(dlq_key)[0].partition(b"\n")   # a JSON line, then the payload as produced
         value = json.loads(head)
