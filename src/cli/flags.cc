@@ -108,7 +108,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   auto env = [with_env](const char* name) { return with_env ? std::string(name) : std::string(); };
   // A flag given twice takes its last value, as Go's flag package does
   // (unit files often append an override).
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
   app.add_option("--name", c->name, "Human-readable name for this member")->envname(env("ETCD_NAME"));
   app.add_option("--data-dir", c->data_dir, "Path to the data directory (default <name>.etcdq)")
       ->envname(env("ETCD_DATA_DIR"));
@@ -480,6 +480,7 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
                  "etcd's YAML config file; when given, the other flags and ETCD_* variables are ignored")
       ->envname("ETCD_CONFIG_FILE");
   app.add_flag("--version", c->print_version, "Print the version and exit");
+  app.footer("Offline: etcdq snapshot restore <filename> [flags] (etcdq snapshot restore --help)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,10 +4,12 @@ twice takes its last value, as unit files that append an override expect
 (etcdq once refused to start: "At Most 1 required but received 2"). A new
 member whose --initial-advertise-peer-urls are not what --initial-cluster
 lists for it is refused, with etcd's message (etcdq once started anyway).
+--help shows each flag's default and names the offline restore command.
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_flags_as_etcd.py
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +61,25 @@ class FlagsAsEtcd(harness.MemberTestCase):
                 p.wait()
         finally:
             shutil.rmtree(d, ignore_errors=True)
+
+    def test_help_shows_each_flags_default_and_the_offline_restore(self):
+        # The defaults shown are the values a member takes when the flag is
+        # left out (etcd's --help prints its defaults too); the restore
+        # command is its own entry point (`etcdq snapshot restore`).
+        r = subprocess.run([harness.binary_under_test(), "--help"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # "  --name TEXT=default (Env:ETCD_NAME)": the flag, its type, "=", its default.
+        shown = dict(re.findall(r"^\s+(--[a-z-]+) [^=\s]*=(\S+)", r.stdout, re.M))
+        self.assertEqual(shown.get("--name"), "default", r.stdout)
+        self.assertEqual(shown.get("--max-request-bytes"), "1572864", r.stdout)
+        self.assertEqual(shown.get("--max-txn-ops"), "128", r.stdout)
+        self.assertEqual(shown.get("--snapshot-count"), "8192", r.stdout)
+        self.assertEqual(shown.get("--initial-cluster-state"), "new", r.stdout)
+        self.assertIn("etcdq snapshot restore", r.stdout)
+        restore = subprocess.run([harness.binary_under_test(), "snapshot", "restore", "--help"],
+                                 capture_output=True, text=True, timeout=30)
+        self.assertEqual(restore.returncode, 0, restore.stderr)
+        self.assertIn("--data-dir", restore.stdout + restore.stderr)
 
 
 if __name__ == "__main__":
