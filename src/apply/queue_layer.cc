@@ -18,7 +18,7 @@ Error validate_queue_put(const etcdserverpb::PutRequest& r) {
     default:
       return {Code::kInvalidArgument,
               "etcdq: malformed queue key \"" + r.key() +
-                  "\": produce with /q/{queue}/p/{tail} or set /q/{queue}/config (QUEUES.md)"};
+                  "\": produce with /q/{queue}/p/{tail} or set /q/{queue}/config (etcdq README, \"Work queues\")"};
   }
 }
 
