@@ -42,3 +42,6 @@ fi
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
   systemctl stop etcd || true
 fi
+# etcd 3.6 (the oracle, etcdctl/etcdutl 3.6 and etcd's benchmark), built from
+# the pinned Go modules in tests/go and cached (scripts/etcd36.sh).
+bash "$(dirname "$0")/etcd36.sh" >/dev/null
