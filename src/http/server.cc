@@ -250,7 +250,7 @@ void HttpServer::route(Listener* s) {
   });
   s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +
-                        "\"}",
+                        "\",\"storage\":\"" + opts_.storage_version + "\"}",
                     "application/json");
   });
   s->set_payload_max_length(body_limit());

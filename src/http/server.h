@@ -5,7 +5,7 @@
 //   GET /health, /livez, /readyz   etcd's health checks (health.h; one
 //                  waiting for a linearizable read answers later, costing
 //                  no worker, and gives up at health_read_timeout)
-//   GET /version   {"etcdserver":..., "etcdcluster":...}
+//   GET /version   {"etcdserver":..., "etcdcluster":..., "storage":...}
 //   POST /v3/...   the JSON gateway (gateway.h), when given a channel
 //                  (its calls answer later, costing no worker: reply.h)
 //
@@ -54,6 +54,7 @@ struct HttpOptions {
   std::chrono::milliseconds health_read_timeout{0};
   std::string server_version;
   std::string cluster_version;
+  std::string storage_version;  // etcd 3.6's "storage" field
   // The JSON gateway's way to this member's own gRPC server; none: no
   // gateway (/v3/... then answers 404 like any unknown path).
   std::shared_ptr<grpc::Channel> gateway_channel;

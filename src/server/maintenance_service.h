@@ -23,8 +23,15 @@
 
 namespace etcdq::server {
 
-// The etcd API version etcdq implements, reported by Status.
-inline constexpr const char* kEtcdApiVersion = "3.5.0";
+// The etcd API version etcdq implements, reported by Status (version and
+// storageVersion) and /version (etcdserver, etcdcluster, storage). Clients
+// decide what to send from it: kube-apiserver >= 1.31 turns on
+// RequestWatchProgress, and with it ConsistentListFromCache and WatchList,
+// only for 3.4.31+, 3.5.13+ or 3.6 (k8s.io/apiserver, storage/feature/
+// feature_support_checker.go); 3.5.0 kept them off. 3.6.0, not a patch
+// release: etcdq follows etcd 3.6's API and behaviour, not one patch of it
+// (etcd's own cluster version is major.minor.0 the same way).
+inline constexpr const char* kEtcdApiVersion = "3.6.0";
 
 class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance> {
  public:

@@ -52,7 +52,7 @@ from harness import CHANNEL_OPTIONS, all_keys_request, binary_under_test  # noqa
 is_reference_etcd = harness.is_reference_etcd   # for the tests: True when the binary is Debian's etcd
 sanitized = harness.sanitized                   # True under scripts/checks.sh: timings are the sanitizer's
 
-ETCDCTL = "/usr/bin/etcdctl"
+ETCDCTL = harness.ETCDCTL
 NOT_IN_SYNC = "etcdserver: can only promote a learner member which is in sync with leader"
 # Under ThreadSanitizer a restarted member can take 20 s and more to load its
 # Raft log: libraft grows its entries array by one batch at a time

@@ -165,7 +165,7 @@ class ForwardedAuthTest(harness.MemberTestCase):
         self.start_all(members)
 
         def ctl(m, *args):
-            return subprocess.run(["etcdctl", "--endpoints", m.endpoint, "--dial-timeout=3s",
+            return subprocess.run([harness.ETCDCTL, "--endpoints", m.endpoint, "--dial-timeout=3s",
                                    "--command-timeout=10s"] + list(args),
                                   env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, text=True,
                                   timeout=30)

@@ -1,8 +1,10 @@
 """Start, stop, crash and restart one etcd-compatible member for integration tests.
 
 The binary under test is $ETCDQ_BIN (CMake points it at build/etcdq); when unset
-it is Debian's /usr/bin/etcd, the oracle every expectation here is checked
-against. The member gets etcd's own flags, so both binaries run unchanged.
+it is etcd 3.6 (ORACLE, built from the pinned Go modules by scripts/etcd36.sh),
+the oracle every expectation here is checked against. The member gets etcd's
+own flags, so both binaries run unchanged. ETCDCTL and ETCDUTL are 3.6's too;
+ETCD34 (Debian's etcd 3.4) is used only where a test says why.
 
     m = Member(extra_args=["--max-txn-ops", "8"])   # started and serving
     kv = m.kv()                                      # raw etcdserverpb.KV stub
@@ -38,7 +40,24 @@ import grpc
 import etcd3
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
-DEFAULT_BINARY = "/usr/bin/etcd"
+def _etcd36_dir():
+    """etcd 3.6's bin dir: $ETCD36_DIR (CMake sets it), else scripts/etcd36.sh
+    (a cache hit once setup has run)."""
+    d = os.environ.get("ETCD36_DIR")
+    if d:
+        return d
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.run(["bash", os.path.join(root, "scripts", "etcd36.sh")], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout.strip()
+
+
+ETCD36_DIR = _etcd36_dir()
+ORACLE = os.path.join(ETCD36_DIR, "etcd")
+ETCDCTL = os.path.join(ETCD36_DIR, "etcdctl")
+ETCDUTL = os.path.join(ETCD36_DIR, "etcdutl")
+ETCD34 = "/usr/bin/etcd"
+ETCDCTL34 = "/usr/bin/etcdctl"
+DEFAULT_BINARY = ORACLE
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_LINES = 40
@@ -64,7 +83,7 @@ def binary_under_test():
 
 
 def is_reference_etcd():
-    """True when the binary under test is Debian's etcd (the oracle itself)."""
+    """True when the binary under test is the oracle itself (etcd 3.6)."""
     return os.path.realpath(binary_under_test()) == os.path.realpath(DEFAULT_BINARY)
 
 

@@ -14,7 +14,9 @@ import grpc
 from etcd3 import events as etcd3_events
 from etcd3.etcdrpc import rpc_pb2
 
-ETCDCTL = "/usr/bin/etcdctl"
+import harness
+
+ETCDCTL = harness.ETCDCTL
 IDX_DIGITS = 20
 MALFORMED = "etcdq: malformed queue key"
 BAD_CONFIG = "etcdq: invalid queue config"

@@ -54,10 +54,10 @@ class NameLimitTest(harness.MemberTestCase):
         self.addCleanup(shutil.rmtree, d, True)
         snap = os.path.join(d, "snap.db")
         env = dict(os.environ, ETCDCTL_API="3")
-        p = subprocess.run(["etcdctl", "--endpoints", m.endpoint, "snapshot", "save", snap],
+        p = subprocess.run([harness.ETCDCTL, "--endpoints", m.endpoint, "snapshot", "save", snap],
                            capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
-        p = subprocess.run(["etcdctl", "snapshot", "status", snap, "-w", "json"],
+        p = subprocess.run([harness.ETCDCTL, "snapshot", "status", snap, "-w", "json"],
                            capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn('"totalKey"', p.stdout)

@@ -10,7 +10,7 @@ import tempfile
 
 import harness
 
-ETCDCTL = "/usr/bin/etcdctl"
+ETCDCTL = harness.ETCDCTL
 
 
 def etcdctl(endpoint, *args, check=True):

@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from etcd3.etcdrpc import kv_pb2  # noqa: E402
 
-ETCD = "/usr/bin/etcd"
-ETCDCTL = "/usr/bin/etcdctl"
+ETCD = harness.ORACLE
+ETCDCTL = harness.ETCDCTL
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.environ.get("BBOLT_TOOL") or os.path.join(REPO, "build", "etcdq_bbolt_tool")
 

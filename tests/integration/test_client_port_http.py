@@ -53,7 +53,7 @@ def wait_http(port, path, within_s=10):
 
 
 def etcdctl(member, *args):
-    return subprocess.run(["etcdctl", "--endpoints", member.endpoint, "--command-timeout=5s"] + list(args),
+    return subprocess.run([harness.ETCDCTL, "--endpoints", member.endpoint, "--command-timeout=5s"] + list(args),
                           env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, text=True, timeout=30)
 
 

@@ -59,7 +59,7 @@ class ClientTlsTest(harness.MemberTestCase):
         r = self.ctl("get", "tls-key")
         self.assertEqual(r.stdout.split(), ["tls-key", "tls-value"], r.stderr)
         p = self.pki
-        cmd = ["etcdctl", "--endpoints", self.m.endpoint, "--cacert", p.ca, "--cert", p.client, "--key",
+        cmd = [harness.ETCDCTL, "--endpoints", self.m.endpoint, "--cacert", p.ca, "--cert", p.client, "--key",
                p.client_key, "watch", "tls-watch"]
         w = subprocess.Popen(cmd, env=dict(os.environ, ETCDCTL_API="3"), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -447,7 +447,7 @@ class ClientCertCommonNameTest(harness.MemberTestCase):
         # Watch is a stream: the certificate names its user too (kube-apiserver
         # with etcd auth watches this way). reader may watch cn-key, not cn-other.
         p = self.pki
-        base = ["etcdctl", "--endpoints", self.m.endpoint, "--cacert", p.ca, "--cert", self.reader,
+        base = [harness.ETCDCTL, "--endpoints", self.m.endpoint, "--cacert", p.ca, "--cert", self.reader,
                 "--key", self.reader_key, "--dial-timeout=3s", "watch"]
         env = dict(os.environ, ETCDCTL_API="3")
         w = subprocess.Popen(base + ["cn-key"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -137,7 +137,7 @@ def refusal(test, body):
 class ConfigFileTest(harness.MemberTestCase):
 
     def member_list(self, m):
-        out = subprocess.run(["etcdctl", "--endpoints", m.endpoint, "member", "list", "-w", "json"],
+        out = subprocess.run([harness.ETCDCTL, "--endpoints", m.endpoint, "member", "list", "-w", "json"],
                              env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
         return json.loads(out.stdout)["members"]

@@ -15,7 +15,7 @@ class EtcdctlLockElect(harness.MemberTestCase):
         cls.m = cls.new_class_member()
 
     def ctl(self, *args, **kw):
-        return subprocess.Popen(["etcdctl", "--endpoints", self.m.endpoint] + list(args),
+        return subprocess.Popen([harness.ETCDCTL, "--endpoints", self.m.endpoint] + list(args),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=dict(os.environ, ETCDCTL_API="3"), **kw)
 

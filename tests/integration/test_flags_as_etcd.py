@@ -21,7 +21,7 @@ import harness  # noqa: E402
 
 def txn_of_puts(endpoint, n):
     body = "\n".join("put k%d v" % i for i in range(n))
-    return subprocess.run(["etcdctl", "--endpoints", endpoint, "txn"], input="\n\n" + body + "\n\n",
+    return subprocess.run([harness.ETCDCTL, "--endpoints", endpoint, "txn"], input="\n\n" + body + "\n\n",
                           capture_output=True, text=True, env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 
-ORACLE = "/usr/bin/etcd"
+ORACLE = harness.ORACLE
 VOLATILE = {"cluster_id", "member_id", "raft_term"}
 
 

@@ -26,7 +26,7 @@ import harness
 import test_http_starvation  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2  # noqa: E402
 
-ORACLE = "/usr/bin/etcd"
+ORACLE = harness.ORACLE
 ANSWER_S = 2.0
 FLOOD_S = 8
 

@@ -26,7 +26,7 @@ import harness  # noqa: E402
 import grpc  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
-ORACLE = "/usr/bin/etcd"
+ORACLE = harness.ORACLE
 # Values that differ between two members however equal their histories.
 VOLATILE = {"cluster_id", "member_id", "raft_term", "raftTerm", "ID", "lease", "leader", "peerURLs", "clientURLs",
             "dbSize", "dbSizeInUse", "raftIndex", "raftAppliedIndex", "version", "hash", "compact_revision_hash",

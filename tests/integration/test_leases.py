@@ -38,7 +38,7 @@ LEASE_NOT_FOUND = "etcdserver: requested lease not found"
 LEASE_EXISTS = "etcdserver: lease already exists"
 TTL_TOO_LARGE = "etcdserver: too large lease TTL"
 PUT, DELETE = kv_pb2.Event.PUT, kv_pb2.Event.DELETE
-ETCDCTL = "/usr/bin/etcdctl"
+ETCDCTL = harness.ETCDCTL
 
 EXPIRY_LEASES = int(os.environ.get("LEASE_EXPIRY_COUNT", "1000"))
 EXPIRY_SLACK_S = 1.0          # every key gone within TTL + 1 s of its grant

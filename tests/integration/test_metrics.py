@@ -18,7 +18,7 @@ import grpc
 import harness
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
-ETCD = "/usr/bin/etcd"
+ETCD = harness.ORACLE
 PROMTOOL = shutil.which("promtool")
 
 # name -> the type etcd 3.4 exposes it with (its own /metrics).

@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "cluster"))
 import harness  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2  # noqa: E402
 
-ETCD = "/usr/bin/etcd"
-ETCDCTL = "/usr/bin/etcdctl"
+ETCD = harness.ORACLE
+ETCDCTL = harness.ETCDCTL
 LEASE_ID = 0x1234abcd  # the same on both servers: values carry the lease id
 
 

@@ -47,7 +47,7 @@ class EtcdctlWatch:
     def __init__(self, member, prefix):
         env = dict(os.environ, ETCDCTL_API="3")
         self.proc = subprocess.Popen(
-            ["etcdctl", "--endpoints", member.endpoint, "watch", prefix, "--prefix"],
+            [harness.ETCDCTL, "--endpoints", member.endpoint, "watch", prefix, "--prefix"],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             start_new_session=True)
         self.lines = queue.Queue()

@@ -148,7 +148,7 @@ class TlsMember(harness.Member):
         return grpc.secure_channel(self.endpoint, self.credentials(), options=harness.CHANNEL_OPTIONS)
 
 def etcdctl_tls(endpoint, ca=None, cert=None, key=None, *args, extra=(), timeout=30):
-    cmd = ["etcdctl", "--endpoints", endpoint, "--command-timeout=5s", "--dial-timeout=3s"]
+    cmd = [harness.ETCDCTL, "--endpoints", endpoint, "--command-timeout=5s", "--dial-timeout=3s"]
     if ca:
         cmd += ["--cacert", ca]
     if cert:
