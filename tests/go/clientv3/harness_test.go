@@ -323,13 +323,17 @@ func (c *cluster) clientTLS() *tls.Config {
 // goodClientTLS is set by the TLS test for its cluster's readiness check.
 var goodClientTLS *tls.Config
 
-func (c *cluster) rawClient(endpoints []string, tc *tls.Config) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+func (c *cluster) rawClient(endpoints []string, tc *tls.Config, edits ...func(*clientv3.Config)) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		TLS:         tc,
 		Logger:      zap.NewNop(),
-	})
+	}
+	for _, e := range edits {
+		e(&cfg)
+	}
+	return clientv3.New(cfg)
 }
 
 // client is a client of every member, closed when the test ends.
@@ -339,7 +343,13 @@ func (c *cluster) client() *clientv3.Client {
 
 func (c *cluster) clientOf(endpoints ...string) *clientv3.Client {
 	c.t.Helper()
-	cli, err := c.rawClient(endpoints, c.clientTLS())
+	return c.clientWith(endpoints)
+}
+
+// clientWith is a client of endpoints whose configuration edits change.
+func (c *cluster) clientWith(endpoints []string, edits ...func(*clientv3.Config)) *clientv3.Client {
+	c.t.Helper()
+	cli, err := c.rawClient(endpoints, c.clientTLS(), edits...)
 	if err != nil {
 		c.t.Fatalf("clientv3.New(%v): %v", endpoints, err)
 	}
