@@ -92,6 +92,9 @@ type clusterConfig struct {
 	size      int
 	extraArgs []string
 	tls       *serverTLS
+	// What the harness's own clients present when tls is set (the
+	// readiness check, cluster.client).
+	clientTLS *tls.Config
 }
 
 type cluster struct {
@@ -314,14 +317,8 @@ func (c *cluster) endpoints() []string {
 // clientTLS is what a client that the server accepts presents: nil without
 // TLS. Tests that need other TLS settings build their own (tls_test.go).
 func (c *cluster) clientTLS() *tls.Config {
-	if c.cfg.tls == nil {
-		return nil
-	}
-	return goodClientTLS
+	return c.cfg.clientTLS
 }
-
-// goodClientTLS is set by the TLS test for its cluster's readiness check.
-var goodClientTLS *tls.Config
 
 func (c *cluster) rawClient(endpoints []string, tc *tls.Config, edits ...func(*clientv3.Config)) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
