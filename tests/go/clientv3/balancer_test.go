@@ -12,14 +12,14 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestBalancerKeepsServingWhenAMemberIsKilled: one client given all three
-// members' endpoints; writers and readers run while a member is killed
+// TestClusterBalancerKeepsServingWhenAMemberIsKilled: one client given all
+// three members' endpoints; writers and readers run while a member is killed
 // (SIGKILL). clientv3's balancer moves every request to the members left:
 // reads (retried by the client on Unavailable) never fail, and a write
 // fails only if it was on the killed member's connection when it died
 // (clientv3 does not resend a write that may have been applied): at most
 // one a writer, right at the kill, then every write succeeds.
-func TestBalancerKeepsServingWhenAMemberIsKilled(t *testing.T) {
+func TestClusterBalancerKeepsServingWhenAMemberIsKilled(t *testing.T) {
 	c := startCluster(t, clusterConfig{size: 3})
 	cli := c.client()
 	leader, err := c.leader(10 * time.Second)

@@ -4,6 +4,9 @@
 // ETCDQ_TEST_SERVER; both take etcd's flags. Every member listens on free
 // loopback ports with a data dir under the test's temp dir and is killed
 // (SIGKILL) when its test ends, passed or failed.
+//
+// Tests named TestCluster* start three members and time a failover; CTest
+// runs them apart from the rest, alone on the machine (CMakeLists.txt).
 package clientv3test
 
 import (

@@ -2,6 +2,8 @@ package clientv3test
 
 import (
 	"errors"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +25,13 @@ func TestLeaseGrantTimeToLiveKeepAliveOnceAndRevoke(t *testing.T) {
 	must(cli.Put(ctx, "l/b", "b", clientv3.WithLease(g.ID)))(t)
 
 	ttl := must(cli.TimeToLive(ctx, g.ID, clientv3.WithAttachedKeys()))(t)
-	if ttl.ID != g.ID || ttl.GrantedTTL != 30 || ttl.TTL <= 0 || ttl.TTL > 30 || len(ttl.Keys) != 2 ||
-		string(ttl.Keys[0])+","+string(ttl.Keys[1]) != "l/a,l/b" {
+	// etcd lists a lease's keys in no particular order (a Go map's).
+	keys := []string{}
+	for _, k := range ttl.Keys {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	if ttl.ID != g.ID || ttl.GrantedTTL != 30 || ttl.TTL <= 0 || ttl.TTL > 30 || strings.Join(keys, ",") != "l/a,l/b" {
 		t.Fatalf("time to live: id %x granted %d ttl %d keys %q", ttl.ID, ttl.GrantedTTL, ttl.TTL, ttl.Keys)
 	}
 	if kv := must(cli.Get(ctx, "l/a"))(t).Kvs[0]; kv.Lease != int64(g.ID) {
@@ -88,10 +95,10 @@ func TestLeaseExpiryDeletesItsKeysAfterTheTTL(t *testing.T) {
 	}
 }
 
-// TestLeaseKeepAliveSurvivesALeaderKill: a lease kept alive through a
+// TestClusterLeaseKeepAliveSurvivesALeaderKill: a lease kept alive through a
 // client of all three members outlives the SIGKILL of the leader, by more
 // than twice its TTL, and the keep-alives go on under the new leader.
-func TestLeaseKeepAliveSurvivesALeaderKill(t *testing.T) {
+func TestClusterLeaseKeepAliveSurvivesALeaderKill(t *testing.T) {
 	c := startCluster(t, clusterConfig{size: 3})
 	cli := c.client()
 	ctx := ctxT(t, 90*time.Second)

@@ -408,5 +408,3 @@ func TestWatchFromACompactedRevisionIsCanceledWithTheCompactRevision(t *testing.
 		}
 	}
 }
-
-
