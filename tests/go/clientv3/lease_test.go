@@ -72,6 +72,30 @@ func TestLeaseGrantTimeToLiveKeepAliveOnceAndRevoke(t *testing.T) {
 	}
 }
 
+// etcd's minimum TTL is 1.5 election timeouts rounded up to a second: 2 s
+// with the default 1 s. A shorter TTL is granted as that; more than
+// MaxLeaseTTL (9,000,000,000 s) is refused.
+func TestLeaseGrantRaisesAShortTTLToTheMinimum(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	cli := c.client()
+	ctx := ctxT(t, 30*time.Second)
+	for _, asked := range []int64{0, 1} {
+		g := must(cli.Grant(ctx, asked))(t)
+		if g.TTL != 2 {
+			t.Fatalf("grant of %d s: ttl %d, want 2", asked, g.TTL)
+		}
+		if ka := must(cli.KeepAliveOnce(ctx, g.ID))(t); ka.TTL != 2 {
+			t.Fatalf("keep-alive of a lease granted %d s: ttl %d, want 2", asked, ka.TTL)
+		}
+		if ttl := must(cli.TimeToLive(ctx, g.ID))(t); ttl.GrantedTTL != 2 || ttl.TTL < 0 || ttl.TTL > 2 {
+			t.Fatalf("time to live of a lease granted %d s: granted %d ttl %d", asked, ttl.GrantedTTL, ttl.TTL)
+		}
+	}
+	if _, err := cli.Grant(ctx, 9_000_000_001); !errors.Is(err, rpctypes.ErrLeaseTTLTooLarge) {
+		t.Fatalf("grant over the maximum TTL: %v, want ErrLeaseTTLTooLarge", err)
+	}
+}
+
 func TestLeaseExpiryDeletesItsKeysAfterTheTTL(t *testing.T) {
 	c := startCluster(t, clusterConfig{})
 	cli := c.client()

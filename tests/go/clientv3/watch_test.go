@@ -76,6 +76,45 @@ func TestWatchPrevKVCarriesTheReplacedAndDeletedValues(t *testing.T) {
 	}
 }
 
+// WithFilterPut and WithFilterDelete drop those events on the server: the
+// watcher sees only the other kind, at the same revisions.
+func TestWatchFiltersDropPutsOrDeletes(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	cli := c.client()
+	ctx := ctxT(t, 30*time.Second)
+	start := currentRev(t, cli) + 1
+	noPuts := cli.Watch(ctx, "flt/", clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(start))
+	noDeletes := cli.Watch(ctx, "flt/", clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithRev(start))
+	must(cli.Put(ctx, "flt/a", "1"))(t)
+	must(cli.Put(ctx, "flt/b", "1"))(t)
+	must(cli.Delete(ctx, "flt/a"))(t)
+	must(cli.Put(ctx, "flt/a", "2"))(t)
+	last := must(cli.Delete(ctx, "flt/", clientv3.WithPrefix()))(t).Header.Revision
+
+	dels := nextEvents(t, noPuts, 3, 10*time.Second)
+	for i, want := range []int64{start + 2, last, last} {
+		if dels[i].Type != mvccpb.DELETE || dels[i].Kv.ModRevision != want {
+			t.Fatalf("WithFilterPut event %d: %s at %d, want a delete at %d", i, dels[i].Type, dels[i].Kv.ModRevision, want)
+		}
+	}
+	puts := nextEvents(t, noDeletes, 3, 10*time.Second)
+	for i, want := range []int64{start, start + 1, start + 3} {
+		if puts[i].Type != mvccpb.PUT || puts[i].Kv.ModRevision != want {
+			t.Fatalf("WithFilterDelete event %d: %s at %d, want a put at %d", i, puts[i].Type, puts[i].Kv.ModRevision, want)
+		}
+	}
+	// Nothing more on either: a put after them shows up only on noDeletes,
+	// and is the next thing it receives.
+	after := must(cli.Put(ctx, "flt/c", "3"))(t).Header.Revision
+	if evs := nextEvents(t, noDeletes, 1, 10*time.Second); evs[0].Kv.ModRevision != after {
+		t.Fatalf("next event on WithFilterDelete at %d, want %d", evs[0].Kv.ModRevision, after)
+	}
+	gone := must(cli.Delete(ctx, "flt/c"))(t).Header.Revision
+	if evs := nextEvents(t, noPuts, 1, 10*time.Second); evs[0].Kv.ModRevision != gone {
+		t.Fatalf("next event on WithFilterPut at %d, want %d (the put at %d leaked through)", evs[0].Kv.ModRevision, gone, after)
+	}
+}
+
 func TestWatchProgressNotifyReportsTheCurrentRevision(t *testing.T) {
 	c := startCluster(t, clusterConfig{extraArgs: []string{"--experimental-watch-progress-notify-interval", "300ms"}})
 	cli := c.client()
