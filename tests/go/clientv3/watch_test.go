@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,24 +178,37 @@ func TestRequestProgressNeverPassesUndeliveredEvents(t *testing.T) {
 		chans = append(chans, wcli.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(start)))
 	}
 
-	const writes = 400
-	var final int64
+	// Four writers at once, so that revisions commit in batches and the
+	// watchers may fall behind the store.
+	const writers, writes = 4, 400
+	var finalRev atomic.Int64
 	writerDone := make(chan error, 1)
 	go func() {
-		var err error
-		for i := 0; i < writes && err == nil; i++ {
-			var r *clientv3.PutResponse
-			// Every third write is to a key neither watcher sees.
-			key := fmt.Sprintf("%s%d", prefixes[i%2], i)
-			if i%3 == 2 {
-				key = fmt.Sprintf("rp/unwatched/%d", i)
-			}
-			r, err = cli.Put(ctx, key, "v")
-			if err == nil {
-				final = r.Header.Revision
-			}
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < writes; i += writers {
+					// Every third write is to a key neither watcher sees.
+					key := fmt.Sprintf("%s%d", prefixes[i%2], i)
+					if i%3 == 2 {
+						key = fmt.Sprintf("rp/unwatched/%d", i)
+					}
+					r, err := cli.Put(ctx, key, "v")
+					if err != nil {
+						errs <- err
+						return
+					}
+					for cur := finalRev.Load(); cur < r.Header.Revision && !finalRev.CompareAndSwap(cur, r.Header.Revision); cur = finalRev.Load() {
+					}
+				}
+			}()
 		}
-		writerDone <- err
+		wg.Wait()
+		close(errs)
+		writerDone <- <-errs
 	}()
 	stopAsking := make(chan struct{})
 	askerDone := make(chan error, 1)
@@ -279,7 +294,9 @@ func TestRequestProgressNeverPassesUndeliveredEvents(t *testing.T) {
 	}
 	// After the last write, a progress response at the final revision
 	// comes after every event: each watcher then holds all of its own.
-	for i := range chans {
+	final := finalRev.Load()
+	settle := func(i int) {
+		t.Helper()
 		for st[i].lastProgress < final {
 			if err := wcli.RequestProgress(ctx); err != nil {
 				t.Fatalf("RequestProgress: %v", err)
@@ -299,9 +316,21 @@ func TestRequestProgressNeverPassesUndeliveredEvents(t *testing.T) {
 		}
 		t.Logf("watcher %s: %d events, %d progress responses", prefixes[i], st[i].events, st[i].progresses)
 	}
+	settle(0)
+	settle(1)
 	if st[0].progresses+st[1].progresses < 4 {
 		t.Fatalf("only %d progress responses while writing: the check above proved little", st[0].progresses+st[1].progresses)
 	}
+
+	// A watcher from the first revision, on the same stream, catches up
+	// through every write; progress asked for at once waits for it (etcd
+	// answers once every watcher of the stream is synced), so it too comes
+	// after all of its events.
+	prefixes = append(prefixes, "rp/")
+	st = append(st, state{})
+	want = append(want, writes)
+	chans = append(chans, wcli.Watch(ctx, "rp/", clientv3.WithPrefix(), clientv3.WithRev(start)))
+	settle(2)
 }
 
 // Fragments: etcd splits a watch response larger than --max-request-bytes
