@@ -133,10 +133,16 @@ func TestClusterLeaseKeepAliveSurvivesALeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("KeepAlive: %v", err)
 	}
+	var last time.Time
+	var longest time.Duration // the longest wait between two responses
 	recv := func(timeout time.Duration) *clientv3.LeaseKeepAliveResponse {
 		t.Helper()
 		select {
 		case r, ok := <-kach:
+			if !last.IsZero() {
+				longest = max(longest, time.Since(last))
+			}
+			last = time.Now()
 			if !ok {
 				t.Fatalf("keep-alive channel closed (the lease expired or was lost)")
 			}
@@ -174,6 +180,11 @@ func TestClusterLeaseKeepAliveSurvivesALeaderKill(t *testing.T) {
 			after++
 		}
 	}
+	// The client's stream moved to a live member without a pause as long
+	// as the TTL.
+	if longest >= ttl*time.Second {
+		t.Fatalf("keep-alive responses stopped for %v across the failover, the TTL is %d s", longest, ttl)
+	}
 	left := must(cli.TimeToLive(ctx, g.ID, clientv3.WithAttachedKeys()))(t)
 	if left.TTL <= 0 || left.GrantedTTL != ttl || len(left.Keys) != 1 {
 		t.Fatalf("after the failover: ttl %d granted %d keys %q", left.TTL, left.GrantedTTL, left.Keys)
@@ -189,5 +200,6 @@ func TestClusterLeaseKeepAliveSurvivesALeaderKill(t *testing.T) {
 			t.Fatalf("%s: ka/k = %v after the failover", m.name, r.Kvs)
 		}
 	}
-	t.Logf("%d keep-alive responses after the new leader, %v after the kill", after, time.Since(killed).Round(time.Millisecond))
+	t.Logf("%d keep-alive responses after the new leader, %v after the kill; longest wait between two: %v",
+		after, time.Since(killed).Round(time.Millisecond), longest.Round(time.Millisecond))
 }
