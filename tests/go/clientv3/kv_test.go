@@ -301,3 +301,71 @@ func keysOf(kvs []*mvccpb.KeyValue) string {
 	}
 	return strings.Join(ks, ",")
 }
+
+// Range's revision filters, sorts and limits, and Put's ignore options.
+// etcd's Count is the number of keys in the range before the revision
+// filters prune it (etcdserver/txn: pruneKVs runs after the count), and a
+// sort other than by key ascending, or a filter, is applied before the
+// limit.
+func TestRangeFiltersSortsLimitsAndPutIgnoreOptions(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	cli := c.client()
+	ctx := ctxT(t, 30*time.Second)
+
+	// r/a created first and modified last; r/b and r/c in between.
+	ra := must(cli.Put(ctx, "r/a", "3"))(t).Header.Revision
+	rb := must(cli.Put(ctx, "r/b", "1"))(t).Header.Revision
+	rc := must(cli.Put(ctx, "r/c", "2"))(t).Header.Revision
+	ra2 := must(cli.Put(ctx, "r/a", "4"))(t).Header.Revision
+
+	get := func(what string, want string, wantCount int64, wantMore bool, opts ...clientv3.OpOption) {
+		t.Helper()
+		r := must(cli.Get(ctx, "r/", append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...))(t)
+		if got := keysOf(r.Kvs); got != want || r.Count != wantCount || r.More != wantMore {
+			t.Fatalf("%s: keys %s count %d more %v; want %s count %d more %v", what, got, r.Count, r.More, want, wantCount, wantMore)
+		}
+	}
+	get("min mod revision", "r/a,r/c", 3, false, clientv3.WithMinModRev(rc))
+	get("max mod revision", "r/b,r/c", 3, false, clientv3.WithMaxModRev(rc))
+	get("min create revision", "r/b,r/c", 3, false, clientv3.WithMinCreateRev(rb))
+	get("max create revision", "r/a,r/b", 3, false, clientv3.WithMaxCreateRev(rb))
+	get("by mod revision, newest first, limit 2", "r/a,r/c", 3, true,
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(2))
+	get("by create revision ascending", "r/a,r/b,r/c", 3, false, clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	get("by value ascending", "r/b,r/c,r/a", 3, false, clientv3.WithSort(clientv3.SortByValue, clientv3.SortAscend))
+	get("by version descending, limit 1", "r/a", 3, true, clientv3.WithSort(clientv3.SortByVersion, clientv3.SortDescend), clientv3.WithLimit(1))
+	get("by key descending", "r/c,r/b,r/a", 3, false, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	get("serializable", "r/a,r/b,r/c", 3, false, clientv3.WithSerializable())
+	get("at the revision of r/b, newest first", "r/b,r/a", 2, false, clientv3.WithRev(rb),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend))
+	get("created no later than r/a", "r/a", 3, false, clientv3.WithMaxCreateRev(ra))
+
+	// IgnoreValue keeps the value and takes a new lease; IgnoreLease keeps
+	// the lease and takes a new value. On a missing key both are
+	// ErrKeyNotFound.
+	l := must(cli.Grant(ctx, 60))(t)
+	iv := must(cli.Put(ctx, "r/a", "", clientv3.WithIgnoreValue(), clientv3.WithLease(l.ID), clientv3.WithPrevKV()))(t)
+	if iv.PrevKv == nil || string(iv.PrevKv.Value) != "4" || iv.PrevKv.ModRevision != ra2 {
+		t.Fatalf("ignore-value put's prev_kv: %v", iv.PrevKv)
+	}
+	kv := must(cli.Get(ctx, "r/a"))(t).Kvs[0]
+	if string(kv.Value) != "4" || kv.Lease != int64(l.ID) || kv.Version != 3 || kv.ModRevision != iv.Header.Revision {
+		t.Fatalf("after an ignore-value put: %v", kv)
+	}
+	must(cli.Put(ctx, "r/a", "5", clientv3.WithIgnoreLease()))(t)
+	kv = must(cli.Get(ctx, "r/a"))(t).Kvs[0]
+	if string(kv.Value) != "5" || kv.Lease != int64(l.ID) || kv.Version != 4 {
+		t.Fatalf("after an ignore-lease put: %v", kv)
+	}
+	for _, opt := range []clientv3.OpOption{clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease()} {
+		if _, err := cli.Put(ctx, "r/missing", "", opt); !errors.Is(err, rpctypes.ErrKeyNotFound) {
+			t.Fatalf("ignore option on a missing key: %v, want ErrKeyNotFound", err)
+		}
+	}
+	if _, err := cli.Put(ctx, "r/a", "x", clientv3.WithIgnoreValue()); !errors.Is(err, rpctypes.ErrValueProvided) {
+		t.Fatalf("ignore-value with a value: %v, want ErrValueProvided", err)
+	}
+	if _, err := cli.Put(ctx, "r/a", "x", clientv3.WithIgnoreLease(), clientv3.WithLease(l.ID)); !errors.Is(err, rpctypes.ErrLeaseProvided) {
+		t.Fatalf("ignore-lease with a lease: %v, want ErrLeaseProvided", err)
+	}
+}
