@@ -129,6 +129,41 @@ func TestMutexGrantsInRequestOrderAndExcludes(t *testing.T) {
 	waitCount(t, obs, pfx, 0)
 }
 
+// A holder whose session is no longer kept alive (its process gone, as
+// Session.Orphan leaves it) loses the mutex when the session's lease
+// expires, and the waiter gets it then, not before.
+func TestMutexPassesOnWhenTheHoldersLeaseExpires(t *testing.T) {
+	c := startCluster(t, clusterConfig{})
+	ctx := ctxT(t, 60*time.Second)
+	s1, err := concurrency.NewSession(c.client(), concurrency.WithTTL(2))
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	m1 := concurrency.NewMutex(s1, "/expiring-lock/")
+	m2 := concurrency.NewMutex(newSession(t, c.client()), "/expiring-lock/")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	s1.Orphan()
+	orphaned := time.Now()
+	if err := m2.Lock(ctx); err != nil {
+		t.Fatalf("waiter's lock: %v", err)
+	}
+	took := time.Since(orphaned)
+	// Keep-alives went out at most about 1 s apart, so at least 1 s of the
+	// TTL was left when they stopped; 500 ms is the margin.
+	if took < 500*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("the waiter got the mutex %v after the holder stopped its keep-alives (TTL 2 s)", took)
+	}
+	if ttl := must(c.client().TimeToLive(ctx, s1.Lease()))(t); ttl.TTL != -1 {
+		t.Fatalf("the orphaned session's lease: ttl %d, want -1 (expired)", ttl.TTL)
+	}
+	if err := m2.Unlock(ctx); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	t.Logf("the waiter acquired %v after the holder's keep-alives stopped", took.Round(time.Millisecond))
+}
+
 // TestMutexKeepsReadModifyWriteExclusive: contending sessions each do a
 // plain get-then-put of a counter under the mutex; no increment is lost
 // and no two holders ever overlap.

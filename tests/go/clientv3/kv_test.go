@@ -227,15 +227,16 @@ func TestTxnComparesBranchesAndPrevKV(t *testing.T) {
 		t.Fatalf("then branch ran on a false compare")
 	}
 
-	// A missing key: its version, create and mod revision compare as 0, and
+	// A missing key: its version, create and mod revision and lease compare as 0, and
 	// a compare of its value is false whatever the operator.
 	mr := must(cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.Version("t/missing"), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision("t/missing"), "=", 0),
 		clientv3.Compare(clientv3.ModRevision("t/missing"), "<", 1),
+		clientv3.Compare(clientv3.LeaseValue("t/missing"), "=", 0),
 	).Commit())(t)
 	if !mr.Succeeded {
-		t.Fatalf("version/create/mod of a missing key do not compare as 0")
+		t.Fatalf("version/create/mod/lease of a missing key do not compare as 0")
 	}
 	for _, op := range []string{"=", "!=", "<", ">"} {
 		vr := must(cli.Txn(ctx).If(clientv3.Compare(clientv3.Value("t/missing"), op, "")).Commit())(t)
