@@ -2,7 +2,7 @@
 # The sanitizer and fuzzing checks (README, "Checks"); scripts/test.sh runs
 # them after the normal suite in CI. One stage per call:
 #
-#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite but benchmarks, layer probes, difftest, failover cluster tests
+#   bash scripts/checks.sh asan   # clang ASan+UBSan build (build-asan/): the suite but benchmarks, layer probes, difftest, failover cluster tests, Go client tests
 #   bash scripts/checks.sh tsan   # ThreadSanitizer build (build-tsan/): unit, watch, queue, cluster tests but the rules ones
 #   bash scripts/checks.sh fuzz   # each libFuzzer target for ETCDQ_FUZZ_SECONDS (60) from fuzz/corpus/
 #
@@ -126,10 +126,12 @@ case "$stage" in
     # failover cluster tests (CMakeLists.txt says which) run in the suite
     # and under TSan. The difftest runs etcd beside etcdq for half its time,
     # and etcdctl reaches nothing through it that the integration tests do
-    # not. Three at a time: at two the stage kept 1.2 of the 2 cores busy
+    # not. The Go client tests (goclient) run in the suite only: half of
+    # them are etcd's, and the integration tests drive the same paths here.
+    # Three at a time: at two the stage kept 1.2 of the 2 cores busy
     # (tests wait on servers and clients); cluster tests and the HTTP/2
     # floods still run alone (RUN_SERIAL).
-    run_ctest build-asan -LE 'fuzz|layers|failover|difftest' -j3 "${RETRY[@]}" "$@"
+    run_ctest build-asan -LE 'fuzz|layers|failover|difftest|goclient' -j3 "${RETRY[@]}" "$@"
     ;;
   tsan)
     configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread

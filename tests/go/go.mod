@@ -10,6 +10,13 @@ tool (
 )
 
 require (
+	go.etcd.io/etcd/api/v3 v3.6.17
+	go.etcd.io/etcd/client/v3 v3.6.17
+	go.uber.org/zap v1.27.0
+	google.golang.org/grpc v1.83.2
+)
+
+require (
 	github.com/VividCortex/ewma v1.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bgentry/speakeasy v0.2.0 // indirect
@@ -54,9 +61,7 @@ require (
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20201229170055-e5319fda7802 // indirect
 	github.com/xiang90/probing v0.0.0-20190116061207-43a291ad63a2 // indirect
 	go.etcd.io/bbolt v1.4.3 // indirect
-	go.etcd.io/etcd/api/v3 v3.6.17 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.17 // indirect
-	go.etcd.io/etcd/client/v3 v3.6.17 // indirect
 	go.etcd.io/etcd/etcdctl/v3 v3.6.17 // indirect
 	go.etcd.io/etcd/etcdutl/v3 v3.6.17 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.6.17 // indirect
@@ -73,7 +78,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -81,7 +85,6 @@ require (
 	golang.org/x/time v0.9.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
-	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
