@@ -106,7 +106,6 @@ bool WatchHub::remove(WatchSink* sink, int64_t watch_id) {
   unsynced_.erase({sink, watch_id});
   all_.erase(it);
   count_.fetch_sub(1, std::memory_order_relaxed);
-  if (!progress_waiting_.empty()) answer_waiting_progress(sink);
   return true;
 }
 
@@ -114,7 +113,6 @@ void WatchHub::remove_all(WatchSink* sink) {
   std::vector<int64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    progress_waiting_.erase(sink);  // first: removing its watchers must not answer it
     for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
       ids.push_back(it->first.second);
     }
@@ -122,38 +120,27 @@ void WatchHub::remove_all(WatchSink* sink) {
   for (int64_t id : ids) remove(sink, id);
 }
 
+bool WatchHub::progress_ok_locked(const Watcher& w) const {
+  return w.synced && revision_ >= w.spec.progress_from;
+}
+
 bool WatchHub::if_synced(WatchSink* sink, int64_t watch_id, const std::function<void(int64_t)>& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = all_.find({sink, watch_id});
-  if (it == all_.end() || !it->second->synced) return false;
+  if (it == all_.end() || !progress_ok_locked(*it->second)) return false;
   fn(revision_);
   return true;
 }
 
-bool WatchHub::all_synced_locked(WatchSink* sink) const {
-  for (auto it = all_.lower_bound({sink, INT64_MIN}); it != all_.end() && it->first.first == sink; ++it) {
-    if (!it->second->synced) return false;
-  }
-  return true;
-}
-
-bool WatchHub::when_all_synced(WatchSink* sink, std::function<void(int64_t)> fn) {
+bool WatchHub::if_all_synced(WatchSink* sink, const std::function<void(int64_t)>& fn) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (progress_waiting_.count(sink) != 0) return false;  // answered with the one waiting
-  if (!all_synced_locked(sink)) {
-    progress_waiting_.emplace(sink, std::move(fn));
-    return false;
+  auto it = all_.lower_bound({sink, INT64_MIN});
+  if (it == all_.end() || it->first.first != sink) return false;  // no watcher: no answer, as etcd 3.6
+  for (; it != all_.end() && it->first.first == sink; ++it) {
+    if (!progress_ok_locked(*it->second)) return false;
   }
   fn(revision_);
   return true;
-}
-
-void WatchHub::answer_waiting_progress(WatchSink* sink) {
-  auto it = progress_waiting_.find(sink);
-  if (it == progress_waiting_.end() || !all_synced_locked(sink)) return;
-  auto fn = std::move(it->second);
-  progress_waiting_.erase(it);
-  fn(revision_);
 }
 
 int64_t WatchHub::revision() const {
@@ -177,7 +164,6 @@ void WatchHub::make_synced(const std::shared_ptr<Watcher>& w) {
   } else {
     synced_ranges_[{w->spec.key, w->spec.end}].push_back(w.get());
   }
-  if (!progress_waiting_.empty()) answer_waiting_progress(w->sink);
 }
 
 void WatchHub::unlink_synced(Watcher* w) {
@@ -346,7 +332,6 @@ void WatchHub::catch_up(const std::shared_ptr<Watcher>& w) {
     unsynced_.erase({w->sink, w->id});
     all_.erase({w->sink, w->id});
     count_.fetch_sub(1, std::memory_order_relaxed);
-    if (!progress_waiting_.empty()) answer_waiting_progress(w->sink);
     return;
   }
   int64_t last = from - 1;

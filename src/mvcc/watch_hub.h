@@ -114,6 +114,10 @@ struct WatchSpec {
   bool prev_kv = false;
   bool no_put = false;
   bool no_delete = false;
+  // Progress is not answered for this watcher while the hub's revision is
+  // below it: the client's own start revision, 0 when it gave none (etcd's
+  // `rev < w.startRev` in watchable_store.go progressIfSync).
+  int64_t progress_from = 0;
 };
 
 class WatchHub {
@@ -128,7 +132,8 @@ class WatchHub {
   bool remove(WatchSink* sink, int64_t watch_id);
   void remove_all(WatchSink* sink);
   // Runs `fn(revision)` under the hub lock if watcher `watch_id` of `sink`
-  // is synced, with `revision` the last one published: a progress
+  // is synced and the hub's revision has reached its WatchSpec::progress_from,
+  // with `revision` the last one published: a progress
   // response that fn queues on the stream then follows every event up to
   // that revision and precedes later ones, as etcd sends progress under
   // its store's lock (watchable_store.go, progress and progressAll).
@@ -137,15 +142,16 @@ class WatchHub {
   // claimed as delivered. fn may lock the sink (as offer() runs) but must
   // not block or call the hub. Returns whether fn ran.
   bool if_synced(WatchSink* sink, int64_t watch_id, const std::function<void(int64_t revision)>& fn) const;
-  // The same for every watcher of `sink` (none included: a stream without
-  // watchers is answered, as etcd 3.4 answers every progress request), but
-  // when one is still catching up `fn` is kept, and run under the hub lock
-  // as soon as none is — the last one synced or removed — as etcd 3.5.8+
-  // defers its answer (v3rpc/watch.go, deferredProgress) rather than drop
-  // it. One answer waits per sink (a request while one waits changes
-  // nothing, one answer for both); remove_all(sink) drops it. Returns
-  // whether fn ran now.
-  bool when_all_synced(WatchSink* sink, std::function<void(int64_t revision)> fn);
+  // The same for all the watchers of `sink` at once: fn runs only if `sink`
+  // has at least one watcher and every one passes if_synced's test;
+  // otherwise nothing runs and nothing is kept. This is etcd 3.6's answer
+  // to a progress request (watchable_store.go progressAll/progressIfSync,
+  // v3rpc/watch.go): a request made while a watcher catches up, or on a
+  // stream without watchers, gets no answer, and the client asks again
+  // (kube-apiserver's progress requester does, every 100 ms while it
+  // waits). etcd 3.4 answered every request; 3.5.8 deferred it. Returns
+  // whether fn ran.
+  bool if_all_synced(WatchSink* sink, const std::function<void(int64_t revision)>& fn) const;
   // The last revision whose events were handed to synced watchers.
   int64_t revision() const;
   // Any watchers at all (apply skips building events when none).
@@ -191,9 +197,7 @@ class WatchHub {
   bool dispatch_revision(HubEvent* events, size_t n, int64_t compact_revision);
   void catch_up(const std::shared_ptr<Watcher>& w);
   void make_synced(const std::shared_ptr<Watcher>& w);    // lock held
-  bool all_synced_locked(WatchSink* sink) const;           // lock held
-  // Runs the progress answer waiting for `sink` if it may go now. Lock held.
-  void answer_waiting_progress(WatchSink* sink);
+  bool progress_ok_locked(const Watcher& w) const;         // lock held
   void make_unsynced(Watcher* w, int64_t next_rev);         // lock held
   void unlink_synced(Watcher* w);                           // lock held
 
@@ -205,7 +209,6 @@ class WatchHub {
   // distinct range once (clients tend to share a few prefixes).
   std::map<std::pair<std::string, std::string>, std::vector<Watcher*>> synced_ranges_;
   std::map<Key, std::shared_ptr<Watcher>> unsynced_;
-  std::map<WatchSink*, std::function<void(int64_t)>> progress_waiting_;  // when_all_synced
   int64_t revision_ = 0;
   std::atomic<int64_t> count_{0};
   // dispatch_revision's scratch (mu_ held): the watchers one revision

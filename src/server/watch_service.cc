@@ -433,6 +433,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     ctx_->keys->read_range(&spec.key, &spec.end);
     spec.start_revision = c.start_revision() > 0 ? c.start_revision() : rev + 1;
     spec.prev_kv = c.prev_kv();
+    spec.progress_from = c.start_revision() > 0 ? c.start_revision() : 0;
     for (int f : c.filters()) {
       if (f == WatchCreateRequest::NOPUT) spec.no_put = true;
       if (f == WatchCreateRequest::NODELETE) spec.no_delete = true;
@@ -508,11 +509,10 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     WatchResponse r;
     r.set_watch_id(-1);
     ctx_->fill_header(r.mutable_header(), /*with_revision=*/false);
-    // Once every watcher is synced: now, or when the last one catching up
-    // gets there (etcd 3.5.8's deferred progress; etcd 3.4 answers at once
-    // whatever its watchers' state). Under the hub lock, so the write
-    // starts on a writer thread, as for an offer.
-    ctx_->store->watch_hub().when_all_synced(this, [this, r = std::move(r)](int64_t revision) mutable {
+    // Only if every watcher is synced now (etcd 3.6: otherwise the request
+    // is dropped and the client asks again; WatchHub::if_all_synced). Under
+    // the hub lock, so the write starts on a writer thread, as for an offer.
+    ctx_->store->watch_hub().if_all_synced(this, [this, &r](int64_t revision) {
       r.mutable_header()->set_revision(revision);
       bool post;
       {

@@ -106,7 +106,12 @@ class WatchStreamAbuseTest(harness.MemberTestCase):
             time.sleep(0.2)
         self.assertTrue(got and got[0].created, "the created response comes first")
         progress = [r for r in got[1:] if not r.events]
-        self.assertEqual(len(progress), sent[0], "every progress request that got through is answered once")
+        if harness.is_reference_etcd():
+            # etcd 3.6 drops a progress answer its watcher's channel has no
+            # room for (watcher.send); etcdq stops reading the stream instead.
+            self.assertTrue(1 <= len(progress) <= sent[0], (len(progress), sent[0]))
+        else:
+            self.assertEqual(len(progress), sent[0], "every progress request that got through is answered once")
         self.assertTrue(all(r.watch_id == -1 and r.header.revision >= 2 for r in progress))
         kv.Put(pb.PutRequest(key=b"f/b", value=b"2"), timeout=10)
         self.assertTrue(reader_done.wait(30), "the stream still delivers events")

@@ -277,18 +277,18 @@ TEST_F(WatchHubTest, CatchUpReadsNoMoreThanTheSinkHasRoomFor) {
   hub().remove_all(&sink);
 }
 
-TEST_F(WatchHubTest, ProgressGivesTheLastRevisionDeliveredAndWaitsForCatchUp) {
+TEST_F(WatchHubTest, ProgressGivesTheLastRevisionDeliveredOnlyWhileEveryWatcherIsSynced) {
   RecordingSink sink;
   int64_t seen = -1;
-  // No watchers: nothing is behind (etcd 3.4 answers every request).
-  EXPECT_TRUE(hub().when_all_synced(&sink, [&](int64_t r) { seen = r; }));
-  EXPECT_EQ(seen, revision());
+  // No watchers: no answer (etcd 3.6 sends its answer through a watcher).
+  EXPECT_FALSE(hub().if_all_synced(&sink, [&](int64_t r) { seen = r; }));
+  EXPECT_EQ(seen, -1);
   int64_t start = revision() + 1;
   hub().add(&sink, 1, mvcc::WatchSpec{"k", "", start, false, false, false});
   hub().add(&sink, 2, mvcc::WatchSpec{"j", "", start, false, false, false});
   apply({put("k", "1")});
   sink.wait_events(1);
-  ASSERT_TRUE(hub().when_all_synced(&sink, [&](int64_t r) { seen = r; }));
+  ASSERT_TRUE(hub().if_all_synced(&sink, [&](int64_t r) { seen = r; }));
   EXPECT_EQ(seen, start);  // the revision of the one event delivered
   sink.refuse = true;
   apply({put("k", "2")});  // watcher 1 goes to catch-up
@@ -296,40 +296,39 @@ TEST_F(WatchHubTest, ProgressGivesTheLastRevisionDeliveredAndWaitsForCatchUp) {
   ASSERT_TRUE(hub().if_synced(&sink, 2, [&](int64_t r) { seen = r; }));  // nothing of "j" is behind
   EXPECT_EQ(seen, revision());
   EXPECT_FALSE(synced(&sink, 9));  // no such watcher
-  // Kept, not dropped, while watcher 1 catches up; a second request is
-  // answered by the same response.
-  std::atomic<int64_t> deferred{-1};
-  std::atomic<int> answers{0};
-  EXPECT_FALSE(hub().when_all_synced(&sink, [&](int64_t r) { deferred = r; ++answers; }));
-  EXPECT_FALSE(hub().when_all_synced(&sink, [&](int64_t) { ++answers; }));
-  EXPECT_EQ(answers.load(), 0);
+  // Dropped, not kept, while watcher 1 catches up (etcd 3.6).
+  int answers = 0;
+  EXPECT_FALSE(hub().if_all_synced(&sink, [&](int64_t) { ++answers; }));
   sink.refuse = false;
   hub().wake();
   ASSERT_EQ(sink.wait_events(2).size(), 2u);
-  for (int i = 0; i < 500 && answers.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(answers.load(), 1);
-  EXPECT_EQ(deferred.load(), revision());  // after the event it waited for
+  for (int i = 0; i < 500 && !synced(&sink, 1); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(answers, 0);
+  // Asked again once it is synced: answered, after the event it caught up.
+  ASSERT_TRUE(hub().if_all_synced(&sink, [&](int64_t r) { seen = r; ++answers; }));
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(seen, revision());
   hub().remove_all(&sink);
 }
 
-TEST_F(WatchHubTest, AWaitingProgressGoesWhenTheLaggingWatcherIsRemovedAndNotAfterRemoveAll) {
+TEST_F(WatchHubTest, NoProgressForAWatcherWhoseStartRevisionIsAhead) {
+  // etcd 3.6's progressIfSync: `rev < w.startRev` answers nothing, so a
+  // client that asked to start at R never hears of a revision below R.
   RecordingSink sink;
-  int64_t start = revision() + 1;
-  hub().add(&sink, 1, mvcc::WatchSpec{"k", "", start, false, false, false});
-  hub().add(&sink, 2, mvcc::WatchSpec{"j", "", start, false, false, false});
-  sink.refuse = true;
-  apply({put("k", "1")});
+  int64_t ahead = revision() + 2;
+  mvcc::WatchSpec spec{"k", "", ahead, false, false, false};
+  spec.progress_from = ahead;
+  hub().add(&sink, 1, spec);
   int answers = 0;
-  EXPECT_FALSE(hub().when_all_synced(&sink, [&](int64_t) { ++answers; }));
-  EXPECT_TRUE(hub().remove(&sink, 1));  // canceled: nothing is behind any more
-  EXPECT_EQ(answers, 1);
-  RecordingSink other;
-  other.refuse = true;
-  hub().add(&other, 1, mvcc::WatchSpec{"k", "", start, false, false, false});  // starts in the past
-  apply({put("k", "2")});
-  EXPECT_FALSE(hub().when_all_synced(&other, [&](int64_t) { ++answers; }));
-  hub().remove_all(&other);  // the stream is gone: its answer with it
-  EXPECT_EQ(answers, 1);
+  EXPECT_FALSE(hub().if_synced(&sink, 1, [&](int64_t) { ++answers; }));
+  EXPECT_FALSE(hub().if_all_synced(&sink, [&](int64_t) { ++answers; }));
+  apply({put("x", "1")});  // revision ahead - 1
+  EXPECT_FALSE(hub().if_all_synced(&sink, [&](int64_t) { ++answers; }));
+  apply({put("x", "2")});  // revision ahead
+  int64_t seen = -1;
+  EXPECT_TRUE(hub().if_all_synced(&sink, [&](int64_t r) { seen = r; }));
+  EXPECT_EQ(seen, ahead);
+  EXPECT_EQ(answers, 0);
   hub().remove_all(&sink);
 }
 
