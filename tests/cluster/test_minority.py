@@ -14,7 +14,8 @@ election timeout, is 6 s), seen from a gRPC client with a 10 s deadline:
   the request timeout (a read may also get "etcdserver: leader changed").
 - Put sent once the survivor knows it has no leader: UNKNOWN "context deadline
   exceeded" after the request timeout (raft blocks the proposal; the server's
-  own context expires).
+  own context expires); etcd 3.6 gives it code DEADLINE_EXCEEDED. etcdq
+  answers UNAVAILABLE "etcdserver: request timed out" or "no leader" there.
 - with the "hasleader" metadata (clientv3.WithRequireLeader): UNAVAILABLE
   "etcdserver: no leader" at once.
 """
@@ -43,6 +44,7 @@ ETCD_NO_QUORUM_ERRORS = {
     ("UNAVAILABLE", "etcdserver: leader changed"),
     ("UNAVAILABLE", "etcdserver: no leader"),
     ("UNKNOWN", "context deadline exceeded"),   # etcd 3.4: proposal blocked while there is no leader
+    ("DEADLINE_EXCEEDED", "context deadline exceeded"),   # etcd 3.6, the same case
 }
 
 

@@ -145,8 +145,10 @@ class PeerTlsTest(harness.MemberTestCase):
         for m in members:
             self.assertIn(m.peer_url, r.stdout)
 
-        # Who may call a member-only method on the peer port.
         m0 = members[0]
+        if harness.is_reference_etcd():
+            return  # the rest probes etcdq's own member-only call and peer protocol
+        # Who may call a member-only method on the peer port.
         ok_creds = grpc.ssl_channel_credentials(read(pki.ca), read(pki.member_key), read(pki.member))
         code, details = peer_call(m0, ok_creds)
         self.assertEqual(code, grpc.StatusCode.OK, details)
@@ -251,6 +253,8 @@ class PeerTlsTest(harness.MemberTestCase):
         self.put(pki, members[1], "k2", "v2")
         self.wait_value(pki, members[0], "k2", "v2")
         logs = members[0].log_tail() + members[1].log_tail()
+        if harness.is_reference_etcd():
+            refusal = "rejected connection on peer endpoint"  # etcd 3.6's log line, whatever the reason
         self.assertIn(refusal, logs)
 
     def test_member_with_peer_cert_from_another_ca_cannot_join(self):
@@ -280,6 +284,8 @@ class PeerTlsSettingsTest(harness.MemberTestCase):
         return p.stdout + p.stderr
 
     def test_etcd_peer_variables_serve(self):
+        if harness.is_reference_etcd():
+            self.skipTest("probes etcdq's own member-only call (etcd 3.6 serves no gRPC on the peer URL)")
         pki = PeerPki()
         self.addCleanup(pki.cleanup)
         m = self.track(PeerTlsMember(pki, "m0"))
@@ -300,6 +306,8 @@ class PeerTlsSettingsTest(harness.MemberTestCase):
         self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, details)
 
     def test_inconsistent_settings_are_refused_naming_flag_and_file(self):
+        if harness.is_reference_etcd():
+            self.skipTest("etcdq's own start-up messages (each names the flag and the file)")
         pki = PeerPki()
         self.addCleanup(pki.cleanup)
         m = self.track(PeerTlsMember(pki, "m0"))
