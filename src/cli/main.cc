@@ -14,9 +14,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/bootstrap_check.h"
@@ -131,6 +133,58 @@ std::vector<std::pair<std::string, int>> addresses(const std::vector<cli::Url>& 
   return out;
 }
 
+// A JSON string's contents, as zap writes them: quote, backslash and
+// control characters escaped, the rest as given.
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Flags refused before logging is set up, as etcd 3.6 refuses them
+// (etcdmain/etcd.go): an error of Go's flag package itself (an unknown
+// flag, a value its type cannot take) as that package prints it, exit 2;
+// any other, a value etcd's checks refuse, as etcd's zap line
+// {"level":"warn",...,"msg":"failed to verify flags","error":"..."}, exit 1.
+int refuse_flags(const std::string& error) {
+  static constexpr std::string_view kGoFlagErrors[] = {"flag provided but not defined: ", "invalid value ",
+                                                       "flag needs an argument: ", "bad flag syntax: "};
+  for (std::string_view prefix : kGoFlagErrors) {
+    if (error.starts_with(prefix)) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return 2;
+    }
+  }
+  auto now = std::chrono::system_clock::now();
+  std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char ts[40];
+  std::size_t n = std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(ts + n, sizeof ts - n, ".%06lldZ", static_cast<long long>(micros));
+  std::fprintf(stderr, "{\"level\":\"warn\",\"ts\":\"%s\",\"msg\":\"failed to verify flags\",\"error\":\"%s\"}\n", ts,
+               json_escape(error).c_str());
+  return 1;
+}
+
 int fail(const std::string& msg) {
   spdlog::critical("{}", msg);
   std::fprintf(stderr, "etcdq: %s\n", msg.c_str());
@@ -169,19 +223,13 @@ int main(int argc, char** argv) {
 
   cli::Config cfg;
   bool exit_now = false;
-  if (Error e = cli::parse_flags(argc, argv, &cfg, &exit_now)) {
-    std::fprintf(stderr, "etcdq: %s\n", e.message().c_str());
-    return 2;
-  }
+  if (Error e = cli::parse_flags(argc, argv, &cfg, &exit_now)) return refuse_flags(e.message());
   if (cfg.print_version) {
     std::printf("etcdq Version: %s\nAPI Version: 3.5\n", ETCDQ_VERSION);
     return 0;
   }
   if (exit_now) return 0;
-  if (Error e = setup_logging(cfg)) {
-    std::fprintf(stderr, "etcdq: %s\n", e.message().c_str());
-    return 1;
-  }
+  if (Error e = setup_logging(cfg)) return refuse_flags(e.message());
   for (const auto& note : cfg.notes) spdlog::info("{}", note);
   for (const auto& warning : cfg.warnings) spdlog::warn("{}", warning);
   if (std::find(cfg.log_outputs.begin(), cfg.log_outputs.end(), "journal") != cfg.log_outputs.end()) {

@@ -25,6 +25,7 @@ process id): a test whose member wrote one fails with the report.
 Run with /usr/bin/python3 (Debian's python3-etcd3 and python3-grpcio).
 """
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -341,6 +342,24 @@ def vm_rss_mib(pid):
     except OSError:
         pass
     return 0.0
+
+
+def refusal_text(output):
+    """What a member that refused to start said, decoded: the "error" field of
+    each JSON log line that has one (etcd 3.6 logs a refusal as zap lines:
+    "failed to verify flags" at warn, "discovery failed" at fatal), then each
+    line that is not JSON (Go's flag package prints its errors plain), one a
+    line."""
+    out = []
+    for line in output.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(entry, dict) and "error" in entry:
+            out.append(str(entry["error"]))
+    return "\n".join(out)
 
 
 def clean_exit_status():
