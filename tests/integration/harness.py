@@ -363,8 +363,8 @@ def refusal_text(output):
 
 
 def clean_exit_status():
-    """A member's exit status after a SIGTERM it handled: 0 for etcdq; etcd 3.4
-    re-raises the signal once it has stopped (osutil.HandleInterrupts)."""
+    """A member's exit status after a SIGTERM it handled: 0 for etcdq; etcd (3.4
+    and 3.6) re-raises the signal once it has stopped (osutil.HandleInterrupts)."""
     return -signal.SIGTERM if is_reference_etcd() else 0
 
 
