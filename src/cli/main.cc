@@ -106,6 +106,17 @@ Error setup_logging(const cli::Config& cfg) {
 // ClientSelfCert. Every file is read here, so a bad one stops the start
 // before the data dir is opened.
 Error open_client_tls(const cli::Config& cfg, std::shared_ptr<net::TlsContext>* out) {
+  // etcd 3.6 serves client TLS through Go's HTTP/2 server, which refuses a
+  // TLS 1.2 cipher-suite list without an AES-128-GCM one (http2's
+  // ConfigureServer; a TLS 1.3-only list is refused before this).
+  if (!cfg.cipher_suites.empty() &&
+      std::none_of(cfg.cipher_suites.begin(), cfg.cipher_suites.end(), [](const std::string& s) {
+        return s == "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" || s == "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256";
+      })) {
+    return {Code::kInvalidArgument,
+            "http2: TLSConfig.CipherSuites is missing an HTTP/2-required AES_128_GCM_SHA256 cipher (need at least "
+            "one of TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)"};
+  }
   net::TlsOptions o;
   o.cert_file = cfg.client_security.cert_file;
   o.key_file = cfg.client_security.key_file;
