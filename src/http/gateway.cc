@@ -520,10 +520,11 @@ class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
 }  // namespace
 
 int http_status_of(grpc::StatusCode code) {
-  // grpc-gateway v1's runtime.HTTPStatusFromCode (etcd 3.4 and 3.5).
+  // grpc-gateway v2's runtime.HTTPStatusFromCode (etcd 3.6; v1, in etcd 3.4
+  // and 3.5, answered Canceled 408 and FailedPrecondition 412).
   switch (code) {
     case grpc::StatusCode::OK: return 200;
-    case grpc::StatusCode::CANCELLED: return 408;
+    case grpc::StatusCode::CANCELLED: return 499;
     case grpc::StatusCode::UNKNOWN: return 500;
     case grpc::StatusCode::INVALID_ARGUMENT: return 400;
     case grpc::StatusCode::DEADLINE_EXCEEDED: return 504;
@@ -532,7 +533,7 @@ int http_status_of(grpc::StatusCode code) {
     case grpc::StatusCode::PERMISSION_DENIED: return 403;
     case grpc::StatusCode::UNAUTHENTICATED: return 401;
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return 429;
-    case grpc::StatusCode::FAILED_PRECONDITION: return 412;
+    case grpc::StatusCode::FAILED_PRECONDITION: return 400;
     case grpc::StatusCode::ABORTED: return 409;
     case grpc::StatusCode::OUT_OF_RANGE: return 400;
     case grpc::StatusCode::UNIMPLEMENTED: return 501;

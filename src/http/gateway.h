@@ -30,8 +30,8 @@
 //
 // Errors as grpc-gateway v2 writes them (etcd 3.6): {"code":c,"message":m}
 // with its HTTP status for the gRPC code (runtime.HTTPStatusFromCode:
-// InvalidArgument 400, NotFound 404, FailedPrecondition 412,
-// ResourceExhausted 429, Unavailable 503, ...). A body that is not the
+// InvalidArgument 400, NotFound 404, FailedPrecondition 400 (v1: 412),
+// Canceled 499 (v1: 408), ResourceExhausted 429, Unavailable 503, ...). A body that is not the
 // request's JSON is InvalidArgument (a stream's first object: Unknown, 500).
 // An unknown path under a prefix answers 404 {"code":5,"message":"Not
 // Found"}, another method on a known path 501 {"code":12,"message":"Method

@@ -156,7 +156,7 @@ class JsonGatewayTest(harness.MemberTestCase):
         self.same_error(ms, "/v3/kv/range", '{"key":"Zm9v","limit":"x"}')
         self.same(ms, "/v3/lease/revoke", {"ID": "12345"})                        # 404, code 5
         self.same(ms, "/v3/lease/grant", {"ID": "77", "TTL": "30"})
-        self.same(ms, "/v3/lease/grant", {"ID": "77", "TTL": "30"})               # 412, code 9
+        self.same(ms, "/v3/lease/grant", {"ID": "77", "TTL": "30"})               # 400 (3.4: 412), code 9
         self.same(ms, "/v3/kv/put", {"key": b64("k"), "value": b64("v"), "lease": "999"})
         self.same(ms, "/v3/cluster/member/remove", {"ID": "1"})
         big = {"key": b64("k"), "value": b64(b"x" * (1536 * 1024 + 100))}
