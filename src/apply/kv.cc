@@ -77,14 +77,31 @@ const google::protobuf::RepeatedPtrField<RequestOp>& branch(const TxnRequest& t,
 }
 
 // Every compare of the txn and of the nested txns on the chosen branches,
-// evaluated up front on the state before the txn, depth-first.
-void compare_to_path(const KvState& s, const TxnRequest& t, std::vector<bool>* path) {
-  bool ok = std::all_of(t.compare().begin(), t.compare().end(),
-                        [&](const Compare& c) { return apply_compare(s, c); });
+// evaluated up front on the state before the txn, depth-first; each txn's
+// compares stop at the first false one, as etcd's applyCompares. `compares`
+// counts those evaluated (each one range read).
+void compare_to_path(const KvState& s, const TxnRequest& t, std::vector<bool>* path, int* compares) {
+  bool ok = std::all_of(t.compare().begin(), t.compare().end(), [&](const Compare& c) {
+    ++*compares;
+    return apply_compare(s, c);
+  });
   path->push_back(ok);
   for (const auto& op : branch(t, ok)) {
-    if (op.has_request_txn()) compare_to_path(s, op.request_txn(), path);
+    if (op.has_request_txn()) compare_to_path(s, op.request_txn(), path, compares);
   }
+}
+
+// The ranges, puts and deletes the path runs, nested txns' included.
+int ops_on_path(const TxnRequest& t, const std::vector<bool>& path, size_t* pos) {
+  int n = 0;
+  for (const auto& op : branch(t, path[(*pos)++])) {
+    if (op.has_request_txn()) {
+      n += ops_on_path(op.request_txn(), path, pos);
+    } else if (op.has_request_range() || op.has_request_put() || op.has_request_delete_range()) {
+      ++n;
+    }
+  }
+  return n;
 }
 
 Error check_put(const KvState& s, const etcdserverpb::PutRequest& p, const LeaseExists& leases) {
@@ -270,12 +287,17 @@ Error delete_range(KvState& s, const etcdserverpb::DeleteRangeRequest& r, etcdse
 
 Error txn(KvState& s, const TxnRequest& r, const Env& env, TxnResponse* resp) {
   std::vector<bool> path;
-  compare_to_path(s, r, &path);
-  // etcd counts a txn of more than one operation, compares being ranges
-  // (mvcc/metrics.h).
-  if (r.compare_size() + branch(r, path.front()).size() > 1) mvcc::mvcc_metrics().txn.Increment();
+  int compares = 0;
+  compare_to_path(s, r, &path, &compares);
   bool writes = !txn_is_read_only(r);
   size_t pos = 0;
+  int ops = ops_on_path(r, path, &pos);
+  // etcd 3.6 counts each mvcc txn of more than one operation (mvcc/metrics.h):
+  // a txn that writes evaluates its compares in a read txn and runs its ops
+  // in a write txn, two counts; a read-only txn does both in one.
+  int txns = writes ? (compares > 1) + (ops > 1) : (compares + ops > 1);
+  if (txns > 0) mvcc::mvcc_metrics().txn.Increment(txns);
+  pos = 0;
   if (Error e = check_path(s, r, path, &pos, writes, env.leases)) return e;
   pos = 0;
   run_path(s, r, path, &pos, env, resp);

@@ -14,7 +14,7 @@ namespace etcdq::cli {
 namespace {
 
 // The Go type of each key etcdq uses (etcd's embed.Config field types).
-enum class Kind { kString, kUint, kInt, kBool, kStrings, kDurationNs };
+enum class Kind { kString, kUint, kUint64, kInt, kBool, kStrings, kDurationNs };
 
 const std::map<std::string, Kind>& keys() {
   static const std::map<std::string, Kind> k = {
@@ -29,7 +29,7 @@ const std::map<std::string, Kind>& keys() {
       {"initial-cluster", Kind::kString},
       {"initial-cluster-state", Kind::kString},
       {"initial-cluster-token", Kind::kString},
-      {"snapshot-count", Kind::kUint},
+      {"snapshot-count", Kind::kUint64},
       {"heartbeat-interval", Kind::kUint},
       {"election-timeout", Kind::kUint},
       {"max-txn-ops", Kind::kUint},
@@ -61,6 +61,7 @@ const char* go_type(Kind k) {
   switch (k) {
     case Kind::kString: return "string";
     case Kind::kUint: return "uint";
+    case Kind::kUint64: return "uint64";
     case Kind::kInt: return "int64";
     case Kind::kBool: return "bool";
     case Kind::kStrings: return "[]string";
@@ -115,10 +116,22 @@ Yaml resolve(const YAML::Node& n, bool* bool_value) {
   return Yaml::kString;
 }
 
-// etcd's words for a type mismatch (encoding/json's UnmarshalTypeError).
-Error type_error(const std::string& path, const std::string& key, const std::string& what, Kind want) {
-  return {Code::kInvalidArgument, "config file " + path + ": " + key + ": error unmarshaling JSON: json: cannot unmarshal " +
-                                      what + " into Go struct field configYAML." + key + " of type " + go_type(want)};
+// etcd 3.6's words for a type mismatch (sigs.k8s.io/yaml over
+// encoding/json's UnmarshalTypeError), which name the key by its Go path:
+// configYAML embeds embed.Config and configJSON (the URL lists, the
+// feature gates and the two securityConfig blocks).
+Error type_error(const std::string& key, const std::string& what, Kind want) {
+  static const char* const kConfigJson[] = {"listen-peer-urls", "listen-client-urls", "listen-client-http-urls",
+                                            "initial-advertise-peer-urls", "advertise-client-urls", "cors",
+                                            "host-whitelist", "feature-gates"};
+  std::string field = "configYAML.Config." + key;
+  if (key.find('.') != std::string::npos) {
+    field = "securityConfig.configJSON." + key;  // <block>.<key> (security_block)
+  } else if (std::find(std::begin(kConfigJson), std::end(kConfigJson), key) != std::end(kConfigJson)) {
+    field = "configYAML.configJSON." + key;
+  }
+  return {Code::kInvalidArgument, "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal " + what +
+                                      " into Go struct field " + field + " of type " + go_type(want)};
 }
 
 // The integer a plain YAML int denotes (decimal, 0x, 0 octal, 0b).
@@ -147,39 +160,39 @@ std::string integer_text(long double v) {
 }
 
 // One scalar of a string-typed key.
-Error string_value(const std::string& path, const std::string& key, const YAML::Node& n, Kind kind, std::string* out,
+Error string_value(const std::string& key, const YAML::Node& n, Kind kind, std::string* out,
                    bool* present) {
   bool b = false;
   Yaml y = resolve(n, &b);
   *present = y != Yaml::kNull;
   if (y == Yaml::kNull) return {};
-  if (y != Yaml::kString) return type_error(path, key, json_name(y), kind);
+  if (y != Yaml::kString) return type_error(key, json_name(y), kind);
   *out = n.Scalar();
   return {};
 }
 
-Error strings_value(const std::string& path, const std::string& key, const YAML::Node& n,
+Error strings_value(const std::string& key, const YAML::Node& n,
                     std::vector<std::string>* out, bool* present) {
   bool b = false;
   Yaml y = resolve(n, &b);
   *present = y != Yaml::kNull;
   if (y == Yaml::kNull) return {};
-  if (y != Yaml::kSequence) return type_error(path, key, json_name(y), Kind::kStrings);
+  if (y != Yaml::kSequence) return type_error(key, json_name(y), Kind::kStrings);
   for (const auto& item : n) {
     bool item_present = false;
     std::string s;
-    if (Error e = string_value(path, key, item, Kind::kStrings, &s, &item_present)) return e;
+    if (Error e = string_value(key, item, Kind::kStrings, &s, &item_present)) return e;
     out->push_back(s);
   }
   return {};
 }
 
-Error bool_value(const std::string& path, const std::string& key, const YAML::Node& n, bool* out, bool* present) {
+Error bool_value(const std::string& key, const YAML::Node& n, bool* out, bool* present) {
   bool b = false;
   Yaml y = resolve(n, &b);
   *present = y != Yaml::kNull;
   if (y == Yaml::kNull) return {};
-  if (y != Yaml::kBool) return type_error(path, key, json_name(y), Kind::kBool);
+  if (y != Yaml::kBool) return type_error(key, json_name(y), Kind::kBool);
   *out = b;
   return {};
 }
@@ -197,21 +210,21 @@ Error security_block(const std::string& path, const std::string& key, const YAML
     std::string where = key + "." + k;
     bool present = false;
     Error e;
-    if (k == "cert-file") e = string_value(path, where, v, Kind::kString, &out->cert_file, &present);
-    else if (k == "key-file") e = string_value(path, where, v, Kind::kString, &out->key_file, &present);
-    else if (k == "client-cert-file") e = string_value(path, where, v, Kind::kString, &out->client_cert_file, &present);
-    else if (k == "client-key-file") e = string_value(path, where, v, Kind::kString, &out->client_key_file, &present);
-    else if (k == "trusted-ca-file") e = string_value(path, where, v, Kind::kString, &out->trusted_ca_file, &present);
-    else if (k == "client-cert-auth") e = bool_value(path, where, v, &out->client_cert_auth, &present);
-    else if (k == "auto-tls") e = bool_value(path, where, v, &out->auto_tls, &present);
+    if (k == "cert-file") e = string_value(where, v, Kind::kString, &out->cert_file, &present);
+    else if (k == "key-file") e = string_value(where, v, Kind::kString, &out->key_file, &present);
+    else if (k == "client-cert-file") e = string_value(where, v, Kind::kString, &out->client_cert_file, &present);
+    else if (k == "client-key-file") e = string_value(where, v, Kind::kString, &out->client_key_file, &present);
+    else if (k == "trusted-ca-file") e = string_value(where, v, Kind::kString, &out->trusted_ca_file, &present);
+    else if (k == "client-cert-auth") e = bool_value(where, v, &out->client_cert_auth, &present);
+    else if (k == "auto-tls") e = bool_value(where, v, &out->auto_tls, &present);
     else if (k == "allowed-cn" || k == "allowed-hostname") {
       // A string in etcd 3.4, a list since 3.5: take either.
       auto* list = k == "allowed-cn" ? &out->allowed_cn : &out->allowed_hostname;
       if (v.IsSequence()) {
-        e = strings_value(path, where, v, list, &present);
+        e = strings_value(where, v, list, &present);
       } else {
         std::string s;
-        e = string_value(path, where, v, Kind::kString, &s, &present);
+        e = string_value(where, v, Kind::kString, &s, &present);
         if (!e && present && !s.empty()) list->push_back(s);
       }
     }
@@ -235,7 +248,7 @@ Error read_config_file(const std::string& path, ConfigFile* out) {
   Yaml top = resolve(root, &b);
   if (top == Yaml::kNull) return {};  // an empty file: every default
   if (top != Yaml::kMap) {
-    return {Code::kInvalidArgument, "config file " + path + ": error unmarshaling JSON: json: cannot unmarshal " +
+    return {Code::kInvalidArgument, "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal " +
                                         std::string(json_name(top)) + " into Go value of type embed.configYAML"};
   }
   try {
@@ -262,22 +275,23 @@ Error read_config_file(const std::string& path, ConfigFile* out) {
       std::string value;
       switch (kind) {
         case Kind::kString:
-          if (y != Yaml::kString) return type_error(path, key, json_name(y), kind);
+          if (y != Yaml::kString) return type_error(key, json_name(y), kind);
           value = v.Scalar();
           break;
         case Kind::kBool:
-          if (y != Yaml::kBool) return type_error(path, key, json_name(y), kind);
+          if (y != Yaml::kBool) return type_error(key, json_name(y), kind);
           value = bv ? "true" : "false";
           break;
         case Kind::kUint:
+        case Kind::kUint64:
         case Kind::kInt:
         case Kind::kDurationNs: {
           long double n = 0;
           if (y == Yaml::kInt) yaml_int(v.Scalar(), &n);
-          if (y != Yaml::kInt || (kind == Kind::kUint && n < 0)) {
+          if (y != Yaml::kInt || ((kind == Kind::kUint || kind == Kind::kUint64) && n < 0)) {
             std::string what = json_name(y);
             if (y == Yaml::kInt || y == Yaml::kFloat) what += " " + v.Scalar();
-            return type_error(path, key, what, kind);
+            return type_error(key, what, kind);
           }
           if (kind == Kind::kDurationNs) {
             // Nanoseconds, as the flag's Go duration in milliseconds.
@@ -293,7 +307,7 @@ Error read_config_file(const std::string& path, ConfigFile* out) {
         case Kind::kStrings: {
           std::vector<std::string> items;
           bool present = false;
-          if (Error e = strings_value(path, key, v, &items, &present)) return e;
+          if (Error e = strings_value(key, v, &items, &present)) return e;
           for (const auto& s : items) value += (value.empty() ? "" : ",") + s;
           break;
         }

@@ -177,9 +177,8 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--auto-compaction-retention", r->auto_compaction_retention,
                  "How much history auto-compaction keeps; 0 turns it off")
       ->envname(env("ETCD_AUTO_COMPACTION_RETENTION"));
-  app.add_option("--logger", c->logger, "zap (etcd's JSON lines); capnslog is deprecated and logs the same")
-      ->envname(env("ETCD_LOGGER"))
-      ->check(CLI::IsMember({"zap", "capnslog"}));
+  app.add_option("--logger", c->logger, "zap (etcd's JSON lines), the only logger etcd 3.6 has")
+      ->envname(env("ETCD_LOGGER"));
   app.add_option("--log-outputs", r->log_outputs,
                  "Where logs go, comma-separated: default (stderr), stderr, stdout, journal, or file paths")
       ->envname(env("ETCD_LOG_OUTPUTS"));
@@ -436,17 +435,11 @@ Error finish(Config* c, const Raw& r) {
     if (std::find(c->log_outputs.begin(), c->log_outputs.end(), o) == c->log_outputs.end()) c->log_outputs.push_back(o);
   }
   if (c->log_outputs.empty()) c->log_outputs = {"default"};
-  if (c->logger == "capnslog") {
-    if (c->log_outputs.size() > 1) {
-      std::string got;
-      for (const auto& o : c->log_outputs) got += (got.empty() ? "\"" : " \"") + o + "\"";
-      return {Code::kInvalidArgument,
-              "--logger=capnslog supports only 1 value in '--log-outputs', got [" + got + "]"};
-    }
-    c->warnings.push_back("Deprecated '--logger=capnslog' flag is set; use '--logger=zap' flag instead "
-                          "(etcdq writes etcd's zap JSON lines either way)");
-  } else if (c->log_outputs.size() > 1 &&
-             std::find(c->log_outputs.begin(), c->log_outputs.end(), "default") != c->log_outputs.end()) {
+  // etcd 3.6's setupLogging (embed/config_logging.go); 3.4 still took capnslog.
+  if (c->logger == "capnslog") return {Code::kInvalidArgument, "--logger=capnslog is removed in v3.5"};
+  if (c->logger != "zap") return {Code::kInvalidArgument, "unknown logger option \"" + c->logger + "\""};
+  if (c->log_outputs.size() > 1 &&
+      std::find(c->log_outputs.begin(), c->log_outputs.end(), "default") != c->log_outputs.end()) {
     return {Code::kInvalidArgument, "multi logoutput for \"default\" is not supported yet"};
   }
   if (Error e = finish_tls(c, r)) return e;

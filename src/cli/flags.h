@@ -59,10 +59,10 @@ struct Config {
   // (member/auto_compaction.h); a retention of 0: off (etcd's default).
   member::CompactionMode auto_compaction_mode = member::CompactionMode::kPeriodic;
   int64_t auto_compaction_retention = 0;  // ms (periodic) or revisions
-  // Logging as etcd's --logger, --log-outputs, --log-level: the format is
-  // always etcd's zap JSON lines; capnslog is accepted with etcd 3.4's
-  // deprecation warning. Outputs: "default" (stderr), "stderr", "stdout",
-  // "journal" (stderr: systemd's journal reads it), or a file path.
+  // Logging as etcd's --logger, --log-outputs, --log-level: etcd's zap JSON
+  // lines; capnslog is refused, as etcd 3.6 refuses it. Outputs: "default"
+  // (stderr), "stderr", "stdout", "journal" (stderr: systemd's journal
+  // reads it), or a file path.
   std::string logger = "zap";
   std::vector<std::string> log_outputs = {"default"};
   std::string log_level = "info";

@@ -14,9 +14,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/bootstrap_check.h"
@@ -104,6 +106,17 @@ Error setup_logging(const cli::Config& cfg) {
 // ClientSelfCert. Every file is read here, so a bad one stops the start
 // before the data dir is opened.
 Error open_client_tls(const cli::Config& cfg, std::shared_ptr<net::TlsContext>* out) {
+  // etcd 3.6 serves client TLS through Go's HTTP/2 server, which refuses a
+  // TLS 1.2 cipher-suite list without an AES-128-GCM one (http2's
+  // ConfigureServer; a TLS 1.3-only list is refused before this).
+  if (!cfg.cipher_suites.empty() &&
+      std::none_of(cfg.cipher_suites.begin(), cfg.cipher_suites.end(), [](const std::string& s) {
+        return s == "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" || s == "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256";
+      })) {
+    return {Code::kInvalidArgument,
+            "http2: TLSConfig.CipherSuites is missing an HTTP/2-required AES_128_GCM_SHA256 cipher (need at least "
+            "one of TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)"};
+  }
   net::TlsOptions o;
   o.cert_file = cfg.client_security.cert_file;
   o.key_file = cfg.client_security.key_file;
@@ -129,6 +142,58 @@ std::vector<std::pair<std::string, int>> addresses(const std::vector<cli::Url>& 
     if (u.scheme == scheme) out.emplace_back(u.host, u.port);
   }
   return out;
+}
+
+// A JSON string's contents, as zap writes them: quote, backslash and
+// control characters escaped, the rest as given.
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Flags refused before logging is set up, as etcd 3.6 refuses them
+// (etcdmain/etcd.go): an error of Go's flag package itself (an unknown
+// flag, a value its type cannot take) as that package prints it, exit 2;
+// any other, a value etcd's checks refuse, as etcd's zap line
+// {"level":"warn",...,"msg":"failed to verify flags","error":"..."}, exit 1.
+int refuse_flags(const std::string& error) {
+  static constexpr std::string_view kGoFlagErrors[] = {"flag provided but not defined: ", "invalid value ",
+                                                       "flag needs an argument: ", "bad flag syntax: "};
+  for (std::string_view prefix : kGoFlagErrors) {
+    if (error.starts_with(prefix)) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return 2;
+    }
+  }
+  auto now = std::chrono::system_clock::now();
+  std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char ts[40];
+  std::size_t n = std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(ts + n, sizeof ts - n, ".%06lldZ", static_cast<long long>(micros));
+  std::fprintf(stderr, "{\"level\":\"warn\",\"ts\":\"%s\",\"msg\":\"failed to verify flags\",\"error\":\"%s\"}\n", ts,
+               json_escape(error).c_str());
+  return 1;
 }
 
 int fail(const std::string& msg) {
@@ -169,19 +234,13 @@ int main(int argc, char** argv) {
 
   cli::Config cfg;
   bool exit_now = false;
-  if (Error e = cli::parse_flags(argc, argv, &cfg, &exit_now)) {
-    std::fprintf(stderr, "etcdq: %s\n", e.message().c_str());
-    return 2;
-  }
+  if (Error e = cli::parse_flags(argc, argv, &cfg, &exit_now)) return refuse_flags(e.message());
   if (cfg.print_version) {
     std::printf("etcdq Version: %s\nAPI Version: 3.5\n", ETCDQ_VERSION);
     return 0;
   }
   if (exit_now) return 0;
-  if (Error e = setup_logging(cfg)) {
-    std::fprintf(stderr, "etcdq: %s\n", e.message().c_str());
-    return 1;
-  }
+  if (Error e = setup_logging(cfg)) return refuse_flags(e.message());
   for (const auto& note : cfg.notes) spdlog::info("{}", note);
   for (const auto& warning : cfg.warnings) spdlog::warn("{}", warning);
   if (std::find(cfg.log_outputs.begin(), cfg.log_outputs.end(), "journal") != cfg.log_outputs.end()) {

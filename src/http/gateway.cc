@@ -102,7 +102,6 @@ std::string head(int status, const char* content_type, bool grpc_metadata, bool 
   std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\n" + kCommonHeaders +
                   "Content-Type: " + content_type + "\r\n";
   if (grpc_metadata) h += "Grpc-Metadata-Content-Type: application/grpc\r\n";
-  if (status == 404 || status == 405) h += "X-Content-Type-Options: nosniff\r\n";
   if (!keep_open) h += "Connection: close\r\n";
   return h;
 }
@@ -137,19 +136,22 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
-// grpc-gateway's runtime.HTTPError body.
-std::string error_answer(grpc::StatusCode code, const std::string& message, bool keep_open) {
-  std::string m = json_string(message);
-  std::string body = "{\"error\":" + m + ",\"message\":" + m + ",\"code\":" + std::to_string(static_cast<int>(code)) + "}";
-  return whole(http_status_of(code), "application/json", false, keep_open, body);
+// grpc-gateway v2's error body (etcd 3.6; v1's, in etcd 3.4, also had
+// "error", a copy of the message): a google.rpc.Status as protojson writes
+// it, its empty details left out.
+std::string error_body(grpc::StatusCode code, const std::string& message) {
+  return "{\"code\":" + std::to_string(static_cast<int>(code)) + ",\"message\":" + json_string(message) + "}";
 }
 
-// grpc-gateway's stream error chunk (internal.StreamError).
+std::string error_answer(grpc::StatusCode code, const std::string& message, bool keep_open) {
+  return whole(http_status_of(code), "application/json", false, keep_open, error_body(code, message));
+}
+
+// grpc-gateway v2's stream error chunk (runtime.errorChunk: the status
+// under "error"; v1's, in etcd 3.4, had grpc_code, http_code, message and
+// http_status).
 std::string stream_error(grpc::StatusCode code, const std::string& message) {
-  int status = http_status_of(code);
-  return "{\"error\":{\"grpc_code\":" + std::to_string(static_cast<int>(code)) +
-         ",\"http_code\":" + std::to_string(status) + ",\"message\":" + json_string(message) +
-         ",\"http_status\":" + json_string(reason_phrase(status)) + "}}";
+  return "{\"error\":" + error_body(code, message) + "}";
 }
 
 std::string chunk(const std::string& data) {
@@ -518,10 +520,11 @@ class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
 }  // namespace
 
 int http_status_of(grpc::StatusCode code) {
-  // grpc-gateway v1's runtime.HTTPStatusFromCode (etcd 3.4 and 3.5).
+  // grpc-gateway v2's runtime.HTTPStatusFromCode (etcd 3.6; v1, in etcd 3.4
+  // and 3.5, answered Canceled 408 and FailedPrecondition 412).
   switch (code) {
     case grpc::StatusCode::OK: return 200;
-    case grpc::StatusCode::CANCELLED: return 408;
+    case grpc::StatusCode::CANCELLED: return 499;
     case grpc::StatusCode::UNKNOWN: return 500;
     case grpc::StatusCode::INVALID_ARGUMENT: return 400;
     case grpc::StatusCode::DEADLINE_EXCEEDED: return 504;
@@ -530,7 +533,7 @@ int http_status_of(grpc::StatusCode code) {
     case grpc::StatusCode::PERMISSION_DENIED: return 403;
     case grpc::StatusCode::UNAUTHENTICATED: return 401;
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return 429;
-    case grpc::StatusCode::FAILED_PRECONDITION: return 412;
+    case grpc::StatusCode::FAILED_PRECONDITION: return 400;
     case grpc::StatusCode::ABORTED: return 409;
     case grpc::StatusCode::OUT_OF_RANGE: return 400;
     case grpc::StatusCode::UNIMPLEMENTED: return 501;
@@ -607,12 +610,15 @@ size_t Gateway::serve(const std::string& in, bool last, std::string* out, bool* 
     }
   }
   auto it = impl_->routes.find(rest);
-  if (it == impl_->routes.end()) {  // grpc-gateway's own 404
-    *out = whole(404, "text/plain; charset=utf-8", false, *keep_open, "Not Found\n");
+  // grpc-gateway v2's answers for no route and for a route's wrong method
+  // (etcd 3.6; v1 answered plain text, 404 and 405).
+  if (it == impl_->routes.end()) {
+    *out = whole(404, "application/json", false, *keep_open, error_body(grpc::StatusCode::NOT_FOUND, "Not Found"));
     return req.consumed;
   }
   if (req.method != "POST") {
-    *out = whole(405, "text/plain; charset=utf-8", false, *keep_open, "Method Not Allowed\n");
+    *out = whole(501, "application/json", false, *keep_open,
+                 error_body(grpc::StatusCode::UNIMPLEMENTED, "Method Not Allowed"));
     return req.consumed;
   }
   const Route& route = it->second;

@@ -23,18 +23,20 @@
 // another; Snapshot, Election.Observe: one) answer chunked, one
 // `{"result":{...}}` and a newline per response message, as grpc-gateway's
 // ForwardResponseStream writes them; an error once streaming is a last
-// `{"error":{"grpc_code","http_code","message","http_status"}}`. The body's
+// `{"error":{"code","message"}}` (grpc-gateway v2, etcd 3.6). The body's
 // end half-closes the call (etcd's Watch keeps going; its LeaseKeepAlive
 // ends). A client that disconnects cancels the call; a slow reader holds
 // the call back (reply.h) rather than growing memory.
 //
-// Errors as grpc-gateway v1 writes them: {"error":m,"message":m,"code":c}
+// Errors as grpc-gateway v2 writes them (etcd 3.6): {"code":c,"message":m}
 // with its HTTP status for the gRPC code (runtime.HTTPStatusFromCode:
-// InvalidArgument 400, NotFound 404, FailedPrecondition 412,
-// ResourceExhausted 429, Unavailable 503, ...). A body that is not the
+// InvalidArgument 400, NotFound 404, FailedPrecondition 400 (v1: 412),
+// Canceled 499 (v1: 408), ResourceExhausted 429, Unavailable 503, ...). A body that is not the
 // request's JSON is InvalidArgument (a stream's first object: Unknown, 500).
-// An unknown path under a prefix answers grpc-gateway's 404 "Not Found",
-// another method on a known path 405.
+// An unknown path under a prefix answers 404 {"code":5,"message":"Not
+// Found"}, another method on a known path 501 {"code":12,"message":"Method
+// Not Allowed"}. (etcd 3.4's v1 added "error", a copy of the message, and
+// answered those two in plain text, 404 and 405.)
 //
 // The Authorization header is sent as gRPC metadata `token`, as etcd's
 // gateway does (etcd reads "token" and "authorization").

@@ -16,6 +16,7 @@ const char* reason_phrase(int status) {
     case 409: return "Conflict";
     case 412: return "Precondition Failed";
     case 429: return "Too Many Requests";
+    case 499: return "status code 499";  // Go's words for a status it has no text for
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";

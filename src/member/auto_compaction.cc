@@ -19,7 +19,7 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-// Go's time.ParseDuration for non-negative values: one or more
+// Go's time.ParseDuration: an optional sign, then one or more
 // <decimal><unit> with units ns, us (µs), ms, s, m, h. Nanoseconds, or
 // Go's error text.
 std::string parse_go_duration(const std::string& s, int64_t* ns) {
@@ -28,7 +28,8 @@ std::string parse_go_duration(const std::string& s, int64_t* ns) {
                                                           {"h", 3600e9}};
   const std::string quoted = "\"" + s + "\"";
   std::string rest = s;
-  if (!rest.empty() && rest[0] == '+') rest = rest.substr(1);
+  bool negative = !rest.empty() && rest[0] == '-';
+  if (!rest.empty() && (rest[0] == '+' || rest[0] == '-')) rest = rest.substr(1);
   if (rest == "0") {
     *ns = 0;
     return "";
@@ -56,7 +57,7 @@ std::string parse_go_duration(const std::string& s, int64_t* ns) {
     total += value * scale;
   }
   if (total > static_cast<double>(std::numeric_limits<int64_t>::max())) return "time: invalid duration " + quoted;
-  *ns = static_cast<int64_t>(total);
+  *ns = static_cast<int64_t>(negative ? -total : total);
   return "";
 }
 
@@ -87,9 +88,10 @@ Error parse_compaction_retention(CompactionMode mode, const std::string& text, i
     return {};
   }
   int64_t ns = 0;
+  // Malformed: Go's words (etcd 3.6 says them: "-1" is "missing unit").
   // A negative duration, which Go would take, is refused too: it means nothing.
-  std::string error = !text.empty() && text[0] == '-' ? "time: invalid duration \"" + text + "\"" : "";
-  if (error.empty()) error = parse_go_duration(text, &ns);
+  std::string error = parse_go_duration(text, &ns);
+  if (error.empty() && ns < 0) error = "time: invalid duration \"" + text + "\"";
   if (!error.empty()) return {Code::kInvalidArgument, "error parsing CompactionRetention: " + error};
   if (mode == CompactionMode::kRevision) {
     *retention = ns;

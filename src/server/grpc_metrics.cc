@@ -86,6 +86,8 @@ class Interceptor final : public grpc::experimental::Interceptor {
     }
     if (b->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       int code = static_cast<int>(b->GetSendStatus().error_code());
+      // A failed unary call sent no message; etcd 3.6 counts one (header).
+      if (m_->unary_type && code != 0) m_->sent->Increment();
       m_->handled[code >= 0 && code < 17 ? code : 2]->Increment();
     }
     b->Proceed();
@@ -125,7 +127,8 @@ GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services, const std::ve
       // waiting there is not load.
       bool waits = (name == "v3lockpb.Lock" && md->name() == "Lock") ||
                    (name == "v3electionpb.Election" && md->name() == "Campaign");
-      m.unary = !md->client_streaming() && !md->server_streaming() && !waits;
+      m.unary_type = !md->client_streaming() && !md->server_streaming();
+      m.unary = m.unary_type && !waits;
       for (int c = 0; c < 17; ++c) {
         prometheus::Labels lc = l;
         lc["grpc_code"] = kCodeNames[c];

@@ -10,6 +10,11 @@
 //   etcd_network_client_grpc_received_bytes_total   request messages, as serialized
 //   etcd_network_client_grpc_sent_bytes_total       response messages, serialized
 //
+// A unary call counts one message sent whether it succeeded or failed, as
+// etcd 3.6 counts them (go-grpc-middleware's prometheus provider reports
+// PostMsgSend after the handler either way; etcd 3.4's go-grpc-prometheus
+// counted successes only).
+//
 // grpc_type is "unary", "client_stream", "server_stream" or "bidi_stream";
 // grpc_code is the status code's Go name ("OK", "InvalidArgument", ...).
 // Every method of the given services is pre-initialized at 0 (all 17
@@ -58,6 +63,7 @@ class GrpcMetrics final : public grpc::experimental::ServerInterceptorFactoryInt
     prometheus::Counter* received;
     prometheus::Counter* sent;
     bool unary;  // counted in unary_started
+    bool unary_type;  // grpc_type "unary" (Lock and Campaign included)
     bool raw;    // messages are grpc::ByteBuffer
   };
 

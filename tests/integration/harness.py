@@ -25,6 +25,7 @@ process id): a test whose member wrote one fails with the report.
 Run with /usr/bin/python3 (Debian's python3-etcd3 and python3-grpcio).
 """
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -343,9 +344,27 @@ def vm_rss_mib(pid):
     return 0.0
 
 
+def refusal_text(output):
+    """What a member that refused to start said, decoded: the "error" field of
+    each JSON log line that has one (etcd 3.6 logs a refusal as zap lines:
+    "failed to verify flags" at warn, "discovery failed" at fatal), then each
+    line that is not JSON (Go's flag package prints its errors plain), one a
+    line."""
+    out = []
+    for line in output.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(entry, dict) and "error" in entry:
+            out.append(str(entry["error"]))
+    return "\n".join(out)
+
+
 def clean_exit_status():
-    """A member's exit status after a SIGTERM it handled: 0 for etcdq; etcd 3.4
-    re-raises the signal once it has stopped (osutil.HandleInterrupts)."""
+    """A member's exit status after a SIGTERM it handled: 0 for etcdq; etcd (3.4
+    and 3.6) re-raises the signal once it has stopped (osutil.HandleInterrupts)."""
     return -signal.SIGTERM if is_reference_etcd() else 0
 
 

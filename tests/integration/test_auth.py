@@ -1,5 +1,8 @@
 """etcd's authentication and authorization (issue #13) against the real binary,
-checked the same way against etcd 3.4 when ETCDQ_BIN is unset:
+checked the same way against etcd 3.6 when ETCDQ_BIN is unset (no exceptions
+left: 3.6 checks nested txns, Compact (root only) and LeaseTimeToLive's keys,
+and refuses Maintenance calls with PermissionDenied "etcdserver: permission
+denied", as etcdq does; 3.4 did none of these):
 
 - python-etcd3's user/password login (etcd3.client(user=, password=));
 - a table over RPC x permission: every call refused without the permission
@@ -213,14 +216,6 @@ class AuthTest(harness.MemberTestCase):
             ("RoleList", lambda t: a.RoleList(rpc_pb2.AuthRoleListRequest(), timeout=10, metadata=md(t)), "root"),
             ("RoleAdd", role_add, "root"),
         ]
-        # etcd 3.4, the oracle here, has holes 3.5 closed, which etcdq follows
-        # (issue #13): it does not check nested txns, Compact, or
-        # LeaseTimeToLive's keys, and answers Maintenance refusals with
-        # Unknown "auth: permission denied".
-        etcd34 = harness.is_reference_etcd()
-        if etcd34:
-            table = [row for row in table if row[0] not in ("Txn nested put", "Compact", "LeaseTimeToLive keys")]
-        maintenance = ("Defragment", "HashKV")
         allowed = {"read": {"read", "rw", "root"}, "write": {"write", "rw", "root"}, "rw": {"rw", "root"},
                    "root": {"root"}}
         failures = []
@@ -230,10 +225,7 @@ class AuthTest(harness.MemberTestCase):
                 want_ok = who in allowed[need]
                 if want_ok and got is not None:
                     failures.append("%s as %s: refused %r" % (what, who, got))
-                denied = DENIED
-                if etcd34 and what in maintenance:
-                    denied = (grpc.StatusCode.UNKNOWN, "auth: permission denied")
-                if not want_ok and got != denied:
+                if not want_ok and got != DENIED:
                     failures.append("%s as %s: want permission denied, got %r" % (what, who, got))
         self.maxDiff = None
         self.assertEqual(failures, [])

@@ -2,8 +2,8 @@
 """LeaseKeepAlive with auth on, as etcd 3.5 checks it (v3_server.go
 checkLeaseRenew, since 3.5.28): every request of the stream needs a user,
 and root or WRITE on every key attached to the lease; a refusal ends the
-stream with etcd's code and message. etcd 3.4 checks nothing here (it renews
-for anyone), so this runs against etcdq only:
+stream with etcd's code and message. etcd 3.6 checks the same (the oracle
+runs it too); etcd 3.4 checked nothing here (it renewed for anyone):
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_auth_lease_keepalive.py
 """
@@ -29,8 +29,6 @@ def keep_alive(m, lease_id, token):
 class LeaseKeepAliveAuthTest(harness.MemberTestCase):
 
     def test_keep_alive_needs_write_on_every_attached_key(self):
-        if harness.is_reference_etcd():
-            self.skipTest("etcd 3.4 has no permission check on LeaseKeepAlive")
         m = self.new_member(extra_args=["--bcrypt-cost", "4"])
         root = enable_auth(m)
         a = rpc_pb2_grpc.AuthStub(m.channel())

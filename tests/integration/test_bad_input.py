@@ -2,8 +2,9 @@
 """Bad requests through raw gRPC stubs: the exact status code and message etcd
 gives (clients match on the strings), and proof that the store did not change.
 
-Every expectation here is what Debian's etcd 3.4 answers; run this file without
-ETCDQ_BIN to check them against it again.
+Every expectation here is what etcd 3.6 answers; run this file without
+ETCDQ_BIN to check them against it again (the one difference kept, unix
+peer URLs, says why).
 
     /usr/bin/python3 tests/integration/test_bad_input.py [-k pattern]
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_bad_input.py
@@ -462,7 +463,7 @@ class MemberAddPeerUrlTest(BadInputCase):
 
     INVALID_URLS = [
         "http://a b:1", "http://[::1", "127.0.0.1:1", "//h:1", "http:h:1", "http:/h:1", "",
-        "unix://x", "unix:///tmp/x", "http://", "http://h", "http://h:port", "http://h:-1",
+        "http://", "http://h", "http://h:port", "http://h:-1",
         "http://h:1:2", "http://[::1]", "http://[::1]x:1", "http://a]b:1", "http://h?:1",
         "http://h:1/", "http://h:1/path", "http://%41:1", "http://a%20b:1", "http://a^b:1",
         "http://\x7f:1", "http://h:1#%zz", "http://a b@h:1", "ftp://h:1",
@@ -473,6 +474,10 @@ class MemberAddPeerUrlTest(BadInputCase):
         "http://:1", "http://h:", "http://h:99999", " http://h:1 ", "HTTP://h:2", "http://u:p@h:3?q#f",
         "http://[::1]:4", "http://[fe80::1%25en0]:5", "http://a_b~c!:6", "http://h%c3%a9:7",
     ]
+    # etcd 3.6 takes unix and unixs URLs of any form (3.4 wanted host:port of
+    # them too); etcdq reaches its peers over TCP only and refuses them
+    # (server/peer_urls.h): a difference kept on purpose.
+    UNIX_URLS = ["unix://x", "unix:///tmp/x", "unixs://y"]
 
     def member_add(self, urls):
         # isLearner (field 2) is newer than python-etcd3's rpc_pb2: append it by hand.
@@ -483,7 +488,7 @@ class MemberAddPeerUrlTest(BadInputCase):
         return call(pb.MemberAddRequest(peerURLs=urls), timeout=10)
 
     def test_member_add_with_malformed_peer_url_is_invalid_argument(self):
-        for url in self.INVALID_URLS:
+        for url in self.INVALID_URLS + ([] if harness.is_reference_etcd() else self.UNIX_URLS):
             with self.subTest(url=url):
                 with self.assertRaises(grpc.RpcError) as cm:
                     self.member_add([url])
@@ -500,7 +505,8 @@ class MemberAddPeerUrlTest(BadInputCase):
 
     def test_member_add_with_odd_but_valid_peer_url_adds_the_learner(self):
         cluster = harness.rpc_pb2_grpc.ClusterStub(self.member.channel())
-        for url in self.VALID_URLS:
+        # One at a time: etcd 3.6 allows one learner (--max-learners).
+        for url in self.VALID_URLS + (self.UNIX_URLS if harness.is_reference_etcd() else []):
             with self.subTest(url=url):
                 resp = self.member_add([url])
                 self.assertTrue(resp.member.ID)
@@ -520,9 +526,11 @@ class UndecodableRequestTest(BadInputCase):
                "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Alarm",
                "/v3lockpb.Lock/Lock", "/v3lockpb.Lock/Unlock", "/v3electionpb.Election/Campaign",
                "/v3electionpb.Election/Leader"]
+    # (MemberListRequest's field 1 is etcd 3.6's bool `linearizable`: "proto:
+    # wrong wireType = 2 for field Linearizable" there.)
     FIELD_1_NOT_BYTES = {"/etcdserverpb.KV/Compact", "/etcdserverpb.Lease/LeaseGrant",
                          "/etcdserverpb.Lease/LeaseRevoke", "/etcdserverpb.Lease/LeaseTimeToLive",
-                         "/etcdserverpb.Maintenance/Alarm"}
+                         "/etcdserverpb.Maintenance/Alarm", "/etcdserverpb.Cluster/MemberList"}
 
     def test_undecodable_request_is_internal_unmarshal_error_and_changes_nothing(self):
         channel = self.member.channel()

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""etcd's --config-file (src/cli/config_file.h): the same YAML starts etcd 3.4
+"""etcd's --config-file (src/cli/config_file.h): the same YAML starts etcd 3.6
 and etcdq; the file's values win over every other flag and ETCD_* variable
 (etcd ignores those when a config file is given); unknown keys are ignored;
 a value of the wrong type or a bad value stops the member at start with the
-key named. Every expectation holds for Debian's etcd 3.4 too (the default
-binary) (client TLS from the file: test_client_tls.py; peer TLS running:
-tests/cluster/test_peer_tls.py).
+key named, in etcd 3.6's words (its zap line "failed to verify flags", read
+by harness.refusal_text). Every expectation holds for etcd 3.6 too (the
+default binary) (client TLS from the file: test_client_tls.py; peer TLS
+running: tests/cluster/test_peer_tls.py).
 
     /usr/bin/python3 tests/integration/test_config_file.py
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_config_file.py
@@ -199,7 +200,8 @@ class ConfigFileTest(harness.MemberTestCase):
             with self.subTest(extra=extra):
                 rc, out = refusal(self, BASE + extra)
                 self.assertNotEqual(rc, 0, out)
-                self.assertIn("configYAML." + key, out)
+                # etcd 3.6: "... into Go struct field configYAML.Config.<key> of type <type>".
+                self.assertIn("Go struct field configYAML.Config." + key + " of type ", harness.refusal_text(out))
 
     def test_bad_values_are_refused_at_start(self):
         for extra, words in (
@@ -208,13 +210,13 @@ class ConfigFileTest(harness.MemberTestCase):
                  'unknown auto-compaction-mode "weird"'),
                 ('auto-compaction-retention: "abc"\n', 'time: invalid duration'),
                 ("logger: foo\n", "foo"),
-                ("name: [a, b]\n", "configYAML.name"),
+                ("name: [a, b]\n", "configYAML.Config.name"),
                 ("name: [unclosed\n", "")):
             with self.subTest(extra=extra):
                 body = BASE.replace("name: {name}\n", "") if extra.startswith("name:") else BASE
                 rc, out = refusal(self, body + extra)
                 self.assertNotEqual(rc, 0, out)
-                self.assertIn(words, out)
+                self.assertIn(words, harness.refusal_text(out))
 
     def test_peer_tls_block_with_a_missing_key_pair_is_refused_naming_the_file(self):
         body = (BASE.replace("{peer_url}", "https://127.0.0.1:{peer_port}") +
@@ -223,7 +225,7 @@ class ConfigFileTest(harness.MemberTestCase):
         body = body.replace("{peer_port}", str(m.peer_port))
         rc, out = refusal(self, body)
         self.assertNotEqual(rc, 0, out)
-        self.assertIn("open /nonexistent/peer.pem: no such file or directory", out)
+        self.assertIn("open /nonexistent/peer.pem: no such file or directory", harness.refusal_text(out))
 
 
 if __name__ == "__main__":

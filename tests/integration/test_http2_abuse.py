@@ -23,6 +23,9 @@ server/server.h).
 
 Each checks the member's VmRSS against its start, Puts from a well-behaved
 client during and after the flood, and the warning the member logs.
+etcdq-only: the bounds and the warnings are etcdq's guard's. (etcd 3.6 logs
+no such warning, and streams sent whole and never answered, or opened
+without acknowledging SETTINGS, grew it by 730-930 MiB in 8 s here.)
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_http2_abuse.py
 """
@@ -33,6 +36,7 @@ import struct
 import sys
 import threading
 import time
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -170,6 +174,7 @@ class LimitedMember(harness.Member):
         return ["prlimit", "--nofile=%d:%d" % (self.nofile, self.nofile)] + super().args()
 
 
+@unittest.skipIf(harness.is_reference_etcd(), "etcdq's guard: its bounds and warnings (see the module doc)")
 class Http2AbuseTest(harness.MemberTestCase):
     def check_flood(self, m, floods, expect_log, kv=None, in_flight=1):
         """`in_flight`: how many Puts the well-behaved client keeps in flight at

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Chunked request bodies (Transfer-Encoding: chunked) on the JSON gateway
 (src/http/chunked.h), as etcd's gateway takes them (Go's net/http decodes
-them): curl -H 'Transfer-Encoding: chunked' puts and ranges give etcd 3.4's
+them): curl -H 'Transfer-Encoding: chunked' puts and ranges give etcd 3.6's
 answers (the oracle, run beside the binary under test); a body in pieces,
 a request pipelined behind one, another transfer coding (501, as Go), and
-the body bound (etcdq: 413, the bound a Content-Length body has).
+the body bound (etcdq-only: 413, the bound a Content-Length body has).
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_http_chunked.py
 """
@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,7 +85,7 @@ class HttpChunkedTest(harness.MemberTestCase):
         cls.m = cls.new_class_member()
 
     def both(self):
-        return (("etcd 3.4", self.oracle), ("under test", self.m))
+        return (("oracle", self.oracle), ("under test", self.m))
 
     def test_curl_chunked_put_and_range_answer_as_etcd(self):
         answers = {}
@@ -92,7 +93,7 @@ class HttpChunkedTest(harness.MemberTestCase):
             put = curl_chunked(m, "/v3/kv/put", json.dumps({"key": b64("chunked/a"), "value": b64("v" * 300)}))
             rng = curl_chunked(m, "/v3/kv/range", json.dumps({"key": b64("chunked/a")}))
             answers[name] = (put[0], normalize(put[1]), rng[0], normalize(rng[1]))
-        self.assertEqual(answers["under test"], answers["etcd 3.4"])
+        self.assertEqual(answers["under test"], answers["oracle"])
         status, put, status2, rng = answers["under test"]
         self.assertEqual((status, status2), (200, 200))
         self.assertEqual(base64.b64decode(rng["kvs"][0]["value"]), b"v" * 300)
@@ -143,10 +144,11 @@ class HttpChunkedTest(harness.MemberTestCase):
                 if what == "health":  # etcdq adds etcd 3.5's "reason"
                     answers[name] = answers[name]["health"]
             if what == "version":  # etcdq names its own version beside etcd's
-                self.assertEqual(set(answers["etcd 3.4"]), {"etcdserver", "etcdcluster"} & set(answers["under test"]),
+                self.assertEqual(set(answers["oracle"]),
+                                 {"etcdserver", "etcdcluster", "storage"} & set(answers["under test"]),
                                  answers)
             else:
-                self.assertEqual(answers["under test"], answers["etcd 3.4"], what)
+                self.assertEqual(answers["under test"], answers["oracle"], what)
 
     def test_malformed_chunks_are_refused(self):
         for name, m in self.both():
@@ -155,6 +157,7 @@ class HttpChunkedTest(harness.MemberTestCase):
             self.assertGreaterEqual(status_of(reply), 400, (name, reply))
             self.assertLess(status_of(reply), 500, (name, reply))
 
+    @unittest.skipIf(harness.is_reference_etcd(), "etcdq's bound; etcd reads the body and gRPC refuses it (400)")
     def test_a_chunked_body_has_the_bound_of_a_content_length_one(self):
         # etcdq refuses a gateway body past its bound (src/http/gateway.h,
         # max_body_bytes: about 4 MiB at the default --max-request-bytes)

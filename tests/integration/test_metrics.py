@@ -1,9 +1,9 @@
 """/metrics with etcd's names, types and labels (README, "Metrics"): every
 series etcd's Grafana dashboard and alert rules query is there with the
-type etcd 3.4 gives it (compared with Debian's etcd, run in the same test),
+type etcd 3.6 gives it (compared with the oracle, run in the same test),
 `promtool check metrics` finds nothing etcd's own scrape does not have,
-values move when their cause happens, and a 1 MiB queue name keeps the
-scrape small. Served on the client port, on --listen-client-http-urls and
+values move when their cause happens (etcd_mvcc_txn_total as etcd 3.6
+counts it), and a 1 MiB queue name keeps the scrape small (etcdq-only). Served on the client port, on --listen-client-http-urls and
 on --listen-metrics-urls."""
 import queue
 import re
@@ -21,7 +21,7 @@ from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
 ETCD = harness.ORACLE
 PROMTOOL = shutil.which("promtool")
 
-# name -> the type etcd 3.4 exposes it with (its own /metrics).
+# name -> the type etcd 3.6 exposes it with (its own /metrics).
 REQUIRED = {
     "etcd_server_has_leader": "gauge",
     "etcd_server_is_leader": "gauge",
@@ -127,7 +127,7 @@ class Metrics(harness.MemberTestCase):
         types, samples = self.scrape()
         for name, typ in REQUIRED.items():
             self.assertEqual(types.get(name), typ, name)
-            self.assertEqual(self.oracle_types.get(name), typ, "etcd 3.4 gives %s another type" % name)
+            self.assertEqual(self.oracle_types.get(name), typ, "etcd gives %s another type" % name)
             if typ != "histogram":
                 self.assertTrue(any(n == name for n, _, _ in samples), "no sample of " + name)
         # Every family both expose has etcd's type.
@@ -208,7 +208,8 @@ class Metrics(harness.MemberTestCase):
         self.assertGreaterEqual(delta("etcd_disk_backend_commit_duration_seconds_count"), 1)
         self.assertEqual(delta("etcd_mvcc_put_total"), 2)
         self.assertEqual(delta("etcd_mvcc_delete_total"), 1)
-        self.assertEqual(delta("etcd_mvcc_txn_total"), 1)
+        # etcd 3.6: the compare is one mvcc txn, the put another; neither has two operations.
+        self.assertEqual(delta("etcd_mvcc_txn_total"), 0)
         self.assertGreaterEqual(delta("etcd_mvcc_range_total"), 2)  # the Range and the txn's compare
         self.assertEqual(delta("etcd_debugging_mvcc_keys_total"), 1)  # metrics-k stays
         self.assertEqual(delta("etcd_debugging_lease_granted_total"), 1)
@@ -219,7 +220,9 @@ class Metrics(harness.MemberTestCase):
         self.assertEqual(delta("grpc_server_handled_total", grpc_code="OK", **kv_put), 1)
         self.assertEqual(delta("grpc_server_handled_total", grpc_code="InvalidArgument", **kv_put), 1)
         self.assertEqual(delta("grpc_server_msg_received_total", **kv_put), 2)
-        self.assertEqual(delta("grpc_server_msg_sent_total", **kv_put), 1)
+        # etcd 3.6 (go-grpc-middleware v2's prometheus provider) counts the
+        # answer of a failed unary call as sent too; 3.4 counted only successes.
+        self.assertEqual(delta("grpc_server_msg_sent_total", **kv_put), 2)
         self.assertEqual(delta("grpc_server_handled_total", grpc_code="OK", grpc_method="Txn"), 1)
         # The bytes of the messages themselves: a PutRequest of "metrics-k"="v" is 14.
         self.assertGreaterEqual(delta("etcd_network_client_grpc_received_bytes_total"), 14)
@@ -249,6 +252,34 @@ class Metrics(harness.MemberTestCase):
             self.assertIn("# TYPE etcd_server_has_leader gauge", get(url + "/metrics"))
             self.assertIn('"health":"true"', get(url + "/health"))
 
+    def test_txn_total_counts_mvcc_txns_as_etcd_36(self):
+        """etcd 3.6 evaluates a writing Txn's compares in one mvcc txn and runs
+        its ops in another, each counted when it has more than one range, put
+        or delete; a read-only Txn is one. (etcd 3.4 counted a Txn once,
+        compares and top-level ops together.) Measured on etcd 3.6.17."""
+        kv = self.m.kv()
+        cmp = rpc_pb2.Compare(key=b"metrics-c", target=rpc_pb2.Compare.VERSION,
+                              result=rpc_pb2.Compare.GREATER, version=-1)
+        put = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"metrics-c", value=b"v"))
+        put2 = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"metrics-d", value=b"v"))
+        rng = rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=b"metrics-c"))
+
+        def nested(*ops, compare=()):
+            return rpc_pb2.RequestOp(request_txn=rpc_pb2.TxnRequest(compare=list(compare), success=list(ops)))
+        cases = [  # (compares, success ops, etcd_mvcc_txn_total's delta)
+            ([cmp], [put], 0), ([cmp, cmp], [put], 1), ([cmp], [put, put2], 1), ([], [put, put2], 1),
+            ([], [put], 0), ([cmp], [rng], 1), ([], [rng, rng], 1), ([], [rng], 0), ([cmp], [put, rng], 1),
+            ([], [nested(put, compare=[cmp])], 0), ([cmp], [nested(put, compare=[cmp])], 1),
+            ([], [nested(put, put2)], 1), ([], [nested(rng, rng)], 1), ([], [], 0), ([cmp], [], 0),
+            ([cmp, cmp], [], 1),
+        ]
+        for compare, success, want in cases:
+            with self.subTest(compare=len(compare), success=[str(op).split(" ")[0] for op in success]):
+                before = value(self.scrape()[1], "etcd_mvcc_txn_total")
+                kv.Txn(rpc_pb2.TxnRequest(compare=compare, success=success), timeout=10)
+                self.assertEqual(value(self.scrape()[1], "etcd_mvcc_txn_total") - before, want)
+
+    @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
     def test_a_1mib_queue_name_keeps_the_scrape_small(self):
         """Label values are bounded (common/metrics.h): a 1 MiB queue name
         shows as its first 64 bytes, "...#" and a 64-bit hash; two long

@@ -7,6 +7,7 @@ the queue's messages. etcdq-only (etcd has no queues).
 """
 import queue as pyqueue
 import threading
+import unittest
 
 from etcd3.etcdrpc import auth_pb2, rpc_pb2, rpc_pb2_grpc
 
@@ -35,6 +36,7 @@ def new_user(m, name):
     return root
 
 
+@unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
 class QueueAuthTest(harness.MemberTestCase):
     def test_consumer_needs_the_messages_it_reads_and_acks(self):
         m = self.new_member(["--bcrypt-cost", "4"])

@@ -13,6 +13,7 @@ import os
 import random
 import sys
 import time
+import unittest
 
 from etcd3.etcdrpc import rpc_pb2
 
@@ -27,6 +28,7 @@ N_CONSUMERS = 2
 QUEUE = "dur"
 
 
+@unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
 class QueueDurability(harness.MemberTestCase):
     def test_kill9_at_random_points_loses_no_produced_message_and_revives_no_acked_one(self):
         seed = int(os.environ.get("ETCDQ_QUEUE_SEED", random.randrange(1 << 30)))

@@ -8,6 +8,7 @@ transactions, redeliveries before new messages, duplicate consumer names.
 import json
 import threading
 import time
+import unittest
 
 import grpc
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
@@ -55,6 +56,7 @@ class RawConsumer:
         self.call.cancel()
 
 
+@unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
 class QueueEdges(harness.MemberTestCase):
     def setUp(self):
         self.m = self.new_member()

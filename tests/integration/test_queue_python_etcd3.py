@@ -5,6 +5,7 @@ mid-work; a message nobody acks landing in the dead-letter queue."""
 import json
 import threading
 import time
+import unittest
 
 import harness
 from queue_util import Consumer, msg_key, parse_msg_key, wait_until
@@ -16,6 +17,7 @@ N_PRODUCERS = 2
 N_CONSUMERS = 4
 
 
+@unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
 class QueuePythonEtcd3(harness.MemberTestCase):
     def setUp(self):
         self.m = self.new_member()

@@ -1,6 +1,8 @@
 """`etcdq snapshot restore FILE`: migration etcd -> etcdq with every revision kept (issue #15).
 
-Against Debian's etcd 3.4 and etcdctl:
+Against etcd 3.6 and etcdctl (run without ETCDQ_BIN, the restores are
+etcdutl's, etcd 3.6's tool for them, and what etcdq alone prints or keeps is
+left out: its summary lines, its refusals' messages, queues):
 - etcd with a history (puts, overwrites, deletes, a txn, a compaction, a lease
   with keys, a user and a role) -> `etcdctl snapshot save` -> `etcdq snapshot
   restore` -> etcdq started on it serves the same `get` at the head and at
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -50,7 +53,9 @@ def write_bytes(path, data):
 
 
 def etcdq_restore(*args):
-    cmd = [harness.binary_under_test(), "snapshot", "restore"] + list(args)
+    """`etcdq snapshot restore`; on the oracle, etcd 3.6's `etcdutl snapshot restore`."""
+    tool = harness.ETCDUTL if harness.is_reference_etcd() else harness.binary_under_test()
+    cmd = [tool, "snapshot", "restore"] + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -112,8 +117,9 @@ class SnapshotRestore(harness.CleanupTestCase):
 
     def test_etcd_snapshot_keeps_every_revision(self):
         r, p = self.restored_member(self.snap)
-        self.assertIn("revision 16, compacted at 10", p.stdout)
-        self.assertIn("kept 1 users and 1 roles (auth disabled)", p.stdout)
+        if not harness.is_reference_etcd():
+            self.assertIn("revision 16, compacted at 10", p.stdout)
+            self.assertIn("kept 1 users and 1 roles (auth disabled)", p.stdout)
         for args in (["user", "list"], ["role", "list"], ["user", "get", "alice"], ["role", "get", "reader"]):
             self.assertEqual(etcdctl(*args, endpoint=r.endpoint).stdout, etcdctl(*args, endpoint=self.etcd.endpoint).stdout,
                              args)
@@ -148,7 +154,8 @@ class SnapshotRestore(harness.CleanupTestCase):
         etcdctl("--user", "root:rootpw", "snapshot", "save", snap, endpoint=e.endpoint)
         # The harness's readiness probe is an anonymous Range: with auth on, wait with root.
         r, p = self.restored_member(snap, wait=False)
-        self.assertIn("kept 2 users and 1 roles (auth enabled)", p.stdout)  # etcd stores no root role
+        if not harness.is_reference_etcd():
+            self.assertIn("kept 2 users and 1 roles (auth enabled)", p.stdout)  # etcd stores no root role
         deadline = time.time() + 30
         while etcdctl("--user", "root:rootpw", "get", "a", endpoint=r.endpoint, check=False).returncode != 0:
             self.assertLess(time.time(), deadline, "the restored member did not serve root")
@@ -182,8 +189,10 @@ class SnapshotRestore(harness.CleanupTestCase):
         target = os.path.join(self.tmp, "copied-data")
         p = etcdq_restore(db, "--data-dir", target)
         self.assertNotEqual(p.returncode, 0)
+        # etcdutl 3.6 logs the same error as a zap line ("snapshot missing hash but ...").
         self.assertIn("missing hash but --skip-hash-check=false", p.stderr)
-        self.assertFalse(os.path.exists(target))
+        if not harness.is_reference_etcd():  # etcdutl 3.6 leaves the dir it made behind
+            self.assertFalse(os.path.exists(target))
         r2, _ = self.restored_member(db, "--skip-hash-check")
         self.assert_same_store(self.etcd.endpoint, r2.endpoint)
 
@@ -222,6 +231,7 @@ class SnapshotRestore(harness.CleanupTestCase):
         self.assertIn(("YWZ0ZXI=", 17, 17), [kv[:3] for kv in kvs(c[0].endpoint)])  # "after"
         self.assertEqual(hashkv(c[0].endpoint)[2], 17)
 
+    @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
     def test_queued_messages_are_delivered_again_after_a_restore(self):
         src = self.track(harness.Member(name="queue-src"))
         ep = src.endpoint
@@ -271,6 +281,7 @@ class SnapshotRestore(harness.CleanupTestCase):
         self.assertIn(needle, p.stderr)
         self.assertEqual(os.listdir(parent), [], "nothing left behind")
 
+    @unittest.skipIf(harness.is_reference_etcd(), "etcdq's checks and messages (etcdutl's differ)")
     def test_corrupt_truncated_and_existing_dir_refused(self):
         data = read_bytes(self.snap)
         flipped = os.path.join(self.tmp, "flipped.db")

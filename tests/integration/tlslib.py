@@ -6,7 +6,10 @@
 
 Certificates are made with the `openssl` command: EC P-256 keys, one day of
 validity, the server's SANs 127.0.0.1 and localhost. pki.crl lists the
-"revoked" client. Everything lives under pki.dir (removed by cleanup()).
+"revoked" client, in DER: etcd 3.6 reads --client-crl-file with Go's
+x509.ParseRevocationList, which takes DER only ("x509: malformed crl" for
+PEM, which etcd 3.4's x509.ParseCRL also took); pki.crl_pem is the same CRL
+in PEM. Everything lives under pki.dir (removed by cleanup()).
 """
 import os
 import shutil
@@ -74,7 +77,10 @@ class Pki:
                     "default_crl_days = 1\n" % (db, self.path("crlnumber")))
         openssl("ca", "-config", cnf, "-keyfile", self.ca_key, "-cert", self.ca, "-revoke", self.revoked)
         openssl("ca", "-config", cnf, "-keyfile", self.ca_key, "-cert", self.ca, "-gencrl", "-out", crl)
-        return crl
+        self.crl_pem = crl
+        der = self.path("crl.der")
+        openssl("crl", "-in", crl, "-outform", "DER", "-out", der)
+        return der
 
     def server_args(self):
         return ["--cert-file", self.server, "--key-file", self.server_key, "--trusted-ca-file", self.ca]

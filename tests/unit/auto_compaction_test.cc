@@ -49,7 +49,7 @@ TEST(CompactionRetention, NonsenseAndNegativeValuesAreRefusedWithEtcdsMessage) {
   int64_t r = 0;
   for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
            {"abc", "time: invalid duration \"abc\""},
-           {"-1", "time: invalid duration \"-1\""},
+           {"-1", "time: missing unit in duration \"-1\""},  // Go's words, as etcd 3.6 says them
            {"-1h", "time: invalid duration \"-1h\""},
            {"", "time: invalid duration \"\""},
            {"h", "time: invalid duration \"h\""},
