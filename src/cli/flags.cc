@@ -433,10 +433,36 @@ Error parse_auth_token(const std::string& flag, bool* jwt, auth::JwtOptions* out
 }
 
 // etcd 3.6's additions (etcdmain/config.go parse, embed/config.go
-// Validate): deprecated --experimental-* names win over the new ones when
-// given, feature gates, and the flags accepted only to be ignored, which
-// end up in one warning for the log.
+// Validate): a deprecated --experimental-* name or its new one (not both),
+// feature gates, and the flags accepted only to be ignored, which end up
+// in one warning for the log.
 Error finish_etcd36(Config* c, const Raw& r) {
+  // etcd 3.6 refuses an --experimental-* flag beside its new name
+  // (embed.Config.Validate, experimentalFlagMigrationMap; the corruption
+  // check's pairs go with their flags).
+  static const std::pair<const char*, const char*> kMigrated[] = {
+      {"experimental-compaction-batch-limit", "compaction-batch-limit"},
+      {"experimental-watch-progress-notify-interval", "watch-progress-notify-interval"},
+      {"experimental-warning-apply-duration", "warning-apply-duration"},
+      {"experimental-bootstrap-defrag-threshold-megabytes", "bootstrap-defrag-threshold-megabytes"},
+      {"experimental-memory-mlock", "memory-mlock"},
+      {"experimental-snapshot-catchup-entries", "snapshot-catchup-entries"},
+      {"experimental-compaction-sleep-interval", "compaction-sleep-interval"},
+      {"experimental-downgrade-check-time", "downgrade-check-time"},
+      {"experimental-peer-skip-client-san-verification", "peer-skip-client-san-verification"},
+      {"experimental-enable-distributed-tracing", "enable-distributed-tracing"},
+      {"experimental-distributed-tracing-address", "distributed-tracing-address"},
+      {"experimental-distributed-tracing-service-name", "distributed-tracing-service-name"},
+      {"experimental-distributed-tracing-instance-id", "distributed-tracing-instance-id"},
+      {"experimental-distributed-tracing-sampling-rate", "distributed-tracing-sampling-rate"},
+  };
+  auto was_given = [&](const char* name) { return r.given.count(name) > 0 || c->ignored.count(name) > 0; };
+  for (const auto& [old_name, new_name] : kMigrated) {
+    if (was_given(old_name) && was_given(new_name)) {
+      return {Code::kInvalidArgument, std::string("cannot set --") + old_name + " and --" + new_name +
+                                          " at the same time, please use --" + new_name + " only"};
+    }
+  }
   bool experimental_progress = r.given.count("experimental-watch-progress-notify-interval") > 0;
   const char* progress_flag =
       experimental_progress ? "--experimental-watch-progress-notify-interval" : "--watch-progress-notify-interval";
@@ -465,8 +491,9 @@ Error finish_etcd36(Config* c, const Raw& r) {
   };
   // Discovery that etcdq would ignore bootstraps another cluster than the
   // one asked for: refused. The empty defaults are fine.
+  // (etcd takes --discovery-endpoints even when empty as a list of one.)
   for (const char* name : {"discovery", "discovery-srv", "discovery-endpoints"}) {
-    if (!ignored(name).empty()) {
+    if (!ignored(name).empty() || (c->ignored.count(name) > 0 && std::string(name) == "discovery-endpoints")) {
       return {Code::kInvalidArgument, std::string("--") + name +
                                           ": etcdq has no discovery; list the members in --initial-cluster instead"};
     }

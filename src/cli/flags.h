@@ -89,8 +89,7 @@ struct Config {
   std::vector<std::string> notes;
   std::vector<std::string> warnings;
   // --watch-progress-notify-interval (3.6's name) or
-  // --experimental-watch-progress-notify-interval (which wins when both
-  // are given, as in etcd 3.6).
+  // --experimental-watch-progress-notify-interval (not both, as in etcd 3.6).
   int64_t watch_progress_notify_ms = 600000;  // etcd's default: 10 minutes
   bool print_version = false;
   // --wal-dir: the Raft log's directory instead of <data-dir>/member/raft

@@ -43,6 +43,11 @@ CORRUPT_CHECK_FLAGS = {
     "compact-hash-check-time": "the corruption check (branch corrupt-check) defines it",
 }
 
+# Any value turns etcd 3.6's v3 discovery on (even "", a list of one), which
+# it refuses beside --initial-cluster; etcdq, which has no discovery,
+# refuses it always.
+NO_VALUE_STARTS = {"discovery-endpoints"}
+
 # Given by the harness (each member's own ports, name and data dir).
 HARNESS_FLAGS = {"name", "data-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
                  "initial-advertise-peer-urls", "initial-cluster"}
@@ -51,9 +56,9 @@ HARNESS_FLAGS = {"name", "data-dir", "listen-client-urls", "advertise-client-url
 VALUES = {
     "max-concurrent-streams": "4294967295",       # shown as 'math.MaxUint32'
     "backend-batch-interval": "100ms",            # shown as '' (not a Go duration)
-    # etcd 3.6 refuses both warning-unary durations non-zero; 0 is "not set".
-    "experimental-warning-unary-request-duration": "0s",
     "feature-gates": "SetMemberLocalAddr=false",  # '' would test nothing
+    # '' is a list of one empty name to etcd 3.6 ("unexpected TLS cipher suite").
+    "cipher-suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     "experimental-bootstrap-defrag-threshold-megabytes": "0",
     "bootstrap-defrag-threshold-megabytes": "0",
     "experimental-compaction-sleep-interval": "10ms",
@@ -77,29 +82,39 @@ def etcd36_dir():
                           text=True, timeout=1800).stdout.strip()
 
 
-def etcd36_help_flags():
-    """(flag name, default shown or None) for every flag etcd 3.6's --help lists, in its order."""
+def etcd36_help():
+    """(flags, renamed): every flag etcd 3.6's --help lists as (name, default shown or None), in its
+    order, and {old name: new name} for the --experimental-* flags whose help says "Use '--new' instead"
+    (etcd 3.6 refuses an old name and its new one together)."""
     out = subprocess.run([os.path.join(etcd36_dir(), "etcd"), "--help"], capture_output=True, text=True,
                          timeout=60).stdout
-    flags = []
+    flags, renamed, last = [], {}, None
     for line in out.splitlines():
         m = re.match(r"^  --([a-z0-9][a-z0-9.-]*)(?: '([^']*)'| (\S+))?\s*$", line)
         if m:
-            flags.append((m.group(1), m.group(2) if m.group(2) is not None else m.group(3)))
-    return flags
+            last = m.group(1)
+            flags.append((last, m.group(2) if m.group(2) is not None else m.group(3)))
+            continue
+        use = re.search(r"Use '?(?:--)?([a-z][a-z0-9-]*)'? instead", line)
+        if use and last and last.startswith("experimental-") and use.group(1) != "feature-gates":
+            renamed[last] = use.group(1)
+    return flags, renamed
 
 
 def every_flag_args():
-    args, used = [], []
-    for name, default in etcd36_help_flags():
-        if name in HARNESS_FLAGS or name in CORRUPT_CHECK_FLAGS:
+    """Two command lines that together give every flag of etcd 3.6's --help a valid value: the
+    first has every flag but the deprecated names of renamed ones, the second those names."""
+    flags, renamed = etcd36_help()
+    first, second, used = [], [], []
+    for name, default in flags:
+        if name in HARNESS_FLAGS or name in CORRUPT_CHECK_FLAGS or name in NO_VALUE_STARTS:
             continue
         value = VALUES.get(name, default)
         if value is None:
             raise AssertionError("etcd 3.6's --help shows no value for --%s: add one to VALUES" % name)
-        args.append("--%s=%s" % (name, value))
+        (second if name in renamed else first).append("--%s=%s" % (name, value))
         used.append(name)
-    return args, used
+    return first, second, used
 
 
 def etcdctl36(m, pki, *args):
@@ -190,26 +205,44 @@ class FlagsEtcd36(harness.MemberTestCase):
         self.check_kubeadm_member_serves("3.6")
 
     def test_every_flag_of_etcd36_help_starts_a_member(self):
-        args, used = every_flag_args()
+        first, second, used = every_flag_args()
         self.assertGreater(len(used), 100, "etcd 3.6's --help lists more flags than that")
-        m = self.new_member(args)
-        c = m.client()
-        c.put("k", "v")
-        self.assertEqual(c.get("k")[0], b"v")
-        with open(m.log_path, "rb") as f:
-            log = f.read().decode("utf-8", "replace")
-        # One line names every flag it ignores, and it is JSON like every log line.
-        lines = [l for l in log.splitlines() if "accepted and ignored" in l]
-        self.assertEqual(len(lines), 1, log[-4000:])
-        entry = json.loads(lines[0])
-        self.assertEqual(entry["level"], "warn")
-        for name in ("max-wals", "max-snapshots", "enable-pprof", "unsafe-no-fsync", "log-rotation-config-json",
-                     "experimental-distributed-tracing-address", "discovery-fallback"):
-            self.assertIn("--%s=" % name, entry["msg"])
-        self.assertIn("no /debug/pprof endpoint", entry["msg"])
-        # Served flags are not in it.
-        for name in ("snapshot-count", "max-request-bytes", "listen-metrics-urls", "wal-dir", "max-learners"):
-            self.assertNotIn("--%s=" % name, entry["msg"])
+        self.assertGreater(len(second), 10, "etcd 3.6 renamed more --experimental-* flags than that")
+        for args in (first, second):
+            m = self.new_member(args)
+            c = m.client()
+            c.put("k", "v")
+            self.assertEqual(c.get("k")[0], b"v")
+            with open(m.log_path, "rb") as f:
+                log = f.read().decode("utf-8", "replace")
+            # One line names every flag it ignores, and it is JSON like every log line.
+            lines = [l for l in log.splitlines() if "accepted and ignored" in l]
+            self.assertEqual(len(lines), 1, log[-4000:])
+            entry = json.loads(lines[0])
+            self.assertEqual(entry["level"], "warn")
+            if args is first:
+                for name in ("max-wals", "max-snapshots", "enable-pprof", "unsafe-no-fsync",
+                             "log-rotation-config-json", "distributed-tracing-address", "discovery-fallback"):
+                    self.assertIn("--%s=" % name, entry["msg"])
+                self.assertIn("no /debug/pprof endpoint", entry["msg"])
+                # Served flags are not in it.
+                for name in ("snapshot-count", "max-request-bytes", "listen-metrics-urls", "wal-dir", "max-learners",
+                             "watch-progress-notify-interval", "snapshot-catchup-entries"):
+                    self.assertNotIn("--%s=" % name, entry["msg"])
+            else:
+                self.assertIn("--experimental-distributed-tracing-address=", entry["msg"])
+            m.cleanup()
+
+    def test_an_experimental_flag_beside_its_new_name_is_refused_as_in_etcd36(self):
+        m = harness.Member(["--experimental-watch-progress-notify-interval=5s", "--watch-progress-notify-interval=5s"],
+                           start=False)
+        try:
+            r = subprocess.run(m.args(), capture_output=True, text=True, timeout=30)
+        finally:
+            m.cleanup()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot set --experimental-watch-progress-notify-interval and --watch-progress-notify-interval "
+                      "at the same time, please use --watch-progress-notify-interval only", r.stdout + r.stderr)
 
     def test_wal_dir_holds_the_raft_log_and_a_restart_without_it_fails(self):
         wal = os.path.join(self.pki.dir, "wal-%d" % os.getpid())
@@ -237,10 +270,12 @@ class FlagsEtcd36(harness.MemberTestCase):
         self.assertEqual(m.client().get("k")[0], b"v")
 
     def test_the_same_flags_start_etcd36(self):
-        # The oracle: etcd 3.6 takes the every-flag command line above as it is.
-        args, _ = every_flag_args()
-        m = self.new_member(args, binary=os.path.join(etcd36_dir(), "etcd"))
-        self.assertEqual(m.client().put("k", "v") is not None, True)
+        # The oracle: etcd 3.6 takes both command lines above as they are.
+        first, second, _ = every_flag_args()
+        for args in (first, second):
+            m = self.new_member(args, binary=os.path.join(etcd36_dir(), "etcd"))
+            m.client().put("k", "v")
+            m.cleanup()
 
 
 if __name__ == "__main__":
