@@ -1,5 +1,8 @@
 #include "member/raft_log_dir.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -47,16 +50,21 @@ Error choose_raft_log_dir(const std::string& data_dir, const std::string& wal_di
   if (wanted != recorded) {
     std::error_code ec;
     fs::create_directories(member, ec);
+    // Durable before the log is written there: a crash must not leave a
+    // log in --wal-dir that the data dir does not point to.
     fs::path tmp = record;
     tmp += ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << wanted << "\n";
-      out.flush();
-      if (!out) return {Code::kInternal, "cannot write " + tmp.string()};
-    }
+    std::string text = wanted + "\n";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!ok) return {Code::kInternal, "cannot write " + tmp.string()};
     fs::rename(tmp, record, ec);
     if (ec) return {Code::kInternal, "cannot write " + record.string() + ": " + ec.message()};
+    if (int dir = ::open(member.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
+    }
   }
   *dir = wanted;
   return {};
