@@ -47,6 +47,14 @@ const std::map<std::string, Kind>& keys() {
       {"log-outputs", Kind::kStrings},
       // A time.Duration, which etcd's JSON step reads as nanoseconds.
       {"experimental-watch-progress-notify-interval", Kind::kDurationNs},
+      // etcd 3.6 (cli/flags.h).
+      {"watch-progress-notify-interval", Kind::kDurationNs},
+      {"wal-dir", Kind::kString},
+      {"force-new-cluster", Kind::kBool},
+      {"feature-gates", Kind::kString},
+      {"max-learners", Kind::kInt},
+      {"snapshot-catchup-entries", Kind::kUint},
+      {"experimental-snapshot-catchup-entries", Kind::kUint},
       {"cipher-suites", Kind::kStrings},
       {"tls-min-version", Kind::kString},
       {"tls-max-version", Kind::kString},

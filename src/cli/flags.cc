@@ -6,6 +6,7 @@
 #include <cctype>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "net/tls_context.h"
@@ -100,6 +101,14 @@ struct Raw {
   std::string cipher_suites;
   std::string peer_allowed_cn;
   std::string peer_allowed_hostname;
+  // etcd 3.6's additions.
+  std::string progress_new = "10m";  // --watch-progress-notify-interval
+  std::string feature_gates;
+  std::string client_allowed_hostname;
+  uint64_t catchup = 0, catchup_experimental = 0;
+  std::map<std::string, std::string> ignored_storage;  // cli/ignored_flags.h
+  // Which of the flags above were given (command line, ETCD_* or the file).
+  std::set<std::string> given;
 };
 
 // Every flag, defined once: the command line and the config file both go
@@ -223,6 +232,73 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--peer-cert-allowed-hostname", r->peer_allowed_hostname,
                  "Allowed TLS hostname for inter peer authentication")
       ->envname(env("ETCD_PEER_CERT_ALLOWED_HOSTNAME"));
+  app.add_option("--client-cert-allowed-hostname", r->client_allowed_hostname,
+                 "Allowed SAN hostnames of client certificates (not supported yet: only empty)")
+      ->envname(env("ETCD_CLIENT_CERT_ALLOWED_HOSTNAME"));
+  // etcd 3.6 (README.md, "flags"): served here; the rest of 3.6's flags are
+  // accepted and ignored (cli/ignored_flags.h).
+  app.add_option("--wal-dir", c->wal_dir, "Directory of the Raft log (default <data-dir>/member/raft)")
+      ->envname(env("ETCD_WAL_DIR"));
+  app.add_flag("--force-new-cluster", c->force_new_cluster,
+               "Restart this member's data as a one-member cluster (disaster recovery)")
+      ->envname(env("ETCD_FORCE_NEW_CLUSTER"));
+  app.add_option("--watch-progress-notify-interval", r->progress_new,
+                 "How often watchers with progress_notify get a progress response")
+      ->envname(env("ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL"));
+  app.add_option("--feature-gates", r->feature_gates, "etcd 3.6's feature gates: Name=true|false,...")
+      ->envname(env("ETCD_FEATURE_GATES"));
+  app.add_option("--max-learners", c->max_learners, "Learners the cluster may hold")
+      ->envname(env("ETCD_MAX_LEARNERS"))
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--snapshot-catchup-entries", r->catchup,
+                 "Log entries kept behind a snapshot for lagging followers (0: 2048)")
+      ->envname(env("ETCD_SNAPSHOT_CATCHUP_ENTRIES"));
+  app.add_option("--experimental-snapshot-catchup-entries", r->catchup_experimental,
+                 "Deprecated in etcd 3.6: --snapshot-catchup-entries")
+      ->envname(env("ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES"));
+  define_ignored_flags(app, with_env, &r->ignored_storage);
+}
+
+// After app.parse(): which flags were given, the ignored ones checked.
+Error note_given(const CLI::App& app, Raw* r, Config* c) {
+  for (const char* name : {"experimental-watch-progress-notify-interval", "watch-progress-notify-interval",
+                           "snapshot-catchup-entries", "experimental-snapshot-catchup-entries", "feature-gates"}) {
+    const CLI::Option* o = app.get_option_no_throw(std::string("--") + name);
+    if (o != nullptr && o->count() > 0) r->given.insert(name);
+  }
+  return collect_ignored_flags(app, r->ignored_storage, &c->ignored);
+}
+
+// argv for CLI11, last argument first. Go's flag package takes
+// "--flag=" as an empty value, which CLI11 reads as a missing one: it gets
+// the empty value as the next argument instead.
+std::vector<std::string> go_style_args(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      args.push_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.push_back(a);
+    }
+  }
+  std::reverse(args.begin(), args.end());
+  return args;
+}
+
+// What CLI11 left over, refused as etcd 3.6 refuses it (Go's flag package
+// for a flag it does not define; etcdmain for an argument after the flags).
+Error refuse_extras(const std::vector<std::string>& rest) {
+  if (rest.empty()) return {};
+  const std::string& first = rest.front();
+  if (first.size() > 1 && first[0] == '-') {
+    size_t b = first.find_first_not_of('-');
+    std::string name = b == std::string::npos ? "" : first.substr(b);
+    name = name.substr(0, name.find('='));
+    return {Code::kInvalidArgument, "flag provided but not defined: -" + name};
+  }
+  return {Code::kInvalidArgument, "\"" + first + "\" is not a valid flag"};
 }
 
 Error parse_args(CLI::App& app, std::vector<std::string> args) {
@@ -355,14 +431,107 @@ Error parse_auth_token(const std::string& flag, bool* jwt, auth::JwtOptions* out
   return {};
 }
 
+// etcd 3.6's additions (etcdmain/config.go parse, embed/config.go
+// Validate): a deprecated --experimental-* name or its new one (not both),
+// feature gates, and the flags accepted only to be ignored, which end up
+// in one warning for the log.
+Error finish_etcd36(Config* c, const Raw& r) {
+  // etcd 3.6 refuses an --experimental-* flag beside its new name
+  // (embed.Config.Validate, experimentalFlagMigrationMap; the corruption
+  // check's pairs go with their flags).
+  static const std::pair<const char*, const char*> kMigrated[] = {
+      {"experimental-compaction-batch-limit", "compaction-batch-limit"},
+      {"experimental-watch-progress-notify-interval", "watch-progress-notify-interval"},
+      {"experimental-warning-apply-duration", "warning-apply-duration"},
+      {"experimental-bootstrap-defrag-threshold-megabytes", "bootstrap-defrag-threshold-megabytes"},
+      {"experimental-memory-mlock", "memory-mlock"},
+      {"experimental-snapshot-catchup-entries", "snapshot-catchup-entries"},
+      {"experimental-compaction-sleep-interval", "compaction-sleep-interval"},
+      {"experimental-downgrade-check-time", "downgrade-check-time"},
+      {"experimental-peer-skip-client-san-verification", "peer-skip-client-san-verification"},
+      {"experimental-enable-distributed-tracing", "enable-distributed-tracing"},
+      {"experimental-distributed-tracing-address", "distributed-tracing-address"},
+      {"experimental-distributed-tracing-service-name", "distributed-tracing-service-name"},
+      {"experimental-distributed-tracing-instance-id", "distributed-tracing-instance-id"},
+      {"experimental-distributed-tracing-sampling-rate", "distributed-tracing-sampling-rate"},
+  };
+  auto was_given = [&](const char* name) { return r.given.count(name) > 0 || c->ignored.count(name) > 0; };
+  for (const auto& [old_name, new_name] : kMigrated) {
+    if (was_given(old_name) && was_given(new_name)) {
+      return {Code::kInvalidArgument, std::string("cannot set --") + old_name + " and --" + new_name +
+                                          " at the same time, please use --" + new_name + " only"};
+    }
+  }
+  bool experimental_progress = r.given.count("experimental-watch-progress-notify-interval") > 0;
+  const char* progress_flag =
+      experimental_progress ? "--experimental-watch-progress-notify-interval" : "--watch-progress-notify-interval";
+  if (Error e = parse_duration_ms(experimental_progress ? r.progress : r.progress_new, &c->watch_progress_notify_ms)) {
+    return {Code::kInvalidArgument, std::string(progress_flag) + ": " + e.message()};
+  }
+  c->snapshot_catchup_entries =
+      r.given.count("experimental-snapshot-catchup-entries") > 0 ? r.catchup_experimental : r.catchup;
+  if (!r.client_allowed_hostname.empty()) {
+    return {Code::kInvalidArgument, "--client-cert-allowed-hostname is not supported yet (leave it empty)"};
+  }
+  if (Error e = c->feature_gates.set(r.feature_gates)) {
+    return {Code::kInvalidArgument, "invalid value \"" + r.feature_gates + "\" for flag -feature-gates: " + e.message()};
+  }
+  std::map<std::string, bool> experimental;
+  for (const auto& g : etcd_feature_gates()) {
+    auto it = c->ignored.find(g.experimental_flag);
+    if (*g.experimental_flag != '\0' && it != c->ignored.end()) {
+      experimental[g.experimental_flag] = it->second == "1" || it->second[0] == 't' || it->second[0] == 'T';
+    }
+  }
+  if (Error e = c->feature_gates.set_from_experimental(experimental, r.feature_gates)) return e;
+  auto ignored = [c](const char* name) {
+    auto it = c->ignored.find(name);
+    return it == c->ignored.end() ? std::string() : it->second;
+  };
+  // Discovery that etcdq would ignore bootstraps another cluster than the
+  // one asked for: refused. The empty defaults are fine.
+  // (etcd takes --discovery-endpoints even when empty as a list of one.)
+  for (const char* name : {"discovery", "discovery-srv", "discovery-endpoints"}) {
+    if (!ignored(name).empty() || (c->ignored.count(name) > 0 && std::string(name) == "discovery-endpoints")) {
+      return {Code::kInvalidArgument, std::string("--") + name +
+                                          ": etcdq has no discovery; list the members in --initial-cluster instead"};
+    }
+  }
+  if (std::string f = ignored("discovery-fallback"); !f.empty() && f != "exit") {
+    if (f == "proxy") return {Code::kInvalidArgument, "v2 proxy is deprecated, and --discovery-fallback can't be configured as \"proxy\""};
+    return {Code::kInvalidArgument, "invalid value \"" + f + "\" for flag -discovery-fallback: invalid value"};
+  }
+  for (const auto& v : split(ignored("v2-deprecation"), ',')) {
+    if (v != "write-only" && v != "write-only-skip-check" && v != "write-only-drop-data" && v != "gone") {
+      return {Code::kInvalidArgument, "invalid value \"" + ignored("v2-deprecation") +
+                                          "\" for flag -v2-deprecation: invalid value \"" + v + "\""};
+    }
+  }
+  auto nonzero = [](const std::string& d) { return !d.empty() && d.find_first_not_of("+-0.nsuµμmh") != std::string::npos; };
+  if (nonzero(ignored("experimental-warning-unary-request-duration")) &&
+      nonzero(ignored("warning-unary-request-duration"))) {
+    return {Code::kInvalidArgument,
+            "both --experimental-warning-unary-request-duration and --warning-unary-request-duration flags are set. "
+            "Use only --warning-unary-request-duration"};
+  }
+  std::string line = ignored_flags_log_line(c->ignored);
+  for (const auto& g : etcd_feature_gates()) {
+    bool on = c->feature_gates.enabled(g.name);
+    auto set = c->feature_gates.explicitly_set();
+    bool given = std::find(set.begin(), set.end(), std::string(g.name) + (on ? "=true" : "=false")) != set.end();
+    if (!given && on == g.default_value) continue;
+    line += std::string(line.empty() ? "" : "; ") + "--feature-gates " + g.name + "=" + (on ? "true" : "false") +
+            " (" + g.in_etcdq + ")";
+  }
+  if (!line.empty()) c->warnings.push_back("etcd flags that change nothing in etcdq, accepted and ignored: " + line);
+  return {};
+}
+
 Error finish(Config* c, const Raw& r) {
-  const std::string& progress = r.progress;
   std::string listen_client = r.listen_client, advertise_client = r.advertise_client, listen_peer = r.listen_peer,
               advertise_peer = r.advertise_peer;
   const std::string &listen_http = r.listen_http, &listen_metrics = r.listen_metrics;
-  if (Error e = parse_duration_ms(progress, &c->watch_progress_notify_ms)) {
-    return {Code::kInvalidArgument, "--experimental-watch-progress-notify-interval: " + e.message()};
-  }
+  if (Error e = finish_etcd36(c, r)) return e;
   if (c->data_dir.empty()) c->data_dir = c->name + ".etcdq";
   if (advertise_client.empty()) advertise_client = listen_client;
   if (advertise_peer.empty()) advertise_peer = listen_peer;
@@ -474,8 +643,10 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
       ->envname("ETCD_CONFIG_FILE");
   app.add_flag("--version", c->print_version, "Print the version and exit");
   app.footer("Offline: etcdq snapshot restore <filename> [flags] (etcdq snapshot restore --help)");
+  // Unknown arguments are kept to be refused in etcd's words below.
+  app.allow_extras();
   try {
-    app.parse(argc, argv);
+    app.parse(go_style_args(argc, argv));
   } catch (const CLI::CallForHelp& e) {
     std::cout << app.help();
     *exit_now = true;
@@ -483,11 +654,15 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   } catch (const CLI::ParseError& e) {
     return {Code::kInvalidArgument, e.what()};
   }
+  if (Error e = refuse_extras(app.remaining())) return e;
   if (c->print_version) {
     *exit_now = true;
     return {};
   }
-  if (c->config_file.empty()) return finish(c, raw);
+  if (c->config_file.empty()) {
+    if (Error e = note_given(app, &raw, c)) return e;
+    return finish(c, raw);
+  }
 
   const std::string path = c->config_file;
   ConfigFile file;
@@ -506,6 +681,9 @@ Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
     args.push_back("--" + key + "=" + value);
   }
   if (Error e = parse_args(file_app, args)) return {Code::kInvalidArgument, "config file " + path + ": " + e.message()};
+  if (Error e = note_given(file_app, &file_raw, c)) {
+    return {Code::kInvalidArgument, "config file " + path + ": " + e.message()};
+  }
   c->client_security = file.client_security;
   c->peer_security = file.peer_security;
   c->client_crl_file.clear();  // not keys of etcd's config file

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "cli/config_file.h"
+#include "cli/feature_gates.h"
+#include "cli/ignored_flags.h"
 #include "auth/jwt_tokens.h"
 #include "common/error.h"
 #include "member/auto_compaction.h"
@@ -86,12 +88,31 @@ struct Config {
   // Notes and warnings for the log once it is set up (which the flags pick).
   std::vector<std::string> notes;
   std::vector<std::string> warnings;
+  // --watch-progress-notify-interval (3.6's name) or
+  // --experimental-watch-progress-notify-interval (not both, as in etcd 3.6).
   int64_t watch_progress_notify_ms = 600000;  // etcd's default: 10 minutes
   bool print_version = false;
+  // --wal-dir: the Raft log's directory instead of <data-dir>/member/raft
+  // (member/raft_log_dir.h). "": the default.
+  std::string wal_dir;
+  // --force-new-cluster: restart this member's data as a one-member
+  // cluster (raft/node.h, NodeOptions::force_new_cluster).
+  bool force_new_cluster = false;
+  // --max-learners: learners the cluster may hold (etcd's default 1).
+  int max_learners = 1;
+  // --snapshot-catchup-entries (or --experimental-...): log entries kept
+  // behind a snapshot for followers that lag; 0: etcdq's default (2048).
+  uint64_t snapshot_catchup_entries = 0;
+  // --feature-gates and the --experimental-* flags 3.6 maps to gates.
+  FeatureGates feature_gates;
+  // The etcd 3.6 flags given that etcdq does not act on (cli/ignored_flags.h).
+  IgnoredValues ignored;
 };
 
 // Parses argv. Returns an error for bad flags or URLs (message says which);
-// sets *exit_now for --help/--version after printing.
+// sets *exit_now for --help/--version after printing. A flag etcd 3.6 does
+// not define fails in Go's words ("flag provided but not defined: -bogus"),
+// an argument that is not a flag as etcd's ("\"x\" is not a valid flag").
 Error parse_flags(int argc, char** argv, Config* out, bool* exit_now);
 
 // "a=http://h:p,b=..." -> (name, url) pairs, in order.

@@ -303,6 +303,10 @@ int main(int argc, char** argv) {
   mo.snapshot_count = cfg.snapshot_count;
   mo.strict_reconfig_check = cfg.strict_reconfig_check;
   mo.pre_vote = cfg.pre_vote;
+  mo.wal_dir = cfg.wal_dir;
+  mo.force_new_cluster = cfg.force_new_cluster;
+  mo.max_learners = static_cast<unsigned>(cfg.max_learners);
+  mo.snapshot_catchup_entries = cfg.snapshot_catchup_entries;
   mo.auto_compaction_mode = cfg.auto_compaction_mode;
   mo.auto_compaction_retention = cfg.auto_compaction_retention;
   mo.clickhouse_url = cfg.clickhouse_url;

@@ -13,6 +13,7 @@
 #include "member/leader_duties.h"
 #include "member/peer_prober.h"
 #include "member/pipeline.h"
+#include "member/raft_log_dir.h"
 #include "mvcc/compactor.h"
 #include "mvcc/range.h"
 #include "queue/book.h"
@@ -135,7 +136,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   p.fsm = std::make_unique<raft::ApplierFsm>(state.applier(), p.checkpoints.get());
 
   raft::NodeOptions ro;
-  ro.dir = (fs::path(o.data_dir) / "member" / "raft").string();
+  if (Error e = choose_raft_log_dir(o.data_dir, o.wal_dir, &ro.dir)) return e;
   ro.id = ctx.self.id;
   ro.address = self->peer_address;
   ro.initial_cluster = peers;
@@ -143,7 +144,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.heartbeat_ms = o.heartbeat_ms;
   ro.election_ms = o.election_ms;
   ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_count, 1u << 30));
-  ro.snapshot_trailing = std::min(2048u, ro.snapshot_threshold);
+  ro.snapshot_trailing = o.snapshot_catchup_entries > 0
+                             ? static_cast<unsigned>(std::min<uint64_t>(o.snapshot_catchup_entries, 1u << 30))
+                             : std::min(2048u, ro.snapshot_threshold);
+  ro.max_learners = o.max_learners;
+  ro.force_new_cluster = o.force_new_cluster;
   ro.strict_reconfig_check = o.strict_reconfig_check;
   ro.pre_vote = o.pre_vote;
   ro.command_limits.max_txn_ops = ctx.limits.max_txn_ops;

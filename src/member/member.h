@@ -53,6 +53,13 @@ struct Options {
   uint64_t snapshot_count = 8192;  // log entries between snapshots
   bool strict_reconfig_check = true;
   bool pre_vote = true;
+  // etcd 3.6: --wal-dir (member/raft_log_dir.h; "": <data-dir>/member/raft),
+  // --force-new-cluster and --max-learners (raft/node.h), and
+  // --snapshot-catchup-entries (0: etcdq's 2048).
+  std::string wal_dir;
+  bool force_new_cluster = false;
+  unsigned max_learners = 1;
+  uint64_t snapshot_catchup_entries = 0;
   // --auto-compaction-mode/-retention (member/auto_compaction.h); a
   // retention of 0 leaves auto-compaction off, as etcd's default.
   CompactionMode auto_compaction_mode = CompactionMode::kPeriodic;

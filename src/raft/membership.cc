@@ -85,7 +85,7 @@ void Node::Impl::add_member(raft_id id, const std::string& address, bool learner
     if (address == raft.configuration.servers[i].address) return done(errors::peer_url_exist());
   }
   if (index_of(id) >= 0) return done(errors::member_exist());
-  if (learner && count_role(RAFT_STANDBY) >= 1) return done(errors::too_many_learners());
+  if (learner && count_role(RAFT_STANDBY) >= opts->max_learners) return done(errors::too_many_learners());
   if (!learner && opts->strict_reconfig_check) {
     unsigned voters = count_role(RAFT_VOTER) + 1;
     if (reachable_voters(0) < voters / 2 + 1) return done(errors::unhealthy());

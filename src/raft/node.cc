@@ -3,6 +3,8 @@
 // start() opens libraft on the injected I/O and starts that thread.
 #include "raft/node.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <random>
 
@@ -12,6 +14,12 @@
 #include "raft/node_impl.h"
 
 namespace etcdq::raft {
+
+bool log_exists(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(dir) / "metadata1", ec) ||
+         std::filesystem::exists(std::filesystem::path(dir) / "metadata2", ec);
+}
 
 Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{}) {
   raft_metrics();  // shown at 0 from the start, as etcd's
@@ -80,7 +88,22 @@ Error Node::start() {
   m->io->get()->start = Impl::start_hook;
   m->uv_append = m->io->get()->append;
   m->io->get()->append = Impl::append_hook;
-  if (!opts_.join) {
+  if (opts_.force_new_cluster && log_exists(opts_.dir)) {
+    // etcd's --force-new-cluster (NodeOptions): this member alone, after
+    // everything the log holds.
+    struct raft_configuration conf;
+    raft_configuration_init(&conf);
+    raft_configuration_add(&conf, opts_.id, opts_.address.c_str(), RAFT_VOTER);
+    int rv = raft_recover(&m->raft, &conf);
+    raft_configuration_close(&conf);
+    if (rv != 0) {
+      return failed(errors::internal("--force-new-cluster: cannot rewrite the Raft configuration in " + opts_.dir +
+                                     ": " + raft_strerror(rv) + " " + raft_errmsg(&m->raft)));
+    }
+    spdlog::warn("--force-new-cluster: the Raft configuration in {} is now this member alone ({:x} at {}); "
+                 "do not start the other members with their old data",
+                 opts_.dir, opts_.id, opts_.address);
+  } else if (!opts_.join) {
     // A new cluster's members all bootstrap the same configuration; a log
     // that exists already keeps its own (RAFT_CANTBOOTSTRAP).
     struct raft_configuration conf;

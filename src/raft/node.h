@@ -84,6 +84,17 @@ struct NodeOptions {
   // leave too few reachable voters for a quorum.
   bool strict_reconfig_check = true;
   bool pre_vote = true;  // etcd's --pre-vote
+  // etcd's --max-learners: add_member refuses a learner beyond it.
+  unsigned max_learners = 1;
+  // etcd's --force-new-cluster: when `dir` holds a log, start() first
+  // appends a configuration of this member alone as a voter (libraft's
+  // raft_recover), so the member's data goes on as a one-member cluster,
+  // as etcd rewrites its membership to itself. Every entry already in the
+  // log is kept (etcd drops the ones its WAL had not seen committed); the
+  // other members must not be started again with their old data. Without
+  // a log it changes nothing: a new cluster bootstraps from
+  // initial_cluster, as etcd's does.
+  bool force_new_cluster = false;
   // The rules a forwarded command must pass before the leader puts it in
   // the log (apply/command_check.h; --max-txn-ops).
   apply::CommandLimits command_limits;
@@ -130,6 +141,10 @@ struct Progress {
 };
 
 using ProposalDone = std::function<void(apply::Result&&)>;
+
+// libraft's log in `dir` has been written to: libraft keeps metadata1 and
+// metadata2 there from its first term on.
+bool log_exists(const std::string& dir);
 
 class Node {
  public:

@@ -5,6 +5,12 @@ twice takes its last value, as unit files that append an override expect
 member whose --initial-advertise-peer-urls are not what --initial-cluster
 lists for it is refused, with etcd's message (etcdq once started anyway).
 --help shows each flag's default and names the offline restore command.
+A flag etcd 3.6 does not define stops the start with Go's message and exit
+status 2, as etcd's (etcd 3.6 dropped --enable-v2 and
+--experimental-backend-bbolt-freelist-type: they are unknown there too);
+bad values of the flags etcdq accepts only to ignore them are refused as Go
+refuses them, and so are feature gates etcd 3.6 does not have. (etcd 3.6's
+other flags: test_flags_etcd36.py.)
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_flags_as_etcd.py
 """
@@ -61,6 +67,83 @@ class FlagsAsEtcd(harness.MemberTestCase):
                 p.wait()
         finally:
             shutil.rmtree(d, ignore_errors=True)
+
+    def refused(self, *flags):
+        d = tempfile.mkdtemp(prefix="etcdq-flags-")
+        try:
+            r = subprocess.run([harness.binary_under_test(), "--data-dir", os.path.join(d, "data")] + list(flags),
+                               capture_output=True, text=True, timeout=30)
+            self.assertFalse(os.path.exists(os.path.join(d, "data")), "refused after opening the data dir")
+            return r
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_a_flag_etcd36_does_not_define_stops_the_start_in_gos_words(self):
+        # etcd 3.6.17: "flag provided but not defined: -bogus-flag", exit 2.
+        for flag in ("--bogus-flag", "--bogus-flag=1", "--enable-v2=false",
+                     "--experimental-backend-bbolt-freelist-type=map"):
+            r = self.refused(flag)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            name = flag.lstrip("-").split("=")[0]
+            self.assertIn("flag provided but not defined: -" + name, r.stderr)
+
+    def test_an_argument_that_is_no_flag_stops_the_start(self):
+        # etcd 3.6: '"extra" is not a valid flag' (and bool flags take
+        # their value after "=", so "--client-cert-auth true" is refused).
+        r = self.refused("--name", "x", "extra")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('"extra" is not a valid flag', r.stderr)
+        r = self.refused("--client-cert-auth", "true")
+        self.assertIn('"true" is not a valid flag', r.stderr)
+
+    def test_bad_values_of_etcd36_flags_are_refused_as_etcd_refuses_them(self):
+        # Words of etcd 3.6.17 for each (Go's flag package and pkg/featuregate).
+        cases = [
+            (["--feature-gates=Bogus=true"],
+             'invalid value "Bogus=true" for flag -feature-gates: unrecognized feature gate: Bogus'),
+            (["--feature-gates=InitialCorruptCheck=maybe"],
+             'invalid value "InitialCorruptCheck=maybe" for flag -feature-gates: invalid value of '
+             'InitialCorruptCheck=maybe, err: strconv.ParseBool: parsing "maybe": invalid syntax'),
+            (["--feature-gates=InitialCorruptCheck"],
+             'invalid value "InitialCorruptCheck" for flag -feature-gates: missing bool value for InitialCorruptCheck'),
+            (["--experimental-enable-lease-checkpoint=true", "--feature-gates=LeaseCheckpointPersist=true"],
+             "cannot specify both flags: --experimental-enable-lease-checkpoint=true and "
+             "--feature-gates=LeaseCheckpoint=false at the same time, please just use "
+             "--feature-gates=LeaseCheckpoint=false"),
+            (["--max-wals=abc"], 'invalid value "abc" for flag -max-wals: parse error'),
+            (["--max-snapshots=-1"], 'invalid value "-1" for flag -max-snapshots: parse error'),
+            (["--grpc-keepalive-timeout=5"], 'invalid value "5" for flag -grpc-keepalive-timeout: parse error'),
+            (["--unsafe-no-fsync=maybe"], 'invalid value "maybe" for flag -unsafe-no-fsync: parse error'),
+            (["--discovery-fallback=proxy"],
+             'v2 proxy is deprecated, and --discovery-fallback can\'t be configured as "proxy"'),
+            (["--warning-unary-request-duration=1s", "--experimental-warning-unary-request-duration=2s"],
+             "both --experimental-warning-unary-request-duration and --warning-unary-request-duration flags are set"),
+        ]
+        for flags, words in cases:
+            r = self.refused(*flags)
+            self.assertNotEqual(r.returncode, 0, flags)
+            self.assertIn(words, r.stderr, flags)
+
+    def test_discovery_is_refused_rather_than_ignored(self):
+        # Ignoring it would bootstrap another cluster than the one asked for.
+        r = self.refused("--discovery-srv=example.com")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("etcdq has no discovery", r.stderr)
+
+    def test_ignored_flags_come_from_etcd_variables_too(self):
+        saved = dict(os.environ)
+        os.environ.update({"ETCD_MAX_WALS": "7", "ETCD_ENABLE_PPROF": "true"})
+        try:
+            m = self.new_member()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        with open(m.log_path, "rb") as f:
+            log = f.read().decode("utf-8", "replace")
+        line = [l for l in log.splitlines() if "accepted and ignored" in l]
+        self.assertEqual(len(line), 1, log[-3000:])
+        self.assertIn("--max-wals=7", line[0])
+        self.assertIn("--enable-pprof=true", line[0])
 
     def test_help_shows_each_flags_default_and_the_offline_restore(self):
         # The defaults shown are the values a member takes when the flag is
