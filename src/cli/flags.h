@@ -87,6 +87,12 @@ struct Config {
   std::vector<std::string> notes;
   std::vector<std::string> warnings;
   int64_t watch_progress_notify_ms = 600000;  // etcd's default: 10 minutes
+  // Corruption checks (member/corruption_check.h), etcd 3.6's flags:
+  // --experimental-initial-corrupt-check (the InitialCorruptCheck feature
+  // gate), --corrupt-check-time or the deprecated
+  // --experimental-corrupt-check-time (0: off).
+  bool initial_corrupt_check = false;
+  int64_t corrupt_check_ms = 0;
   bool print_version = false;
 };
 
