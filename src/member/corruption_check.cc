@@ -21,7 +21,8 @@ Error check_peer_answer(uint64_t expected_id, uint64_t cluster_id, int64_t asked
   if (r.hash_revision() != asked) {
     return malformed("hashed revision " + std::to_string(r.hash_revision()) + ", asked " + std::to_string(asked));
   }
-  if (r.compact_revision() < 0 || r.compact_revision() >= asked || r.revision() < asked) {
+  // -1: never compacted (etcd's compactMainRev starts there).
+  if (r.compact_revision() < -1 || r.compact_revision() >= asked || r.revision() < asked) {
     return malformed("revisions do not add up (compact " + std::to_string(r.compact_revision()) + ", hashed " +
                      std::to_string(asked) + ", current " + std::to_string(r.revision()) + ")");
   }

@@ -67,7 +67,8 @@ struct PeerHash {
 // Checks a peer's answer to HashKV{revision = asked, cluster_id} before it
 // is believed: it must come from member `expected_id` of cluster
 // `cluster_id`, hash exactly the revision asked, and its revisions must be
-// consistent (0 <= compact revision < asked <= current revision). An answer
+// consistent (-1 <= compact revision < asked <= current revision; -1:
+// never compacted, as etcd's store starts). An answer
 // that fails is an error (InvalidArgument "malformed hash answer: ..."),
 // and the peer is then skipped like one that did not answer.
 Error check_peer_answer(uint64_t expected_id, uint64_t cluster_id, int64_t asked, const peer::HashKVResponse& r);

@@ -52,6 +52,8 @@ peer::HashKVResponse answer(uint64_t member, uint64_t cluster, int64_t hashed, i
 TEST(PeerHashAnswer, AConsistentAnswerFromTheMemberAskedIsBelieved) {
   EXPECT_FALSE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, 0, 10)));
   EXPECT_FALSE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, 9, 25)));
+  // A store never compacted says -1, as etcd's.
+  EXPECT_FALSE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, -1, 10)));
 }
 
 TEST(PeerHashAnswer, AnAnswerThatDoesNotAddUpIsRefused) {
@@ -64,7 +66,7 @@ TEST(PeerHashAnswer, AnAnswerThatDoesNotAddUpIsRefused) {
   EXPECT_TRUE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 11, 0, 11)));
   // A hash at or below the compaction cannot be, nor one past the current revision.
   EXPECT_TRUE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, 10, 12)));
-  EXPECT_TRUE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, -1, 12)));
+  EXPECT_TRUE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, -2, 12)));
   EXPECT_TRUE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, 0, 9)));
   EXPECT_NE(check_peer_answer(kPeerA, kCluster, 10, answer(kPeerA, kCluster, 10, 0, 9)).message().find(
                 "malformed hash answer"),
