@@ -347,6 +347,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
 
 void Member::adopt_raft_connection(int fd) { parts_->node->adopt_peer_connection(fd); }
 
+// libraft already runs here (open() started it), but before the peer
+// listener starts nothing reaches it and it applies nothing new: the state
+// hashed is what the data dir held, as etcd hashes before raft starts. Its
+// outgoing election attempts are pre-votes (the default), which disturb no
+// leader; with --pre-vote=false a long check could make it bump its term.
 Error Member::initial_corruption_check() {
   CorruptionChecker checker(corruption_hooks(&ctx_, request_timeout(), parts_->stopping));
   return checker.initial_check();
