@@ -38,11 +38,11 @@ const std::vector<FeatureGate>& etcd_feature_gates() {
   static const std::vector<FeatureGate> gates = {
       {"AllAlpha", false, "ALPHA", "", "sets the alpha gates below"},
       {"AllBeta", false, "BETA", "", "sets the beta gates below"},
-      // The corruption check's (branch corrupt-check): nothing reads these yet.
       {"CompactHashCheck", false, "ALPHA", "experimental-compact-hash-check-enabled",
-       "no compaction hash check in this build yet (the corruption check is branch corrupt-check)"},
+       "nothing yet: etcdq has no compaction hash check (--corrupt-check-time compares whole histories)"},
+      // Read by cli/flags.cc (finish_corrupt_check): the start-up check.
       {"InitialCorruptCheck", false, "ALPHA", "experimental-initial-corrupt-check",
-       "no initial corruption check in this build yet (the corruption check is branch corrupt-check)"},
+       "the initial corruption check before serving (member/corruption_check.h)"},
       {"LeaseCheckpoint", false, "ALPHA", "experimental-enable-lease-checkpoint",
        "nothing: etcdq's lessor sends no TTL checkpoints"},
       {"LeaseCheckpointPersist", false, "ALPHA", "experimental-enable-lease-checkpoint-persist",

@@ -109,6 +109,8 @@ struct Raw {
   std::map<std::string, std::string> ignored_storage;  // cli/ignored_flags.h
   // Which of the flags above were given (command line, ETCD_* or the file).
   std::set<std::string> given;
+  std::string corrupt_check_time;               // "": not given
+  std::string experimental_corrupt_check_time;  // "": not given
 };
 
 // Every flag, defined once: the command line and the config file both go
@@ -180,6 +182,16 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--experimental-watch-progress-notify-interval", r->progress,
                  "How often watchers with progress_notify get a progress response")
       ->envname(env("ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL"));
+  // Corruption checks (member/corruption_check.h), as etcd 3.6 names them.
+  app.add_flag("--experimental-initial-corrupt-check", c->initial_corrupt_check,
+               "Check data corruption against the other members before serving")
+      ->envname(env("ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK"));
+  app.add_option("--corrupt-check-time", r->corrupt_check_time,
+                 "Duration between the leader's cluster corruption checks (0s: none)")
+      ->envname(env("ETCD_CORRUPT_CHECK_TIME"));
+  app.add_option("--experimental-corrupt-check-time", r->experimental_corrupt_check_time,
+                 "Deprecated: use --corrupt-check-time")
+      ->envname(env("ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME"));
   app.add_option("--auto-compaction-mode", r->auto_compaction_mode,
                  "periodic (retention is a duration; a bare number means hours) or revision (a revision count)")
       ->envname(env("ETCD_AUTO_COMPACTION_MODE"));
@@ -527,6 +539,31 @@ Error finish_etcd36(Config* c, const Raw& r) {
   return {};
 }
 
+// etcd 3.6 (etcdmain/config.go, embed/config.go Validate): the
+// deprecated flag takes over when given, with a warning; both is an error.
+Error finish_corrupt_check(Config* c, const Raw& r) {
+  const std::string& old_flag = r.experimental_corrupt_check_time;
+  if (!old_flag.empty() && !r.corrupt_check_time.empty()) {
+    return {Code::kInvalidArgument,
+            "cannot set --experimental-corrupt-check-time and --corrupt-check-time at the same time, please use "
+            "--corrupt-check-time only"};
+  }
+  if (!old_flag.empty()) {
+    c->warnings.push_back("--experimental-corrupt-check-time is deprecated in v3.6 and will be decommissioned in "
+                          "v3.7. Use '--corrupt-check-time' instead.");
+  }
+  // 3.6's gate and the flag it replaces (finish_etcd36 refused the two together).
+  if (c->feature_gates.enabled("InitialCorruptCheck")) c->initial_corrupt_check = true;
+  const std::string& text = old_flag.empty() ? r.corrupt_check_time : old_flag;
+  if (text.empty()) return {};
+  if (Error e = member::parse_go_duration_ms(text, &c->corrupt_check_ms)) {
+    return {Code::kInvalidArgument,
+            std::string(old_flag.empty() ? "--corrupt-check-time" : "--experimental-corrupt-check-time") + ": " +
+                e.message()};
+  }
+  return {};
+}
+
 Error finish(Config* c, const Raw& r) {
   std::string listen_client = r.listen_client, advertise_client = r.advertise_client, listen_peer = r.listen_peer,
               advertise_peer = r.advertise_peer;
@@ -612,6 +649,7 @@ Error finish(Config* c, const Raw& r) {
     return {Code::kInvalidArgument, "multi logoutput for \"default\" is not supported yet"};
   }
   if (Error e = finish_tls(c, r)) return e;
+  if (Error e = finish_corrupt_check(c, r)) return e;
   return {};
 }
 

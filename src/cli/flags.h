@@ -91,6 +91,12 @@ struct Config {
   // --watch-progress-notify-interval (3.6's name) or
   // --experimental-watch-progress-notify-interval (not both, as in etcd 3.6).
   int64_t watch_progress_notify_ms = 600000;  // etcd's default: 10 minutes
+  // Corruption checks (member/corruption_check.h), etcd 3.6's flags:
+  // --experimental-initial-corrupt-check (the InitialCorruptCheck feature
+  // gate), --corrupt-check-time or the deprecated
+  // --experimental-corrupt-check-time (0: off).
+  bool initial_corrupt_check = false;
+  int64_t corrupt_check_ms = 0;
   bool print_version = false;
   // --wal-dir: the Raft log's directory instead of <data-dir>/member/raft
   // (member/raft_log_dir.h). "": the default.

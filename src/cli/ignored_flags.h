@@ -13,12 +13,9 @@
 // At start, main logs one line naming every one of them that was given and
 // why it changes nothing (ignored_flags_log_line).
 //
-// Not here, on purpose: the corruption-check flags
-// (--experimental-initial-corrupt-check, --experimental-corrupt-check-time,
-// --corrupt-check-time, --experimental-compact-hash-check-enabled,
-// --experimental-compact-hash-check-time, --compact-hash-check-time) are
-// defined by the corruption check's own work (branch corrupt-check); until
-// it lands they stop the start as unknown flags. See kCorruptCheckFlags.
+// Not here: --experimental-initial-corrupt-check and
+// --(experimental-)corrupt-check-time, which the corruption check serves
+// (cli/flags.cc, member/corruption_check.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -48,10 +45,6 @@ struct IgnoredFlag {
 };
 
 const std::vector<IgnoredFlag>& ignored_flags();
-
-// The corruption-check flags etcd 3.6 has, left to the corruption check's
-// own definitions (see above); listed for the tests and for whoever adds them.
-extern const char* const kCorruptCheckFlags[6];
 
 // Values given, by flag name (only those given: command line or ETCD_*).
 using IgnoredValues = std::map<std::string, std::string>;

@@ -265,9 +265,10 @@ int main(int argc, char** argv) {
   // Flags -> member -> servers.
   std::vector<std::pair<std::string, cli::Url>> initial;
   if (Error e = cli::parse_initial_cluster(cfg.initial_cluster, &initial)) return fail(e.message());
-  if (Error e = cli::check_advertise_matches_cluster(
-          cfg.name, initial, cfg.initial_advertise_peer_urls,
-          !std::filesystem::exists(std::filesystem::path(cfg.data_dir) / "member"))) {
+  // etcd's memberInitialized: a data dir that held a member before.
+  const bool member_initialized = std::filesystem::exists(std::filesystem::path(cfg.data_dir) / "member");
+  if (Error e = cli::check_advertise_matches_cluster(cfg.name, initial, cfg.initial_advertise_peer_urls,
+                                                     !member_initialized)) {
     return fail(e.message());
   }
   member::Options mo;
@@ -309,6 +310,7 @@ int main(int argc, char** argv) {
   mo.snapshot_catchup_entries = cfg.snapshot_catchup_entries;
   mo.auto_compaction_mode = cfg.auto_compaction_mode;
   mo.auto_compaction_retention = cfg.auto_compaction_retention;
+  mo.corrupt_check_ms = cfg.corrupt_check_ms;
   mo.clickhouse_url = cfg.clickhouse_url;
   mo.clickhouse_db = cfg.clickhouse_db;
   mo.version = ETCDQ_VERSION;
@@ -327,6 +329,15 @@ int main(int argc, char** argv) {
   if (Error e = member::Member::open(mo, &m, &stopped)) return fail(e.message());
   if (stopped) return 0;
   member::Context& ctx = m->context();
+  // Before any peer or client is served, as etcd (embed/etcd.go); a new
+  // member has nothing to compare.
+  if (cfg.initial_corrupt_check && member_initialized) {
+    if (Error e = m->initial_corruption_check()) {
+      spdlog::error("checkInitialHashKV failed: {}", e.message());
+      m->stop();
+      return fail("discovery failed: " + e.message());
+    }
+  }
 
   // Member-only traffic on the peer URL only, one listener (net/mux.h):
   // HTTP/2 to the Peer service, libraft's raw connections (they open with

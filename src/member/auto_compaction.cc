@@ -80,6 +80,14 @@ std::string go_duration(int64_t ms) {
 
 }  // namespace
 
+Error parse_go_duration_ms(const std::string& text, int64_t* ms) {
+  int64_t ns = 0;
+  std::string error = parse_go_duration(text, &ns);
+  if (!error.empty()) return Error(Code::kInvalidArgument, error);
+  *ms = ns / 1000000;
+  return {};
+}
+
 Error parse_compaction_retention(CompactionMode mode, const std::string& text, int64_t* retention) {
   std::string digits = !text.empty() && text[0] == '+' ? text.substr(1) : text;
   if (all_digits(digits) && digits.size() <= 12) {

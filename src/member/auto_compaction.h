@@ -34,6 +34,11 @@ enum class CompactionMode { kPeriodic, kRevision };
 // auto-compaction off. Errors: InvalidArgument naming the value.
 Error parse_compaction_retention(CompactionMode mode, const std::string& text, int64_t* retention);
 
+// A non-negative Go duration as etcd's duration flags take it (Go's
+// time.ParseDuration: "0", "90s", "1h30m", "500ms"), in milliseconds
+// (rounded down). Errors: InvalidArgument with Go's text.
+Error parse_go_duration_ms(const std::string& text, int64_t* ms);
+
 // Periodic mode, etcd's Periodic.Run: every tick_ms (a tenth of the
 // retention, at most 6 minutes) it records the current revision; once a
 // whole retention has passed since the last success it compacts to the

@@ -4,17 +4,21 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
+#include "member/corruption_check.h"
 #include "member/leader_duties.h"
 #include "member/peer_prober.h"
 #include "member/pipeline.h"
 #include "member/raft_log_dir.h"
 #include "mvcc/compactor.h"
+#include "mvcc/etcd_keys.h"
 #include "mvcc/range.h"
 #include "queue/book.h"
 #include "queue/clickhouse.h"
@@ -31,6 +35,128 @@
 namespace etcdq::member {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Waits for `left` to reach zero under `mu`/`cv`, for at most `timeout`,
+// giving up early once `stopping` is set (a stop must not wait on peers).
+template <class Done>
+void wait_until(std::mutex& mu, std::condition_variable& cv, Done done, std::chrono::milliseconds timeout,
+                const std::atomic<bool>& stopping) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mu);
+  while (!done() && !stopping && std::chrono::steady_clock::now() < deadline) {
+    cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
+
+// The corruption checks' view of this member (member/corruption_check.h):
+// its hash, the other members' over Peer.HashKV, a read barrier, and the
+// CORRUPT alarm through the pipeline.
+CorruptionChecker::Hooks corruption_hooks(Context* ctx, std::chrono::milliseconds timeout,
+                                          std::shared_ptr<std::atomic<bool>> stopping) {
+  CorruptionChecker::Hooks h;
+  h.self = ctx->self.id;
+  h.timeout = timeout;
+  h.local_hash = [ctx](KvHash* out) -> Error {
+    auto view = ctx->store->view();
+    out->revision = view->revision();
+    out->compact_revision = view->compact_revision();
+    // At the current revision: etcd's HashByRev(0).
+    return mvcc::etcd_hash_kv(*view, 0, &out->hash);
+  };
+  h.peer_hashes = [ctx, timeout, stopping](int64_t revision) {
+    struct Asked {
+      std::mutex mu;
+      std::condition_variable cv;
+      size_t left = 0;
+      std::vector<PeerHash> out;
+    };
+    auto asked = std::make_shared<Asked>();
+    // Right after start the configuration may still be loading.
+    std::vector<raft::MemberState> members = ctx->node->members();
+    for (int i = 0; i < 20 && members.empty() && !*stopping; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      members = ctx->node->members();
+    }
+    for (const auto& m : members) {
+      if (m.id == ctx->self.id || m.address.empty()) continue;
+      PeerHash p;
+      p.id = m.id;
+      p.address = m.address;
+      p.error = Error(Code::kDeadlineExceeded, "no answer within the request timeout");
+      asked->out.push_back(std::move(p));
+    }
+    asked->left = asked->out.size();
+    const uint64_t cluster = ctx->current_cluster_id();
+    for (size_t i = 0; i < asked->out.size(); ++i) {
+      const uint64_t id = asked->out[i].id;
+      ctx->node->forwarder().hash_kv(
+          asked->out[i].address, revision, cluster, timeout,
+          [asked, i, id, cluster, revision](Error e, const peer::HashKVResponse& r) {
+            if (!e) e = check_peer_answer(id, cluster, revision, r);
+            std::lock_guard<std::mutex> lock(asked->mu);
+            PeerHash& p = asked->out[i];
+            p.ok = !e;
+            p.error = e;
+            if (p.ok) {
+              p.hash = {r.hash(), r.hash_revision(), r.compact_revision()};
+              p.current_revision = r.revision();
+            }
+            --asked->left;
+            asked->cv.notify_all();
+          });
+    }
+    wait_until(asked->mu, asked->cv, [&asked] { return asked->left == 0; }, timeout + std::chrono::seconds(1),
+               *stopping);
+    std::vector<PeerHash> out;
+    {
+      std::lock_guard<std::mutex> lock(asked->mu);
+      out = asked->out;
+    }
+    for (const auto& p : out) {
+      // etcd logs every failed request; the checks say what each means.
+      if (!p.ok && !is_future_rev(p.error) && !is_compacted(p.error) && !is_cluster_mismatch(p.error)) {
+        spdlog::warn("failed hash kv request (local-member-id={:x}, requested-revision={}, remote-peer-id={:x}, "
+                     "remote-peer-endpoint={}, error={})",
+                     ctx->self.id, revision, p.id, p.address, p.error.message());
+      }
+    }
+    return out;
+  };
+  h.linearizable_read = [ctx, timeout, stopping]() -> Error {
+    struct Read {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      Error error;
+    };
+    auto read = std::make_shared<Read>();
+    ctx->node->read_barrier([read](Error e) {
+      std::lock_guard<std::mutex> lock(read->mu);
+      read->done = true;
+      read->error = e;
+      read->cv.notify_all();
+    });
+    wait_until(read->mu, read->cv, [&read] { return read->done; }, timeout, *stopping);
+    std::lock_guard<std::mutex> lock(read->mu);
+    return read->done ? read->error : errors::timeout();
+  };
+  h.raise_corrupt = [ctx](uint64_t member) {
+    // etcd's triggerCorruptAlarm: an Alarm request through the log.
+    apply::Command cmd;
+    cmd.mutable_alarm()->set_action(etcdserverpb::AlarmRequest::ACTIVATE);
+    cmd.mutable_alarm()->set_memberid(member);
+    cmd.mutable_alarm()->set_alarm(etcdserverpb::CORRUPT);
+    cmd.set_internal(true);
+    propose(*ctx, std::move(cmd), [member](apply::Result&& r) {
+      if (r.error) spdlog::warn("cannot raise the CORRUPT alarm for member {:x}: {}", member, r.error.message());
+    });
+  };
+  return h;
+}
+
+}  // namespace
 
 // Everything the member owns, in construction order (destroyed in reverse).
 struct Member::Parts {
@@ -50,6 +176,9 @@ struct Member::Parts {
   std::unique_ptr<queue::ClickHouseSink> clickhouse;
   std::unique_ptr<AutoCompactor> auto_compactor;
   std::unique_ptr<PeerProber> prober;  // every member probes the others
+  // --corrupt-check-time; its hooks give up waiting on peers once `stopping`.
+  std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<CorruptionChecker> corruption;
   bool stopped = false;
   // Reads the parts above at each scrape: declared last, destroyed first.
   std::unique_ptr<metrics::SourceHandle> metrics;
@@ -223,6 +352,16 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
 
 void Member::adopt_raft_connection(int fd) { parts_->node->adopt_peer_connection(fd); }
 
+// libraft already runs here (open() started it), but before the peer
+// listener starts nothing reaches it and it applies nothing new: the state
+// hashed is what the data dir held, as etcd hashes before raft starts. Its
+// outgoing election attempts are pre-votes (the default), which disturb no
+// leader; with --pre-vote=false a long check could make it bump its term.
+Error Member::initial_corruption_check() {
+  CorruptionChecker checker(corruption_hooks(&ctx_, request_timeout(), parts_->stopping));
+  return checker.initial_check();
+}
+
 bool Member::join() {
   Context& ctx = ctx_;
   Parts& p = *parts_;
@@ -327,6 +466,13 @@ bool Member::join() {
                   [compactor] { compactor->set_leading(false); }});
     compactor->start();
   }
+  if (opts_.corrupt_check_ms > 0) {
+    p.corruption = std::make_unique<CorruptionChecker>(corruption_hooks(&ctx_, request_timeout(), p.stopping));
+    CorruptionChecker* checker = p.corruption.get();
+    p.duties.add({"corruption check", [checker] { checker->set_leading(true); },
+                  [checker] { checker->set_leading(false); }});
+    checker->start(std::chrono::milliseconds(opts_.corrupt_check_ms));
+  }
   p.duties.start();
   p.prober = std::make_unique<PeerProber>(p.node.get());
   p.prober->start();
@@ -369,7 +515,9 @@ void Member::stop() {
   Parts& p = *parts_;
   if (p.stopped) return;
   p.stopped = true;
+  *p.stopping = true;
   p.duties.stop();
+  if (p.corruption) p.corruption->stop();
   if (p.prober) p.prober->stop();
   if (p.auto_compactor) p.auto_compactor->stop();
   if (p.expiry) p.expiry->stop();

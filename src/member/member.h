@@ -64,6 +64,9 @@ struct Options {
   // retention of 0 leaves auto-compaction off, as etcd's default.
   CompactionMode auto_compaction_mode = CompactionMode::kPeriodic;
   int64_t auto_compaction_retention = 0;  // ms (periodic) or revisions
+  // --corrupt-check-time (member/corruption_check.h): the leader compares
+  // the members' hashes this often; 0: never (etcd's default).
+  int64_t corrupt_check_ms = 0;
   int64_t auth_token_ttl_seconds = 300;  // --auth-token-ttl (simple tokens)
   std::shared_ptr<const auth::JwtTokens> jwt;  // --auth-token jwt (null: simple tokens)
   std::string clickhouse_url;  // queue/clickhouse.h; "": not set up
@@ -94,6 +97,14 @@ class Member {
   // raft::PeerTransport::kMagic): taken over, from any thread, until the
   // Member is destroyed (closed once consensus stopped).
   void adopt_raft_connection(int fd);
+
+  // --experimental-initial-corrupt-check (member/corruption_check.h):
+  // between open() and the peer listener's start, on a data dir that held
+  // a member before (etcd skips a new one), compares this member's hash at
+  // its revision with every other member's. Blocks up to the request
+  // timeout. Errors: "<id> found data inconsistency with peers", or this
+  // member's state could not be hashed.
+  Error initial_corruption_check();
 
   // Returns false if a stop was requested before it finished (the member
   // then still needs stop()).

@@ -131,6 +131,21 @@ void Forwarder::attributes(const std::string& target, Timeout timeout,
   });
 }
 
+void Forwarder::hash_kv(const std::string& target, int64_t revision, uint64_t cluster_id, Timeout timeout,
+                        std::function<void(Error, const peer::HashKVResponse&)> done) {
+  auto* c = new Call<peer::HashKVRequest, peer::HashKVResponse>();
+  c->req.set_revision(revision);
+  c->req.set_cluster_id(cluster_id);
+  c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stub = peer::Peer::NewStub(channel(target));
+  stub->async()->HashKV(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+    // The status as it came (not from_status's "leader changed"): the
+    // caller logs why this peer could not be compared.
+    done(s.ok() ? Error() : Error(static_cast<Code>(s.error_code()), s.error_message()), c->resp);
+    delete c;
+  });
+}
+
 void Forwarder::configuration(const std::string& target, Timeout timeout,
                               std::function<void(Error, const peer::ConfigurationResponse&)> done) {
   auto* c = new Call<peer::ConfigurationRequest, peer::ConfigurationResponse>();

@@ -60,6 +60,12 @@ class Forwarder {
   // the answer or the call's error.
   void configuration(const std::string& target, Timeout timeout,
                      std::function<void(Error, const peer::ConfigurationResponse&)> done);
+  // Asks `target` for the hash of its key-value history up to `revision`
+  // (Peer.HashKV; member/corruption_check.h checks the answer). `done`
+  // gets the call's error (the target's own, e.g. etcd's compacted or
+  // future revision, passed on as is) or the answer.
+  void hash_kv(const std::string& target, int64_t revision, uint64_t cluster_id, Timeout timeout,
+               std::function<void(Error, const peer::HashKVResponse&)> done);
   // Fire and forget: this member's queue consumers, to the leader.
   void queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req);
   // Blocks until the whole state at `index` or later arrived (`fn` called

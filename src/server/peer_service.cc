@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "apply/command_check.h"
+#include "member/corruption_check.h"
 #include "member/pipeline.h"
+#include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
 #include "server/cluster_service.h"
 #include "server/forwarded_calls.h"
@@ -310,6 +312,51 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
     ctx_->queue_scheduler->reported(req->member(), req->report(), req->part(), req->parts(), std::move(consumers));
   }
   finish(reactor, {});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PeerService::HashKV(grpc::CallbackServerContext* c, const peer::HashKVRequest* req,
+                                              peer::HashKVResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  // Anyone who reaches the peer URL can ask (peer TLS decides who can): the
+  // request is checked whole, and the answer says only a CRC of the state.
+  if (req->ByteSizeLong() > kMaxHashRequestBytes) {
+    finish(reactor, Error(Code::kInvalidArgument, "malformed hash request: too large"));
+    return reactor;
+  }
+  if (req->revision() < 0) {
+    finish(reactor, Error(Code::kInvalidArgument, "malformed hash request: negative revision"));
+    return reactor;
+  }
+  // etcd's X-Etcd-Cluster-ID check (corrupt.go hashKVHandler): members of
+  // another cluster that happen to reach us compare nothing.
+  if (req->cluster_id() != ctx_->current_cluster_id()) {
+    finish(reactor, Error(Code::kFailedPrecondition, member::kClusterIdMismatch));
+    return reactor;
+  }
+  if (hashes_->fetch_add(1) >= kMaxHashes) {
+    hashes_->fetch_sub(1);
+    finish(reactor, Error(Code::kResourceExhausted, "etcdserver: too many hash requests in progress"));
+    return reactor;
+  }
+  Context* ctx = ctx_;
+  int64_t rev = req->revision();
+  // A full pass over the key space: off the gRPC thread.
+  std::thread([ctx, reactor, resp, rev, hashes = hashes_] {
+    auto view = ctx->store->view();
+    uint32_t hash = 0;
+    Error e = mvcc::etcd_hash_kv(*view, rev, &hash);
+    if (!e) {
+      resp->set_member_id(ctx->self.id);
+      resp->set_cluster_id(ctx->current_cluster_id());
+      resp->set_revision(view->revision());
+      resp->set_hash_revision(rev > 0 ? rev : view->revision());
+      resp->set_hash(hash);
+      resp->set_compact_revision(view->compact_revision());
+    }
+    hashes->fetch_sub(1);
+    finish(reactor, e);
+  }).detach();
   return reactor;
 }
 

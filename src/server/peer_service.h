@@ -6,6 +6,12 @@
 //     call a follower checked and passed on (server/forwarded_calls.h); on
 //     the leader only (errors::not_leader() elsewhere), checked again
 //     with the user and auth revision the follower sent.
+//   HashKV: etcd's /members/hashkv (member/corruption_check.h): the hash
+//     of the key-value history up to a revision, as Maintenance.HashKV
+//     computes it, from a thread of its own; asked with another cluster's
+//     id: FAILED_PRECONDITION "cluster ID mismatch"; at most kMaxHashes at
+//     once (more get RESOURCE_EXHAUSTED), a request over
+//     kMaxHashRequestBytes or with a negative revision is refused.
 //   FetchSnapshot: the checkpoint taken with one of our snapshots, streamed
 //     in chunks of about 1 MiB from a thread of its own, at the pace the
 //     receiver takes them; at most kMaxSnapshotSenders at once (more get
@@ -53,12 +59,19 @@ class PeerService final : public peer::Peer::CallbackService {
                                          etcdserverpb::MemberRemoveResponse* resp) override;
   grpc::ServerUnaryReactor* MemberPromote(grpc::CallbackServerContext* c, const peer::ForwardedMemberPromote* req,
                                           etcdserverpb::MemberPromoteResponse* resp) override;
+  grpc::ServerUnaryReactor* HashKV(grpc::CallbackServerContext* c, const peer::HashKVRequest* req,
+                                   peer::HashKVResponse* resp) override;
   grpc::ServerWriteReactor<peer::SnapshotChunk>* FetchSnapshot(grpc::CallbackServerContext* c,
                                                                const peer::FetchSnapshotRequest* req) override;
 
   // A member installs from one source at a time, so this is room for a
   // whole cluster installing at once; each transfer holds a thread.
   static constexpr int kMaxSnapshotSenders = 8;
+  // Each hash is a full pass over the key space; members ask one at a
+  // time (the leader every --corrupt-check-time, a starting member once).
+  static constexpr int kMaxHashes = 2;
+  // A real request is under 24 bytes (two varints).
+  static constexpr size_t kMaxHashRequestBytes = 64;
 
  private:
   // Refuses a forwarded call here unless this member leads and the
@@ -80,6 +93,7 @@ class PeerService final : public peer::Peer::CallbackService {
   };
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
   std::shared_ptr<std::atomic<int>> snapshot_senders_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> hashes_ = std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace etcdq::server

@@ -161,6 +161,7 @@ def forged_inputs(member_ids):
         (PEER + "QueueConsumers", "unary", queue_report(a_member, 1, 0, 1, 10)),
         (PEER + "Configuration", "unary", b""),
         (PEER + "Attributes", "unary", b""),
+        (PEER + "HashKV", "unary", f_varint(1, 1)),
         (PEER + "NoSuchMethod", "unary", b""),
         (RAFT_STREAM, "stream_in", [f_varint(1, a_member) + f_bytes(2, b"127.0.0.1:1"), f_bytes(3, b"\0" * 4096)]),
     ]

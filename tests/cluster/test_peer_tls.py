@@ -52,12 +52,12 @@ def read(path):
         return f.read()
 
 
-def peer_call(m, creds):
-    """Peer/Configuration on m's peer port: (code, details)."""
+def peer_call(m, creds, method=PEER_CONFIGURATION, payload=b""):
+    """A member-only call (Peer/Configuration) on m's peer port: (code, details)."""
     target = "127.0.0.1:%d" % m.peer_port
     ch = grpc.insecure_channel(target) if creds is None else grpc.secure_channel(target, creds)
     try:
-        ch.unary_unary(PEER_CONFIGURATION)(b"", timeout=3)
+        ch.unary_unary(method)(payload, timeout=3)
         return grpc.StatusCode.OK, ""
     except grpc.RpcError as e:
         return e.code(), e.details()
@@ -235,6 +235,38 @@ class PeerTlsTest(harness.MemberTestCase):
             self.assertTrue(os.path.exists(os.path.join(m.data_dir, "fixtures", "peer", "cert.pem")))
         code, _ = peer_call(members[0], None)
         self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+
+    def test_corruption_checks_ask_the_members_over_peer_tls(self):
+        # The hash exchange (Peer.HashKV) is a member-only call like the
+        # others: members make it with their peer certificates, nobody else
+        # gets an answer.
+        pki = PeerPki()
+        self.addCleanup(pki.cleanup)
+        extra = ["--experimental-initial-corrupt-check", "--experimental-corrupt-check-time", "1s"]
+        members = [PeerTlsMember(pki, "m%d" % i, extra_args=extra) for i in range(3)]
+        self.start_cluster(pki, members)
+        for i, m in enumerate(members):
+            self.put(pki, m, "c%d" % i, "v%d" % i)
+        for m in members:
+            self.wait_value(pki, m, "c2", "v2")
+        members[1].restart(timeout=30)
+        self.assertIn("initial corruption checking passed; no corruption", members[1].log_tail(400))
+        self.assertNotIn("failed hash kv request", members[1].log_tail(400))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if any("number-of-peers-checked=2" in m.log_tail(400) for m in members):
+                break
+            time.sleep(0.5)
+        else:
+            self.fail("no periodic check reached both followers over peer TLS")
+        hashkv = "/etcdq.peer.Peer/HashKV"
+        ok_creds = grpc.ssl_channel_credentials(read(pki.ca), read(pki.member_key), read(pki.member))
+        self.assertEqual(peer_call(members[0], ok_creds, hashkv, b"\x08\x01")[0], grpc.StatusCode.FAILED_PRECONDITION)
+        for creds in [None, grpc.ssl_channel_credentials(read(pki.ca)),
+                      grpc.ssl_channel_credentials(read(pki.ca), read(pki.foreign_key), read(pki.foreign))]:
+            self.assertEqual(peer_call(members[0], creds, hashkv, b"\x08\x01")[0], grpc.StatusCode.UNAVAILABLE)
+        r = self.ctl(pki, members[0].endpoint, "alarm", "list")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, ""), r.stderr)
 
     def check_cannot_join(self, pki, cert, key, refusal, extra=()):
         members = [PeerTlsMember(pki, "m0", extra_args=extra), PeerTlsMember(pki, "m1", extra_args=extra),
