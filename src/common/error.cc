@@ -72,6 +72,19 @@ Error too_many_requests() { return {Code::kResourceExhausted, "etcdserver: too m
 Error jwt_verify_only() { return {Code::kUnknown, "auth: token signing attempted with verify-only key"}; }
 Error invalid_auth_mgmt() { return {Code::kInvalidArgument, "etcdserver: invalid auth management"}; }
 Error auth_old_revision() { return {Code::kInvalidArgument, "etcdserver: revision of auth store is old"}; }
+Error wrong_downgrade_version_format() {
+  return {Code::kInvalidArgument, "etcdserver: wrong downgrade target version format"};
+}
+Error invalid_downgrade_target_version() {
+  return {Code::kInvalidArgument, "etcdserver: invalid downgrade target version"};
+}
+Error no_inflight_downgrade() { return {Code::kFailedPrecondition, "etcdserver: no inflight downgrade job"}; }
+Error downgrade_not_supported(const std::string& target) {
+  return {Code::kFailedPrecondition,
+          "etcdserver: downgrade is not supported by etcdq: its storage cannot be converted to etcd " + target +
+              "'s; to move to etcd " + target +
+              ", restore a snapshot (etcdctl snapshot save) with that etcd's snapshot restore"};
+}
 Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }
 
 }  // namespace etcdq::errors

@@ -105,6 +105,13 @@ Error jwt_verify_only();         // Unknown "auth: token signing attempted with 
 Error too_many_requests();       // ResourceExhausted "etcdserver: too many requests"
 Error invalid_auth_mgmt();       // InvalidArgument "etcdserver: invalid auth management"
 Error auth_old_revision();       // InvalidArgument "etcdserver: revision of auth store is old"
+// Downgrade (etcd 3.6's rpctypes ErrGRPC*Downgrade*).
+Error wrong_downgrade_version_format();    // InvalidArgument "etcdserver: wrong downgrade target version format"
+Error invalid_downgrade_target_version();  // InvalidArgument "etcdserver: invalid downgrade target version"
+Error no_inflight_downgrade();             // FailedPrecondition "etcdserver: no inflight downgrade job"
+// etcdq's own: a downgrade it validated but cannot carry out
+// (server/downgrade.h says why).
+Error downgrade_not_supported(const std::string& target);  // FailedPrecondition
 Error internal(std::string what);  // Internal, for bugs and storage failures
 }  // namespace errors
 
