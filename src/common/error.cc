@@ -48,7 +48,11 @@ Error learner_not_ready() {
 Error too_many_learners() { return {Code::kFailedPrecondition, "etcdserver: too many learner members in cluster"}; }
 Error unhealthy() { return {Code::kUnavailable, "etcdserver: unhealthy cluster"}; }
 Error bad_leader_transferee() { return {Code::kFailedPrecondition, "etcdserver: bad leader transferee"}; }
-Error not_supported_for_learner() { return {Code::kUnavailable, "etcdserver: rpc not supported for learner"}; }
+// FailedPrecondition since etcd 3.6 (3.5: Unavailable, which clientv3 retries:
+// a watch on a learner then never ends).
+Error not_supported_for_learner() {
+  return {Code::kFailedPrecondition, "etcdserver: rpc not supported for learner"};
+}
 Error root_user_not_exist() { return {Code::kFailedPrecondition, "etcdserver: root user does not exist"}; }
 Error root_role_not_exist() { return {Code::kFailedPrecondition, "etcdserver: root user does not have root role"}; }
 Error user_already_exist() { return {Code::kFailedPrecondition, "etcdserver: user name already exists"}; }

@@ -79,8 +79,8 @@ Error member_not_learner();  // FailedPrecondition "etcdserver: can only promote
 Error learner_not_ready();   // FailedPrecondition "etcdserver: can only promote a learner member which is in sync with leader"
 Error too_many_learners();   // FailedPrecondition "etcdserver: too many learner members in cluster"
 Error unhealthy();           // Unavailable "etcdserver: unhealthy cluster"
-Error bad_leader_transferee();
-Error not_supported_for_learner();  // Unavailable "etcdserver: rpc not supported for learner"  // FailedPrecondition "etcdserver: bad leader transferee"
+Error bad_leader_transferee();      // FailedPrecondition "etcdserver: bad leader transferee"
+Error not_supported_for_learner();  // FailedPrecondition "etcdserver: rpc not supported for learner" (etcd 3.6)
 // Authentication and authorization (etcd's rpctypes ErrGRPC*, auth/store.go).
 Error root_user_not_exist();     // FailedPrecondition "etcdserver: root user does not exist"
 Error root_role_not_exist();     // FailedPrecondition "etcdserver: root user does not have root role"

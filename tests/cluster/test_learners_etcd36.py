@@ -16,6 +16,8 @@ the order follows the member ids) must be the same:
   linearizable get, del, txn, member list, lease grant, compaction, alarm
   list, auth status, downgrade validate, lock, watch) as etcd's interceptors
   refuse it, and snapshot save works (etcd 3.6 lets a learner stream one);
+- the gRPC status of those refusals is FailedPrecondition (etcd 3.6; 3.5
+  said Unavailable);
 - a learner does not vote: with 2 of the 3 voters killed the put on the
   last voter fails although the learner runs; both voters back, it works;
 - `member promote` then succeeds and `member list` shows 4 voters.
@@ -25,6 +27,7 @@ Run: ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_learners_etcd36.p
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 import unittest
@@ -33,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "integration"))
 
 import cluster  # noqa: E402
+import grpc  # noqa: E402
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 import etcd36  # noqa: E402
 import harness  # noqa: E402
 
@@ -46,6 +51,29 @@ def normalized_member_add(text):
     def sort_cluster(m):
         return 'ETCD_INITIAL_CLUSTER="%s"' % ",".join(sorted(m.group(1).split(",")))
     return etcd36.mask(re.sub(r'ETCD_INITIAL_CLUSTER="([^"]*)"', sort_cluster, text))
+
+
+def raw_learner_codes(ep):
+    """The status a learner gives a Put and a Watch stream (etcd 3.6: FailedPrecondition,
+    3.5 said Unavailable, which clientv3 retries forever on a watch)."""
+    out = []
+    ch = grpc.insecure_channel(ep)
+    try:
+        try:
+            rpc_pb2_grpc.KVStub(ch).Put(rpc_pb2.PutRequest(key=b"x", value=b"y"), timeout=5)
+            out.append("Put OK")
+        except grpc.RpcError as e:
+            out.append("Put %s %s" % (e.code().name, e.details()))
+        reqs = iter([rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(key=b"k"))])
+        try:
+            for _ in rpc_pb2_grpc.WatchStub(ch).Watch(reqs, timeout=5):
+                pass
+            out.append("Watch ended")
+        except grpc.RpcError as e:
+            out.append("Watch %s %s" % (e.code().name, e.details()))
+    finally:
+        ch.close()
+    return "\n".join(out)
 
 
 class LearnerScenario:
@@ -116,8 +144,12 @@ class LearnerScenario:
                      ["--command-timeout", "5s", "lock", "l"], ["--command-timeout", "5s", "elect", "e", "v"]):
             r = ctl(ep, *args, timeout=30)
             self.record("learner: " + " ".join(args), etcd36.mask(r.text()))
-        r = ctl(ep, "watch", "k", timeout=30)
-        self.record("learner: watch", r.text())
+        try:
+            r = ctl(ep, "watch", "k", timeout=20)
+            self.record("learner: watch", r.text())
+        except subprocess.TimeoutExpired:
+            self.record("learner: watch", "still watching after 20 s")
+        self.record("learner: gRPC codes", raw_learner_codes(ep))
         snap = os.path.join(learner.dir, "learner-snapshot.db")
         r = ctl(ep, "snapshot", "save", snap)
         self.record("learner: snapshot save exit status", "exit %d" % r.rc)
