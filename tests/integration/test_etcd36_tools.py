@@ -241,8 +241,11 @@ class Etcd36Tools(harness.CleanupTestCase):
         # etcd 3.6 adds "Server version 3.6.0" (SnapshotResponse.version, the
         # storage version); etcdq leaves it empty, as etcd 3.5, below 3.6.
         self.assertEqual(ref_save.out.splitlines()[1:], ["Server version 3.6.0"])
-        if status(target.endpoint)["version"] < "3.6":
+        version = status(target.endpoint)["version"]
+        if version < "3.6":
             self.assertEqual(save.out.splitlines()[1:], [])
+        else:
+            self.assertEqual(save.out.splitlines()[1:], ["Server version %s.0" % minor_version(version)])
         sts = []
         for path in (ref_snap, snap):
             r = etcd36.etcdutl("snapshot", "status", path, "-w", "json")
@@ -250,6 +253,11 @@ class Etcd36Tools(harness.CleanupTestCase):
             sts.append(json.loads(r.out))
         self.assertEqual((sts[1]["revision"], sts[1]["totalKey"]), (sts[0]["revision"], sts[0]["totalKey"]))
         self.assertEqual(sts[1]["revision"], 13)
+        # etcd's own file carries 3.6's storageVersion key; etcdq's is etcd
+        # 3.4's layout without it (README, "etcd 3.6's tools").
+        self.assertEqual(sts[0]["version"], "3.6.0")
+        if not harness.is_reference_etcd():
+            self.assertEqual(sts[1].get("version", ""), "")
         # Restored by etcdutl 3.6, served by etcd 3.6: the same keys and revisions.
         served = self.track(harness.Member(binary=etcd36.etcd(), name="restored", start=False))
         r = etcd36.etcdutl("snapshot", "restore", snap, "--name", served.name, "--data-dir", served.data_dir,
