@@ -35,6 +35,7 @@
 #include "raft/transport.h"
 #include "server/peer_server.h"
 #include "server/maintenance_service.h"
+#include "server/downgrade.h"
 #include "server/server.h"
 
 using namespace etcdq;
@@ -406,7 +407,7 @@ int main(int argc, char** argv) {
   // decide what to send from it (etcdq's own is `etcdq --version`).
   ho.server_version = server::kEtcdApiVersion;
   ho.cluster_version = server::kEtcdApiVersion;
-  ho.storage_version = server::kEtcdApiVersion;
+  ho.storage_version = server::storage_version(server::kEtcdApiVersion);
   // The JSON gateway calls the client server above (http/gateway.h).
   ho.gateway_channel = client_server->in_process_channel();
   server::ClientServer* grpc_side = client_server.get();

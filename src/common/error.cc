@@ -48,7 +48,11 @@ Error learner_not_ready() {
 Error too_many_learners() { return {Code::kFailedPrecondition, "etcdserver: too many learner members in cluster"}; }
 Error unhealthy() { return {Code::kUnavailable, "etcdserver: unhealthy cluster"}; }
 Error bad_leader_transferee() { return {Code::kFailedPrecondition, "etcdserver: bad leader transferee"}; }
-Error not_supported_for_learner() { return {Code::kUnavailable, "etcdserver: rpc not supported for learner"}; }
+// FailedPrecondition since etcd 3.6 (3.5: Unavailable, which clientv3 retries:
+// a watch on a learner then never ends).
+Error not_supported_for_learner() {
+  return {Code::kFailedPrecondition, "etcdserver: rpc not supported for learner"};
+}
 Error root_user_not_exist() { return {Code::kFailedPrecondition, "etcdserver: root user does not exist"}; }
 Error root_role_not_exist() { return {Code::kFailedPrecondition, "etcdserver: root user does not have root role"}; }
 Error user_already_exist() { return {Code::kFailedPrecondition, "etcdserver: user name already exists"}; }
@@ -72,6 +76,19 @@ Error too_many_requests() { return {Code::kResourceExhausted, "etcdserver: too m
 Error jwt_verify_only() { return {Code::kUnknown, "auth: token signing attempted with verify-only key"}; }
 Error invalid_auth_mgmt() { return {Code::kInvalidArgument, "etcdserver: invalid auth management"}; }
 Error auth_old_revision() { return {Code::kInvalidArgument, "etcdserver: revision of auth store is old"}; }
+Error wrong_downgrade_version_format() {
+  return {Code::kInvalidArgument, "etcdserver: wrong downgrade target version format"};
+}
+Error invalid_downgrade_target_version() {
+  return {Code::kInvalidArgument, "etcdserver: invalid downgrade target version"};
+}
+Error no_inflight_downgrade() { return {Code::kFailedPrecondition, "etcdserver: no inflight downgrade job"}; }
+Error downgrade_not_supported(const std::string& target) {
+  return {Code::kFailedPrecondition,
+          "etcdserver: downgrade is not supported by etcdq: its storage cannot be converted to etcd " + target +
+              "'s; to move to etcd " + target +
+              ", restore a snapshot (etcdctl snapshot save) with that etcd's snapshot restore"};
+}
 Error internal(std::string what) { return {Code::kInternal, std::move(what)}; }
 
 }  // namespace etcdq::errors

@@ -79,8 +79,8 @@ Error member_not_learner();  // FailedPrecondition "etcdserver: can only promote
 Error learner_not_ready();   // FailedPrecondition "etcdserver: can only promote a learner member which is in sync with leader"
 Error too_many_learners();   // FailedPrecondition "etcdserver: too many learner members in cluster"
 Error unhealthy();           // Unavailable "etcdserver: unhealthy cluster"
-Error bad_leader_transferee();
-Error not_supported_for_learner();  // Unavailable "etcdserver: rpc not supported for learner"  // FailedPrecondition "etcdserver: bad leader transferee"
+Error bad_leader_transferee();      // FailedPrecondition "etcdserver: bad leader transferee"
+Error not_supported_for_learner();  // FailedPrecondition "etcdserver: rpc not supported for learner" (etcd 3.6)
 // Authentication and authorization (etcd's rpctypes ErrGRPC*, auth/store.go).
 Error root_user_not_exist();     // FailedPrecondition "etcdserver: root user does not exist"
 Error root_role_not_exist();     // FailedPrecondition "etcdserver: root user does not have root role"
@@ -105,6 +105,13 @@ Error jwt_verify_only();         // Unknown "auth: token signing attempted with 
 Error too_many_requests();       // ResourceExhausted "etcdserver: too many requests"
 Error invalid_auth_mgmt();       // InvalidArgument "etcdserver: invalid auth management"
 Error auth_old_revision();       // InvalidArgument "etcdserver: revision of auth store is old"
+// Downgrade (etcd 3.6's rpctypes ErrGRPC*Downgrade*).
+Error wrong_downgrade_version_format();    // InvalidArgument "etcdserver: wrong downgrade target version format"
+Error invalid_downgrade_target_version();  // InvalidArgument "etcdserver: invalid downgrade target version"
+Error no_inflight_downgrade();             // FailedPrecondition "etcdserver: no inflight downgrade job"
+// etcdq's own: a downgrade it validated but cannot carry out
+// (server/downgrade.h says why).
+Error downgrade_not_supported(const std::string& target);  // FailedPrecondition
 Error internal(std::string what);  // Internal, for bugs and storage failures
 }  // namespace errors
 

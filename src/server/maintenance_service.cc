@@ -16,6 +16,7 @@
 #include "member/pipeline.h"
 #include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
+#include "server/downgrade.h"
 #include "server/etcd_snapshot.h"
 
 namespace etcdq::server {
@@ -40,6 +41,13 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
   for (const auto& m : ctx_->node->members()) {
     if (m.id == ctx_->self.id) resp->set_islearner(m.learner);
   }
+  // etcd 3.6's fields: the quota in force (--quota-backend-bytes, its 2 GiB
+  // default for 0), the storage version, and no downgrade ever enabled.
+  resp->set_dbsizequota(ctx_->limits.quota_bytes);
+  resp->set_storageversion(storage_version(kEtcdApiVersion));
+  resp->mutable_downgradeinfo()->set_enabled(false);
+  // etcd (3.5 and 3.6) lists a missing leader first, then the alarms.
+  if (p.leader_id == 0) resp->add_errors(errors::no_leader().message());
   for (const auto& a : ctx_->alarms->list(0, etcdserverpb::NONE)) {
     resp->add_errors("memberID:" + std::to_string(a.memberid()) + " alarm:" + etcdserverpb::AlarmType_Name(a.alarm()) +
                      " ");
@@ -173,7 +181,10 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
     uint32_t hash = 0;
     if (Error e = mvcc::etcd_hash_kv(*view, rev, &hash)) return finish(reactor, e);
     resp->set_hash(hash);
-    resp->set_compact_revision(view->compact_revision());
+    // etcd's compactMainRev is -1 until the first compaction.
+    resp->set_compact_revision(view->compact_revision() > 0 ? view->compact_revision() : -1);
+    // etcd 3.6: the revision the hash covers (the current one for 0).
+    resp->set_hash_revision(rev > 0 ? rev : view->revision());
     resp->mutable_header()->set_revision(view->revision());
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
@@ -204,6 +215,25 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
   }).detach();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MaintenanceService::Downgrade(grpc::CallbackServerContext* c,
+                                                        const etcdserverpb::DowngradeRequest* req,
+                                                        etcdserverpb::DowngradeResponse* resp) {
+  auto* reactor = c->DefaultReactor();
+  if (refuse_call(*ctx_, c, reactor)) return reactor;
+  // etcd's authMaintenanceServer: root only.
+  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+    finish(reactor, e);
+    return reactor;
+  }
+  if (Error e = answer_downgrade(kEtcdApiVersion, *req, resp)) {
+    finish(reactor, e);
+    return reactor;
+  }
+  ctx_->fill_header(resp->mutable_header());
+  finish(reactor, {});
   return reactor;
 }
 
@@ -253,6 +283,9 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     std::string buf(kChunkBytes, '\0');
     uint64_t sent = 0;
+    // etcd 3.6 names the storage version in every message (etcdctl prints
+    // "Server version ..."); empty, as from etcd 3.5, below 3.6.
+    chunk_.set_version(storage_version(kEtcdApiVersion));
     while (sent < total) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, total - sent));
       if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {

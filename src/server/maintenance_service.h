@@ -11,7 +11,8 @@
 // view, in a temporary file beside the database ("etcd-snapshot-*.tmp" in
 // the parent of the RocksDB dir, removed when the call ends; leftovers are
 // removed when the service starts); at most kMaxSnapshots at once, more get
-// RESOURCE_EXHAUSTED. Downgrade answers Unimplemented.
+// RESOURCE_EXHAUSTED. Downgrade validates as etcd 3.6 and refuses to enable
+// (server/downgrade.h: etcdq cannot rewrite its storage for an older etcd).
 #pragma once
 
 #include <atomic>
@@ -30,7 +31,8 @@ namespace etcdq::server {
 // only for 3.4.31+, 3.5.13+ or 3.6 (k8s.io/apiserver, storage/feature/
 // feature_support_checker.go); 3.5.0 kept them off. 3.6.0, not a patch
 // release: etcdq follows etcd 3.6's API and behaviour, not one patch of it
-// (etcd's own cluster version is major.minor.0 the same way).
+// (etcd's own cluster version is major.minor.0 the same way). Downgrade's
+// cluster version derives from it too (server/downgrade.h).
 inline constexpr const char* kEtcdApiVersion = "3.6.0";
 
 class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance> {
@@ -42,6 +44,7 @@ class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance>
     strict_parsing("HashKV", &MaintenanceService::HashKV, {});
     strict_parsing("MoveLeader", &MaintenanceService::MoveLeader, {});
     strict_parsing("Hash", &MaintenanceService::Hash, {});
+    strict_parsing("Downgrade", &MaintenanceService::Downgrade, {});
     remove_leftover_snapshots();
   }
 
@@ -61,6 +64,8 @@ class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance>
                                    etcdserverpb::HashKVResponse* resp) override;
   grpc::ServerUnaryReactor* Hash(grpc::CallbackServerContext* c, const etcdserverpb::HashRequest* req,
                                  etcdserverpb::HashResponse* resp) override;
+  grpc::ServerUnaryReactor* Downgrade(grpc::CallbackServerContext* c, const etcdserverpb::DowngradeRequest* req,
+                                      etcdserverpb::DowngradeResponse* resp) override;
   grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse>* Snapshot(grpc::CallbackServerContext* c,
                                                                      const etcdserverpb::SnapshotRequest* req) override;
 

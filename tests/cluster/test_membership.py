@@ -171,7 +171,7 @@ class MembershipTest(ClusterTestCase):
                            ("linearizable Range", lambda: c.kv(j).Range(rpc_pb2.RangeRequest(key=b"x"), timeout=5))):
             with self.assertRaises(grpc.RpcError, msg=what) as cm:
                 call()
-            self.assertEqual(rpc_error_text(cm.exception), "UNAVAILABLE: etcdserver: rpc not supported for learner",
+            self.assertEqual(rpc_error_text(cm.exception), "FAILED_PRECONDITION: etcdserver: rpc not supported for learner",
                              what)
 
         # ---- promote --------------------------------------------------------------------------------
