@@ -39,7 +39,7 @@ start=$(date +%s)
 # -mod=readonly: go.mod and go.sum are the pin. CGO off as Kubernetes' release builds.
 (cd "$here" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice -n 10 \
   go build -p "${KUBE_BUILD_P:-2}" -trimpath -ldflags "$ld" -o "$tmp/" tool)
-echo "$key" > "$tmp/.key"
+chmod 755 "$tmp"; echo "$key" > "$tmp/.key"
 rm -rf "$out"; mv "$tmp" "$out"; trap - EXIT
 echo "kube-apiserver: built in $(( $(date +%s) - start )) s" >&2
 "$out/kube-apiserver" --version >&2
