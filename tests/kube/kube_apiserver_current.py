@@ -529,11 +529,16 @@ def crud(c, port, base, resource, namespaced, kind, extra, name="kq-obj"):
         st, o = c.req("POST", coll, body_for(base, kind, name, namespaced, extra))
         if st not in (200, 201):
             return "create %d %s" % (st, str(o)[:300])
-        st, o = c.req("GET", coll + "/" + name)
-        if st != 200:
-            return "get %d" % st
-        o["metadata"].setdefault("labels", {})["step"] = "updated"
-        st, o2 = c.req("PUT", coll + "/" + name, o)
+        for attempt in range(5):
+            # as client-go's RetryOnConflict: a controller inside the apiserver may write the object
+            # (status of a FlowSchema, ...) between our read and our write
+            st, o = c.req("GET", coll + "/" + name)
+            if st != 200:
+                return "get %d" % st
+            o["metadata"].setdefault("labels", {})["step"] = "updated"
+            st, o2 = c.req("PUT", coll + "/" + name, o)
+            if st != 409:
+                break
         if st != 200:
             return "update %d %s" % (st, str(o2)[:300])
         # the old resourceVersion again must conflict (etcd's compare on mod_revision)
