@@ -623,7 +623,7 @@ def run_one(storage_name, binary, setup, k8s, a):
         t0 = time.monotonic()
         st.start_all()
         notes.append("storage Status version %s" % st.version())
-        api = Apiserver(k8s, pki, st, workdir)
+        api = Apiserver(k8s, pki, st, workdir, a.apiserver_arg)
         api.start()
         steps["apiserver ready"] = "ok (%.0f s)" % (time.monotonic() - t0)
         c = Client(api.port)
@@ -670,6 +670,21 @@ def run_one(storage_name, binary, setup, k8s, a):
         steps["consistent list sees own write (20x)"] = "ok" if bad == 0 else "%d of 20 stale" % bad
         steps["consistent list served from watch cache"] = ("yes (%d of 20)" % from_cache if from_cache >= 20 else
                                                             "no (%d from cache, %d fell back)" % (from_cache, fallback))
+
+        # ---- kubectl: paged list (Range limit + continue), discovery
+        kc = [os.path.join(k8s, "kubectl"), "--server", "https://127.0.0.1:%d" % api.port, "--token", TOKEN,
+              "--insecure-skip-tls-verify", "--request-timeout=30s"]
+        r1 = subprocess.run(kc + ["-n", NS, "get", "configmaps", "--chunk-size=7", "-o", "name"],
+                            capture_output=True, text=True, timeout=60)
+        r2 = subprocess.run(kc + ["api-resources", "-o", "name"], capture_output=True, text=True, timeout=60)
+        s3, lst = c.req("GET", "/api/v1/namespaces/%s/configmaps" % NS)
+        want = sorted("configmap/" + x["metadata"]["name"] for x in lst.get("items", []))
+        got = sorted(r1.stdout.split())
+        steps["kubectl get --chunk-size=7, api-resources"] = (
+            "ok (%d configmaps, %d resources)" % (len(got), len(r2.stdout.split()))
+            if r1.returncode == 0 and r2.returncode == 0 and got == want else
+            "FAIL: rc %d/%d, %d names vs %d; %s" % (r1.returncode, r2.returncode, len(got), len(want),
+                                                    (r1.stderr + r2.stderr)[:200]))
 
         # ---- WatchList (streaming list)
         wl = Watch(api.port, "/api/v1/namespaces/%s/configmaps" % NS, None,
@@ -883,6 +898,8 @@ def main():
     ap.add_argument("--lists", type=int, default=200)
     ap.add_argument("--out", default=None, help="dir for each run's apiserver log and metrics")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--apiserver-arg", action="append", default=[],
+                    help="an extra kube-apiserver flag, e.g. --apiserver-arg=--watch-cache=false (repeatable)")
     a = ap.parse_args()
     if a.k8s is None:
         a.k8s = subprocess.run(["bash", os.path.join(ROOT, "tools", "kube-apiserver", "build.sh")],
