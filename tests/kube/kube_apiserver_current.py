@@ -6,6 +6,7 @@ CTest: the apiserver takes long to build (once; cached after).
     /usr/bin/python3 tests/kube/kube_apiserver_current.py
         [--storage etcdq,etcd36] [--setup 1,3tls] [--etcdq build/etcdq]
         [--etcd36-dir DIR] [--k8s DIR] [--creates 500] [--lists 200] [--keep]
+        [--kill leader|follower] [--auth] [--apiserver-arg=--watch-cache=false ...]
 
 Setups: `1` is one member with plain http client URLs; `3tls` is three
 members with client and peer mutual TLS (tests/integration/tlslib.Pki: one
@@ -16,7 +17,8 @@ free loopback ports in temp dirs. The apiserver authenticates us by a token
 driven with plain HTTPS requests:
 
   * every built-in kind it serves without controllers: create, get, update
-    (PUT with the read resourceVersion), list (must hold it), delete (and its
+    (PUT with the read resourceVersion, retried on 409 as client-go does; the
+    same PUT again must get 409), list (must hold it), delete (and its
     finalizers removed where a controller would), each seen by a watch
     started before (ADDED, MODIFIED, DELETED); a CRD and a custom resource;
   * consistent lists (no resourceVersion) right after a write, and whether
@@ -24,7 +26,9 @@ driven with plain HTTPS requests:
   * a streaming list (WatchList: sendInitialEvents=true, must end with the
     initial-events-end bookmark);
   * latency: N ConfigMap creates, M consistent lists of them, M gets (p50, p99);
-  * 3tls only: the storage leader SIGKILLed under load (4 writers, a watcher):
+  * kubectl: a paged `get --chunk-size=7` must equal the API's list; api-resources;
+  * 3tls only: the storage leader (--kill follower: a follower) SIGKILLed under
+    load (4 writers, a watcher):
     the apiserver must keep serving, the watch must see every acknowledged
     create without a relist storm (LIST counts on the apiserver's /metrics,
     watch cache re-initializations), nothing acknowledged may be lost, and
@@ -175,6 +179,19 @@ class Storage:
         if r.returncode != 0 or not m:
             raise RuntimeError("etcdctl count on %s: %s" % (self.members[i]["name"], r.stderr))
         return int(m.group(1))
+
+    def enable_auth(self):
+        """User root with role root, auth on; clients are known by their certificate's CN (root)."""
+        ctl = os.path.join(os.path.dirname(self.binary), "etcdctl")
+        if not os.path.exists(ctl):
+            ctl = "etcdctl"
+        base = [ctl, "--endpoints", self.members[0]["curl"], "--cacert", self.pki.ca, "--cert", self.pki.client,
+                "--key", self.pki.client_key]
+        for args in (["user", "add", "root", "--new-user-password=rootpw"], ["role", "add", "root"],
+                     ["user", "grant-role", "root", "root"], ["auth", "enable"]):
+            r = subprocess.run(base + args, capture_output=True, text=True, timeout=30)
+            if r.returncode != 0:
+                raise RuntimeError("etcdctl %s: %s" % (" ".join(args), r.stderr))
 
     def compactions(self):
         """The version of the key the apiserver's compactor bumps each time it compacts."""
@@ -623,6 +640,11 @@ def run_one(storage_name, binary, setup, k8s, a):
         t0 = time.monotonic()
         st.start_all()
         notes.append("storage Status version %s" % st.version())
+        if a.auth:
+            if not st.pki:
+                raise RuntimeError("--auth needs the 3tls setup (the apiserver logs in by its certificate's CN)")
+            st.enable_auth()
+            notes.append("etcd auth on: the apiserver is user root by its client certificate's Common Name")
         api = Apiserver(k8s, pki, st, workdir, a.apiserver_arg)
         api.start()
         steps["apiserver ready"] = "ok (%.0f s)" % (time.monotonic() - t0)
@@ -733,7 +755,7 @@ def run_one(storage_name, binary, setup, k8s, a):
             "ok" if errs == 0 else "%d errors" % errs
 
         if n == 3:
-            kill_test(st, api, steps, notes, storage_name)
+            kill_test(st, api, steps, notes, storage_name, a.kill)
 
         notes.append("apiserver compactions (compact_rev_key version, storage revision): %s" % (st.compactions(),))
         text = api.logtext()
@@ -769,7 +791,7 @@ def run_one(storage_name, binary, setup, k8s, a):
         pki.cleanup()
 
 
-def kill_test(st, api, steps, notes, storage_name):
+def kill_test(st, api, steps, notes, storage_name, kill="leader"):
     c = Client(api.port)
     c.req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "load"}})
     s0, lst = c.req("GET", "/api/v1/namespaces/load/configmaps")
@@ -804,11 +826,13 @@ def kill_test(st, api, steps, notes, storage_name):
     m0 = c.metrics()
     leader = st.leader()
     victim = leader if leader is not None else 0
+    if kill == "follower" and leader is not None:
+        victim = (leader + 1) % st.n
     before = len(acked)
     t_kill = time.monotonic()
     st.kill9(victim)
-    notes.append("killed %s (leader: %s) with %d creates acknowledged" % (
-        st.members[victim]["name"], leader is not None, before))
+    notes.append("killed %s (%s) with %d creates acknowledged" % (
+        st.members[victim]["name"], "the leader" if victim == leader else "a follower", before))
     time.sleep(20)
     stop.set()
     for t in threads:
@@ -822,7 +846,7 @@ def kill_test(st, api, steps, notes, storage_name):
         fails = list(failed)
     fail_after = [f for f in fails if f[0] >= t_kill]
     # gap: longest stretch without an ack is not tracked per write; report failures instead
-    steps["3tls: apiserver keeps serving after SIGKILL of the leader"] = (
+    steps["3tls: apiserver keeps serving after SIGKILL of the %s" % kill] = (
         "ok (%d creates acked in the 20 s after, %d failed, longest gap %.1f s)" % (after_kill, len(fail_after), gap)
         if after_kill > 0 else "FAIL: no create acknowledged after the kill (%d failed: %s)" % (
             len(fail_after), fail_after[:1]))
@@ -898,6 +922,10 @@ def main():
     ap.add_argument("--lists", type=int, default=200)
     ap.add_argument("--out", default=None, help="dir for each run's apiserver log and metrics")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--kill", choices=["leader", "follower"], default="leader",
+                    help="which storage member the 3tls setup SIGKILLs under load")
+    ap.add_argument("--auth", action="store_true",
+                    help="3tls: etcd auth on (user root); the apiserver is known by its certificate's CN")
     ap.add_argument("--apiserver-arg", action="append", default=[],
                     help="an extra kube-apiserver flag, e.g. --apiserver-arg=--watch-cache=false (repeatable)")
     a = ap.parse_args()
