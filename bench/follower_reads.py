@@ -13,6 +13,7 @@ follower's read barrier is on its path.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -55,6 +56,7 @@ def main():
                         flush=True)
         finally:
             st.stop()
+            shutil.rmtree(st.dir, ignore_errors=True)
             pki.cleanup()
 
 
