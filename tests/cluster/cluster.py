@@ -63,6 +63,18 @@ CLUSTER_START_TIMEOUT_S = 90.0 if sanitized() else 30.0
 RPC_TIMEOUT_S = 5.0
 
 
+def varint(n):
+    """n as a protobuf base-128 varint (the member-only call tests build raw messages)."""
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
 # ---- etcd 3.4/3.5 messages python-etcd3 0.12 lacks ----------------------------
 
 def _build_v35():

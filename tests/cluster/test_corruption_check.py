@@ -41,7 +41,7 @@ import unittest  # noqa: E402
 
 import grpc  # noqa: E402
 
-from cluster import ClusterTestCase, binary_under_test, is_reference_etcd, main, rpc_pb2  # noqa: E402
+from cluster import ClusterTestCase, binary_under_test, is_reference_etcd, main, rpc_pb2, varint  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 CHECK_TIME = "1s"
@@ -55,17 +55,6 @@ def corrupt_tool():
     if not tool:
         tool = os.path.join(os.path.dirname(os.path.abspath(binary_under_test())), "etcdq_kv_corrupt_tool")
     return tool
-
-
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
 
 
 def hashkv_request(revision, cluster_id):

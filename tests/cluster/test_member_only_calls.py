@@ -36,7 +36,7 @@ import unittest  # noqa: E402
 
 import grpc  # noqa: E402
 
-from cluster import ClusterTestCase, harness, is_reference_etcd, main, rpc_pb2  # noqa: E402
+from cluster import ClusterTestCase, harness, is_reference_etcd, main, rpc_pb2, varint  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 PEER = "/etcdq.peer.Peer/"
@@ -85,17 +85,6 @@ def rss_kib(pid):
 
 
 # ---- protobuf by hand (etcdq's own messages have no Python stubs) ------------------------------
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
 def f_bytes(num, data):
     return varint(num << 3 | 2) + varint(len(data)) + data
 
