@@ -214,7 +214,11 @@ Error collect_ignored_flags(const CLI::App& app, const std::map<std::string, std
       case GoKind::kString:
       case GoKind::kIgnored: break;
     }
-    // Go's flag package, word for word (flag.FlagSet.failf).
+    // Go's flag package, word for word (flag.FlagSet.parseOne), which words
+    // a bad boolean its own way.
+    if (!ok && f.kind == GoKind::kBool) {
+      return {Code::kInvalidArgument, "invalid boolean value \"" + v + "\" for -" + f.name + ": parse error"};
+    }
     if (!ok) return {Code::kInvalidArgument, "invalid value \"" + v + "\" for flag -" + f.name + ": parse error"};
     (*given)[f.name] = v;
   }
