@@ -120,7 +120,7 @@ case "$stage" in
   asan)
     # clang, so that the same build also makes the fuzz targets (FUZZ=ON).
     configure_asan
-    cmake --build build-asan --target etcdq etcdq_unit_tests etcdq_bbolt_tool
+    cmake --build build-asan --target etcdq etcdq_unit_tests etcdq_bbolt_tool etcdq_kv_corrupt_tool
     san_env build-asan asan
     # The layers checks only compile probes: nothing to sanitize. The
     # failover cluster tests (CMakeLists.txt says which) run in the suite
@@ -137,7 +137,7 @@ case "$stage" in
     ;;
   tsan)
     configure build-tsan -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=thread
-    cmake --build build-tsan --target etcdq etcdq_unit_tests
+    cmake --build build-tsan --target etcdq etcdq_unit_tests etcdq_kv_corrupt_tool
     san_env build-tsan tsan
     # Cluster tests still run one at a time (RUN_SERIAL); those labelled
     # rules (CMakeLists.txt says which) run in the suite and under ASan.
