@@ -552,7 +552,8 @@ Error finish_corrupt_check(Config* c, const Raw& r) {
     c->warnings.push_back("--experimental-corrupt-check-time is deprecated in v3.6 and will be decommissioned in "
                           "v3.7. Use '--corrupt-check-time' instead.");
   }
-  // 3.6's gate and the flag it replaces (finish_etcd36 refused the two together).
+  // 3.6's gate, beside the flag it replaces. (etcd 3.6 refuses the two
+  // given together; etcdq takes either and does not refuse that yet.)
   if (c->feature_gates.enabled("InitialCorruptCheck")) c->initial_corrupt_check = true;
   const std::string& text = old_flag.empty() ? r.corrupt_check_time : old_flag;
   if (text.empty()) return {};
@@ -560,6 +561,13 @@ Error finish_corrupt_check(Config* c, const Raw& r) {
     return {Code::kInvalidArgument,
             std::string(old_flag.empty() ? "--corrupt-check-time" : "--experimental-corrupt-check-time") + ": " +
                 e.message()};
+  }
+  // etcd 3.6 cannot start with a negative interval (its ticker panics); a
+  // silently disabled check would be worse than a refusal.
+  if (c->corrupt_check_ms < 0) {
+    return {Code::kInvalidArgument,
+            std::string(old_flag.empty() ? "--corrupt-check-time" : "--experimental-corrupt-check-time") +
+                ": must not be negative (" + text + ")"};
   }
   return {};
 }
