@@ -709,7 +709,8 @@ bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revisio
 }
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
-    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
+    : RuledService(ctx), ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
+  raw_bidi("Watch", &WatchService::Watch);
   ctx_->node->set_answer_route([this](std::function<void()>& answers) { return gate_.hold(answers); },
                                [this] { gate_.drain(); });
 }
@@ -725,9 +726,6 @@ WatchService::~WatchService() {
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WatchService::Watch(grpc::CallbackServerContext* c) {
-  if (ctx_->node->progress().is_learner) {
-    return new RefusedStream<grpc::ByteBuffer, grpc::ByteBuffer>(to_grpc(errors::not_supported_for_learner()));
-  }
   auto* s = new WatchStream(this, ctx_, credentials_of(c), c);
   WatchStream::Action a;
   {

@@ -39,13 +39,15 @@
 #include "mvcc/watch_hub.h"
 #include "server/answer_gate.h"
 #include "server/context.h"
+#include "server/ruled_service.h"
 #include "server/watch_writers.h"
 
 namespace etcdq::server {
 
 class WatchStream;
 
-class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Watch<etcdserverpb::Watch::Service> {
+class WatchService final
+    : public RuledService<etcdserverpb::Watch, etcdserverpb::Watch::WithRawCallbackMethod_Watch<etcdserverpb::Watch::Service>> {
  public:
   // `progress_interval`: how often watchers with progress_notify get an
   // empty response while synced (etcd's default is 10 minutes).
