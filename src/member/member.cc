@@ -12,6 +12,7 @@
 
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
+#include "member/answer_gate.h"
 #include "member/corruption_check.h"
 #include "member/leader_duties.h"
 #include "member/node_consensus.h"
@@ -173,6 +174,9 @@ struct Member::Parts {
   // Answers the revokes it proposed only while the node runs: destroyed
   // after the node (below it here means before it in destruction).
   std::unique_ptr<lease::Expiry> expiry;
+  // Holds answers until the watch streams wrote the entry's events
+  // (member/answer_gate.h); outlives the node, whose stop drains it.
+  AnswerGate gate;
   std::unique_ptr<raft::Node> node;
   std::unique_ptr<NodeConsensus> consensus;  // over `node`
   std::unique_ptr<queue::Scheduler> scheduler;
@@ -329,6 +333,9 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
 
   p.node = std::make_unique<raft::Node>(ro, p.fsm.get());
   if (Error e = p.node->start()) return e;
+  AnswerGate* gate = &p.gate;
+  p.node->set_answer_route([gate](std::function<void()>& answers) { return gate->hold(answers); },
+                           [gate] { gate->drain(); });
   ctx.node = p.node.get();
   p.consensus = std::make_unique<NodeConsensus>(p.node.get());
   ctx.consensus = p.consensus.get();

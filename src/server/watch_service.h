@@ -17,7 +17,7 @@
 // first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
 // writer thread (watch_writers.h). The answers to an entry's proposals
 // wait until the streams that took its events have written them, bounded
-// (answer_gate.h): watchers get a put's event before its writer gets the
+// (member/answer_gate.h): watchers get a put's event before its writer gets the
 // answer, as from etcd.
 //
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
@@ -37,12 +37,14 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "mvcc/watch_hub.h"
-#include "server/answer_gate.h"
+#include "member/answer_gate.h"
 #include "server/context.h"
 #include "server/ruled_service.h"
 #include "server/watch_writers.h"
 
 namespace etcdq::server {
+
+using member::AnswerGate;
 
 class WatchStream;
 
@@ -158,7 +160,6 @@ class WatchService final
   std::thread progress_thread_;  // progress notifications and trims
   // Answers of entries whose events streams are still writing; after the
   // route to it is unset (destructor), it answers what it holds.
-  AnswerGate gate_;
   WatchWriters writers_{kWriterThreads};  // last: stopped first, after its queue ran
 };
 
