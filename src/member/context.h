@@ -23,6 +23,7 @@
 #include "lease/lessor.h"
 #include "member/consensus.h"
 #include "member/identity.h"
+#include "member/membership.h"
 #include "mvcc/store.h"
 #include "queue/host.h"
 #include "queue/scheduler.h"
@@ -43,6 +44,8 @@ struct Context {
   // What the pipeline, the read path and the headers use of `node`
   // (member/consensus.h); a fake in the unit tests of those paths.
   Consensus* consensus = nullptr;
+  // The configuration and its changes (member/membership.h).
+  Membership* membership = nullptr;
   mvcc::Store* store;
   lease::Lessor* lessor;
   lease::IdGenerator* lease_ids;

@@ -339,6 +339,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ctx.node = p.node.get();
   p.consensus = std::make_unique<NodeConsensus>(p.node.get());
   ctx.consensus = p.consensus.get();
+  ctx.membership = p.consensus.get();
   ctx.store = state.store();
   ctx.lessor = state.lessor();
   p.lease_ids = std::make_unique<lease::IdGenerator>(ctx.self.id);

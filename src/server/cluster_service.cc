@@ -76,7 +76,7 @@ grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerCo
 // MembersByID): `etcdctl member list` prints them in that order and scripts
 // take the first line or diff the output.
 void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out) {
-  std::vector<raft::MemberState> members = ctx.node->members();
+  std::vector<raft::MemberState> members = ctx.membership->members();
   std::sort(members.begin(), members.end(),
             [](const raft::MemberState& a, const raft::MemberState& b) { return a.id < b.id; });
   for (const auto& m : members) {
@@ -108,7 +108,7 @@ void member_add(Context* ctx, const etcdserverpb::MemberAddRequest& req, etcdser
   std::vector<std::string> urls = peer.urls;
   uint64_t id = member::member_id(urls, ctx->cluster_token);
   bool learner = req.islearner();
-  ctx->node->add_member(id, peer.address, learner, [ctx, resp, id, urls, learner, done = std::move(done)](Error e) {
+  ctx->membership->add_member(id, peer.address, learner, [ctx, resp, id, urls, learner, done = std::move(done)](Error e) {
     if (e) return done(e);
     auto* m = resp->mutable_member();
     m->set_id(id);
@@ -122,12 +122,12 @@ void member_add(Context* ctx, const etcdserverpb::MemberAddRequest& req, etcdser
 
 void member_remove(Context* ctx, const etcdserverpb::MemberRemoveRequest& req,
                    etcdserverpb::MemberRemoveResponse* resp, std::function<void(Error)> done) {
-  ctx->node->remove_member(req.id(), members_after(ctx, resp, std::move(done)));
+  ctx->membership->remove_member(req.id(), members_after(ctx, resp, std::move(done)));
 }
 
 void member_promote(Context* ctx, const etcdserverpb::MemberPromoteRequest& req,
                     etcdserverpb::MemberPromoteResponse* resp, std::function<void(Error)> done) {
-  ctx->node->promote_member(req.id(), members_after(ctx, resp, std::move(done)));
+  ctx->membership->promote_member(req.id(), members_after(ctx, resp, std::move(done)));
 }
 
 grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext* c,
@@ -188,7 +188,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
   }
   const std::string& address = peer.address;
   bool found = false;
-  for (const auto& m : ctx_->node->members()) {
+  for (const auto& m : ctx_->membership->members()) {
     if (m.id != req->id()) continue;
     found = true;
     if (m.address != address) {

@@ -44,7 +44,7 @@ Error check_forwarded_revision(const Context& ctx, const auth::Caller& who);
 // done)` starts the call on the leader's peer::Peer::Stub.
 template <typename Resp, typename Start>
 bool forward_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, bool with_revision, Start start) {
-  if (ctx->node->progress().is_leader) return false;
+  if (ctx->consensus->progress().is_leader) return false;
   std::string target = ctx->node->leader_target();
   if (target.empty()) {
     finish(reactor, errors::no_leader());

@@ -40,7 +40,7 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
     }
     resp_.Clear();
     resp_.set_id(req_.id());
-    if (!ctx_->node->progress().is_leader) {
+    if (!ctx_->consensus->progress().is_leader) {
       // Lease clocks live on the leader.
       std::string target = ctx_->node->leader_target();
       if (target.empty()) {

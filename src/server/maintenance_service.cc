@@ -30,7 +30,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
     finish(reactor, e);
     return reactor;
   }
-  raft::Progress p = ctx_->node->progress();
+  raft::Progress p = ctx_->consensus->progress();
   resp->set_version(kEtcdApiVersion);
   resp->set_dbsize(ctx_->store->engine()->size_bytes());
   resp->set_dbsizeinuse(ctx_->store->engine()->in_use_bytes());
@@ -38,7 +38,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
   resp->set_raftindex(p.commit_index);
   resp->set_raftterm(p.term);
   resp->set_raftappliedindex(p.applied_index);
-  for (const auto& m : ctx_->node->members()) {
+  for (const auto& m : ctx_->membership->members()) {
     if (m.id == ctx_->self.id) resp->set_islearner(m.learner);
   }
   // etcd 3.6's fields: the quota in force (--quota-backend-bytes, its 2 GiB
@@ -113,13 +113,13 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
   }
   Context* ctx = ctx_;
   // etcd: only the leader transfers its leadership (etcdctl finds it).
-  if (!ctx->node->progress().is_leader) {
+  if (!ctx->consensus->progress().is_leader) {
     finish(reactor, errors::not_leader());
     return reactor;
   }
   // etcd's answer is empty: no header (v3rpc/maintenance.go MoveLeader).
   (void)resp;
-  ctx->node->transfer_leadership(req->targetid(), [reactor](Error e) {
+  ctx->membership->transfer_leadership(req->targetid(), [reactor](Error e) {
     finish(reactor, e);
   });
   return reactor;

@@ -82,14 +82,14 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
 }  // namespace
 
 bool PeerService::is_member(uint64_t id) const {
-  for (const auto& m : ctx_->node->members()) {
+  for (const auto& m : ctx_->membership->members()) {
     if (m.id == id) return true;
   }
   return false;
 }
 
 std::string PeerService::peer_address(uint64_t id) const {
-  for (const auto& m : ctx_->node->members()) {
+  for (const auto& m : ctx_->membership->members()) {
     if (m.id == id) return m.address;
   }
   return "";
@@ -106,7 +106,7 @@ void PeerService::confirm_removal() {
   Context* ctx = ctx_;
   std::shared_ptr<Alive> alive = alive_;
   uint64_t self = ctx->self.id;
-  for (const auto& m : ctx->node->members()) {
+  for (const auto& m : ctx->membership->members()) {
     if (m.id == self || m.address.empty()) continue;
     uint64_t asked = m.id;
     ctx->node->forwarder().configuration(
@@ -125,7 +125,7 @@ void PeerService::confirm_removal() {
 grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, const peer::ProposeRequest* req,
                                                peer::ProposeResponse*) {
   auto* reactor = c->DefaultReactor();
-  if (!ctx_->node->progress().is_leader) {
+  if (!ctx_->consensus->progress().is_leader) {
     finish(reactor, errors::not_leader());
     return reactor;
   }
@@ -211,7 +211,7 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
                                                       const etcdserverpb::LeaseKeepAliveRequest* req,
                                                       etcdserverpb::LeaseKeepAliveResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (!ctx_->node->progress().is_leader) {
+  if (!ctx_->consensus->progress().is_leader) {
     finish(reactor, errors::not_leader());
     return reactor;
   }
@@ -224,7 +224,7 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
 
 bool PeerService::refuse_forwarded_admin(const peer::ForwardedAuth& a, grpc::ServerUnaryReactor* reactor) const {
   Error e;
-  if (!ctx_->node->progress().is_leader) e = errors::not_leader();
+  if (!ctx_->consensus->progress().is_leader) e = errors::not_leader();
   auth::Caller who = caller_of_forwarded(a);
   if (!e) e = check_forwarded_revision(*ctx_, who);
   if (!e) e = member::check_admin(*ctx_, who);
@@ -238,7 +238,7 @@ grpc::ServerUnaryReactor* PeerService::LeaseTimeToLive(grpc::CallbackServerConte
                                                        etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
   Error e;
-  if (!ctx_->node->progress().is_leader) e = errors::not_leader();
+  if (!ctx_->consensus->progress().is_leader) e = errors::not_leader();
   auth::Caller who = caller_of_forwarded(req->auth());
   if (!e) e = check_forwarded_revision(*ctx_, who);
   if (!e) e = member::check_lease_time_to_live(*ctx_, who, req->request().id(), req->request().keys());
@@ -295,8 +295,8 @@ grpc::ServerUnaryReactor* PeerService::Configuration(grpc::CallbackServerContext
                                                      const peer::ConfigurationRequest*,
                                                      peer::ConfigurationResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  resp->set_leader(ctx_->node->progress().leader_id);
-  for (const auto& m : ctx_->node->members()) resp->add_members(m.id);
+  resp->set_leader(ctx_->consensus->progress().leader_id);
+  for (const auto& m : ctx_->membership->members()) resp->add_members(m.id);
   finish(reactor, {});
   return reactor;
 }

@@ -609,7 +609,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         h.cluster_id = ctx_->current_cluster_id();
         h.member_id = ctx_->self.id;
         h.revision = q.revision;
-        h.raft_term = ctx_->node->progress().term;
+        h.raft_term = ctx_->consensus->progress().term;
         writing_buf_ = encode_watch_response(h, q.watch_id, q.fragment, &q.body);
       }
       queued_bytes_ -= std::min(queued_bytes_, counted);
