@@ -18,7 +18,7 @@ set(CASES
   "queue|mvcc/store.h|lease/lessor.h,auth/store.h,apply/applier.h"
   "auth|queue/keys.h|lease/lessor.h,apply/applier.h"
   "apply|queue/book.h|raft/node.h,server/server.h"
-  "raft|apply/applier.h|member/member.h,server/server.h,http/server.h"
+  "raft|common/error.h|apply/applier.h,storage/engine.h,mvcc/store.h,member/member.h,server/server.h,http/server.h"
   "member|raft/node.h|server/server.h,http/server.h,cli/flags.h"
   "http|common/error.h|mvcc/store.h,server/server.h"
   "server|member/member.h|http/server.h,cli/flags.h")
