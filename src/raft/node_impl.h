@@ -32,7 +32,7 @@ extern "C" {
 
 #include "common/executor.h"
 #include "etcdq/consensus.pb.h"
-#include "raft/log_writes.h"
+#include "raft/libraft_patches.h"
 #include "raft/node.h"
 
 namespace etcdq::raft {
@@ -177,7 +177,7 @@ struct Node::Impl {
   uv_idle_t no_block{};   // keeps the loop from blocking while `written` waits
   bool defer_appends = false;  // between start() and close_raft()
   void report_written();
-  // Appends written on this thread (raft/log_writes.h): taken only on a
+  // Appends written on this thread (raft/libraft_patches.h, patches 4-5): taken only on a
   // member that is its own quorum, while nothing waits in `written` (no
   // apply is due that the write would hold up) and small (an idle
   // member's proposal, not a batch under load), so under load the pool
