@@ -19,9 +19,10 @@ set(CASES
   "auth|queue/keys.h|lease/lessor.h,apply/applier.h"
   "apply|queue/book.h|raft/node.h,server/server.h"
   "raft|apply/applier.h|member/member.h,server/server.h,http/server.h"
-  "member|raft/node.h|server/server.h,http/server.h,cli/flags.h"
+  "member|raft/node.h|server/server.h,http/server.h,host/host.h,cli/flags.h"
   "http|common/error.h|mvcc/store.h,server/server.h"
-  "server|member/member.h|http/server.h,cli/flags.h")
+  "server|member/member.h|host/host.h,http/server.h,cli/flags.h"
+  "host|server/server.h|cli/flags.h")
 
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(failures "")
