@@ -11,10 +11,10 @@
 // after the data landed, on its per-CPU "dio" workqueue (iomap's deferred
 // completion): a kernel worker bound to one core and scheduled like any
 // task, woken for every append. On a host whose cores are busy with other
-// work that wake-up waits for the core's next scheduler tick: with two busy
-// processes on the two cores, 3 s of one-client puts spent 1.76 s waiting
-// for that worker to run, and etcdq made 280-370 puts/s against etcd's
-// 1,100 (bench/RESULTS.md, "Log writes on a busy host").
+// work that wake-up waits for the core's next scheduler tick, so
+// one-client puts spent much of their time waiting for that worker to run
+// and etcdq fell far behind etcd (bench/RESULTS.md, "Log writes on a busy
+// host").
 //
 // The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
 // -Wl,--wrap=UvFsProbeCapabilities, so libraft's probe reaches
@@ -22,10 +22,10 @@
 // errors stand) and then reports neither direct nor asynchronous I/O. libraft
 // then submits each append from libuv's thread pool (uv_queue_work), where
 // a buffered write to an O_DSYNC file is written and synced inside the
-// submitting call, on that pool thread (a user thread any core can run):
-// 1,117-1,199 puts/s in the same test, 2-2.4x at 10 clients. On a quiet
-// host it costs a few percent at 10-1000 clients (the page cache copy and
-// the pool's hand-off). Durability is unchanged: an append is reported only
+// submitting call, on that pool thread (a user thread any core can run),
+// which put etcdq level with etcd in the same test. On a quiet host it
+// costs a little (the page cache copy and the pool's hand-off; the numbers:
+// bench/RESULTS.md, "Measurements moved from headers"). Durability is unchanged: an append is reported only
 // once the synced write returned.
 //
 // The probe itself still tries a direct and an asynchronous write, and
