@@ -18,6 +18,7 @@ set(CASES
   "queue|mvcc/store.h|lease/lessor.h,auth/store.h,apply/applier.h"
   "auth|queue/keys.h|lease/lessor.h,apply/applier.h"
   "apply|queue/book.h|raft/node.h,server/server.h"
+  "etcd_snapshot|bbolt/reader.h|member/identity.h,server/context.h,apply/applier.h"
   "raft|apply/applier.h|member/member.h,server/server.h,http/server.h"
   "member|raft/node.h|server/server.h,http/server.h,host/host.h,cli/flags.h"
   "http|common/error.h|mvcc/store.h,server/server.h"
