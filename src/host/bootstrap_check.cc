@@ -1,8 +1,8 @@
-#include "cli/bootstrap_check.h"
+#include "host/bootstrap_check.h"
 
 #include <algorithm>
 
-namespace etcdq::cli {
+namespace etcdq::host {
 namespace {
 
 std::string normal(const Url& u) { return u.scheme + "://" + u.host + ":" + std::to_string(u.port); }
@@ -35,4 +35,4 @@ Error check_advertise_matches_cluster(const std::string& name,
                                       joined(advertise_peer_urls, true) + "\" != \"" + joined(listed, true) + "\")"};
 }
 
-}  // namespace etcdq::cli
+}  // namespace etcdq::host

@@ -1,4 +1,4 @@
-#include "server/etcd_snapshot.h"
+#include "etcd_snapshot/writer.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -10,9 +10,8 @@
 #include "common/crc32c.h"
 #include "mvcc/codec.h"
 #include "mvcc/etcd_keys.h"
-#include "server/cluster_service.h"
 
-namespace etcdq::server {
+namespace etcdq::etcd_snapshot {
 namespace {
 
 void put_varint(std::string* out, uint64_t v) {
@@ -143,10 +142,10 @@ class HashSink final : public BucketSink {
 
 }  // namespace
 
-Error write_etcd_buckets(const Context& ctx, const mvcc::ReadView& view, BucketSink* out) {
+Error write_etcd_buckets(const Tables& tables, const mvcc::ReadView& view, BucketSink* out) {
   // Bucket names in bytewise order, as bbolt's root holds them.
   std::map<std::string, std::string> alarms;
-  for (const auto& a : ctx.alarms->list(0, etcdserverpb::NONE)) alarms[a.SerializeAsString()] = "";
+  for (const auto& a : tables.alarms) alarms[a.SerializeAsString()] = "";
   if (Error e = sorted_bucket(out, "alarm", alarms)) return e;
   // etcd's auth buckets (auth/store.go): "auth" holds authEnabled (one
   // byte) and authRevision (big-endian u64), "authUsers" and "authRoles"
@@ -205,10 +204,8 @@ Error write_etcd_buckets(const Context& ctx, const mvcc::ReadView& view, BucketS
   }
   if (Error e = out->end_bucket()) return e;
 
-  google::protobuf::RepeatedPtrField<etcdserverpb::Member> members;
-  list_members(ctx, &members);
   std::map<std::string, std::string> member_kvs;
-  for (const auto& m : members) member_kvs[hex_id(m.id())] = member_json(m);
+  for (const auto& m : tables.members) member_kvs[hex_id(m.id())] = member_json(m);
   if (Error e = sorted_bucket(out, "members", member_kvs)) return e;
   if (Error e = empty_bucket(out, "members_removed")) return e;
 
@@ -224,18 +221,18 @@ Error write_etcd_buckets(const Context& ctx, const mvcc::ReadView& view, BucketS
   return sorted_bucket(out, "meta", meta);
 }
 
-Error etcd_hash(const Context& ctx, const mvcc::ReadView& view, uint32_t* hash) {
+Error etcd_hash(const Tables& tables, const mvcc::ReadView& view, uint32_t* hash) {
   HashSink h;
-  if (Error e = write_etcd_buckets(ctx, view, &h)) return e;
+  if (Error e = write_etcd_buckets(tables, view, &h)) return e;
   *hash = h.value();
   return {};
 }
 
-Error write_etcd_snapshot(const Context& ctx, const mvcc::ReadView& view, const std::string& path) {
+Error write_etcd_snapshot(const Tables& tables, const mvcc::ReadView& view, const std::string& path) {
   bbolt::Writer w;  // removes its file unless finish() succeeds
   if (Error e = w.open(path)) return e;
   WriterSink sink(&w);
-  if (Error e = write_etcd_buckets(ctx, view, &sink)) return e;
+  if (Error e = write_etcd_buckets(tables, view, &sink)) return e;
   if (Error e = w.finish()) return e;
   if (Error e = bbolt::append_sha256_trailer(path)) {
     std::error_code ec;
@@ -245,4 +242,4 @@ Error write_etcd_snapshot(const Context& ctx, const mvcc::ReadView& view, const 
   return {};
 }
 
-}  // namespace etcdq::server
+}  // namespace etcdq::etcd_snapshot

@@ -1,9 +1,9 @@
 // An etcdq member's data dir built from an etcd snapshot file (the inverse of
-// etcd_snapshot.h): what `etcdq snapshot restore` does (cli/snapshot_restore.h),
+// writer.h): what `etcdq snapshot restore` does (cli/snapshot_restore.h),
 // as `etcdctl snapshot restore` does for etcd (etcd 3.4
 // clientv3/snapshot/v3_snapshot.go Restore; etcdutl/snapshot in 3.5+).
 //
-// What is carried over, bucket by bucket (etcd_snapshot.h lists the layout):
+// What is carried over, bucket by bucket (writer.h lists the layout):
 //   key       every revision the file holds, in revision order: history
 //             (create/mod revision, version, lease, value; tombstones),
 //             revlog (revisions at or above the finished compaction: the
@@ -32,8 +32,16 @@
 //             members are the flags' (etcdctl rewrites them the same way);
 //             the members publish their names and client URLs when they
 //             start. Alarms named the old members.
-// The member and cluster ids (member/identity.h) are stored as a new member
-// stores them, so the first start with the same flags finds its own ids.
+// The member and cluster ids are stored as a new member stores them, so the
+// first start with the same flags finds its own ids: by the caller's
+// RestoreOptions::store_identity (member/identity.h keep_identity), since
+// the member's records are the member layer's, above this one.
+//
+// Layer (writer.h says where etcd_snapshot/ sits): the state database is
+// created through storage/'s Engine and Batch and filled in the record
+// formats the layers below publish — mvcc/codec.h (history, revlog,
+// latest, leases, the revision and compaction marks), auth/store.h
+// etcd_bucket_record, queue/rebuild.h — before any store is opened on it.
 // The data dir has no Raft log: the member bootstraps it from
 // --initial-cluster at its first start (initial-cluster-state new), every
 // member of the new cluster with the same state, at applied index 0.
@@ -56,21 +64,23 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/error.h"
+#include "storage/engine.h"
 
-namespace etcdq::server {
+namespace etcdq::etcd_snapshot {
 
 struct RestoreOptions {
   std::string snapshot_path;
   std::string data_dir;
-  uint64_t member_id = 0;
-  uint64_t cluster_id = 0;
-  std::string cluster_token;  // --initial-cluster-token the ids derive from (stored)
   bool skip_hash_check = false;
+  // Stores the member's identity in the new database, last before it is
+  // synced and moved into place (may be empty: none stored).
+  std::function<void(storage::Engine*)> store_identity;
 };
 
 struct RestoreStats {
@@ -89,4 +99,4 @@ struct RestoreStats {
 
 Error restore_etcd_snapshot(const RestoreOptions& opts, RestoreStats* stats);
 
-}  // namespace etcdq::server
+}  // namespace etcdq::etcd_snapshot

@@ -1,4 +1,4 @@
-#include "server/etcd_restore.h"
+#include "etcd_snapshot/restore.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,14 +16,13 @@
 #include "bbolt/snapshot_file.h"
 #include "common/big_endian.h"
 #include "etcd/api/mvccpb/kv.pb.h"
-#include "member/identity.h"
 #include "mvcc/codec.h"
 #include "keyspace/registry.h"
 #include "storage/batch.h"
 #include "storage/engine.h"
 #include "storage/snapshot.h"
 
-namespace etcdq::server {
+namespace etcdq::etcd_snapshot {
 namespace {
 
 namespace fs = std::filesystem;
@@ -250,8 +249,7 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
     meta.put(storage::Cf::kMeta, mvcc::kMetaCompactFinished, mvcc::encode_i64(comp.finished));
   }
   if (Error e = engine->write(meta)) return e;
-  uint64_t member = o.member_id, cluster = o.cluster_id;
-  member::keep_identity(engine.get(), &member, &cluster, o.cluster_token);  // a new database: stores them
+  if (o.store_identity) o.store_identity(engine.get());
   return engine->sync_wal();
 }
 
@@ -355,4 +353,4 @@ Error restore_etcd_snapshot(const RestoreOptions& o, RestoreStats* stats) {
   return e;
 }
 
-}  // namespace etcdq::server
+}  // namespace etcdq::etcd_snapshot

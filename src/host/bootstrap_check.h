@@ -1,16 +1,17 @@
 // Start-up checks etcd makes before a member's first start (etcdserver's
 // VerifyBootstrap / VerifyJoinExisting, advertiseMatchesCluster): they catch
 // a cluster that would otherwise come up with a member nobody can reach.
+// The host makes them before the member opens its data dir (host/host.h).
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "cli/flags.h"
 #include "common/error.h"
+#include "host/config.h"
 
-namespace etcdq::cli {
+namespace etcdq::host {
 
 // The peer URLs --initial-cluster gives `name` must be exactly its
 // --initial-advertise-peer-urls, in any order, compared as scheme, host and
@@ -22,4 +23,4 @@ Error check_advertise_matches_cluster(const std::string& name,
                                       const std::vector<std::pair<std::string, Url>>& initial_cluster,
                                       const std::vector<Url>& advertise_peer_urls, bool fresh);
 
-}  // namespace etcdq::cli
+}  // namespace etcdq::host
