@@ -21,6 +21,7 @@
 #include "etcdq/command.pb.h"
 #include "lease/id.h"
 #include "lease/lessor.h"
+#include "member/consensus.h"
 #include "member/identity.h"
 #include "mvcc/store.h"
 #include "keyspace/registry.h"
@@ -38,6 +39,9 @@ struct Limits {
 
 struct Context {
   raft::Node* node;
+  // What the pipeline, the read path and the headers use of `node`
+  // (member/consensus.h); a fake in the unit tests of those paths.
+  Consensus* consensus = nullptr;
   mvcc::Store* store;
   lease::Lessor* lessor;
   lease::IdGenerator* lease_ids;

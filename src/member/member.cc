@@ -12,12 +12,15 @@
 
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
+#include "member/answer_gate.h"
 #include "member/corruption_check.h"
 #include "member/fsm.h"
 #include "member/leader_duties.h"
+#include "member/node_consensus.h"
 #include "member/peer_prober.h"
 #include "member/pipeline.h"
 #include "member/raft_log_dir.h"
+#include "member/reads.h"
 #include "mvcc/compactor.h"
 #include "mvcc/etcd_keys.h"
 #include "mvcc/range.h"
@@ -171,7 +174,11 @@ struct Member::Parts {
   // Answers the revokes it proposed only while the node runs: destroyed
   // after the node (below it here means before it in destruction).
   std::unique_ptr<lease::Expiry> expiry;
+  // Holds answers until the watch streams wrote the entry's events
+  // (member/answer_gate.h); outlives the node, whose stop drains it.
+  AnswerGate gate;
   std::unique_ptr<raft::Node> node;
+  std::unique_ptr<NodeConsensus> consensus;  // over `node`
   std::unique_ptr<AutoCompactor> auto_compactor;
   std::unique_ptr<PeerProber> prober;  // every member probes the others
   // --corrupt-check-time; its hooks give up waiting on peers once `stopping`.
@@ -314,7 +321,12 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
 
   p.node = std::make_unique<raft::Node>(ro, p.fsm.get());
   if (Error e = p.node->start()) return e;
+  AnswerGate* gate = &p.gate;
+  p.node->set_answer_route([gate](std::function<void()>& answers) { return gate->hold(answers); },
+                           [gate] { gate->drain(); });
   ctx.node = p.node.get();
+  p.consensus = std::make_unique<NodeConsensus>(p.node.get());
+  ctx.consensus = p.consensus.get();
   ctx.store = state.store();
   ctx.lessor = state.lessor();
   p.lease_ids = std::make_unique<lease::IdGenerator>(ctx.self.id);
@@ -469,17 +481,16 @@ std::vector<std::string> Member::active_alarms() {
 
 void Member::health_read(bool serializable, std::function<void(Error)> done) {
   // etcd's health check: a keys-only Range of one key (etcdhttp/health.go),
-  // through the read path a client's takes.
-  auto local_read = [this]() -> Error {
-    auto view = ctx_.store->view();
-    mvcc::RangeOptions o;
-    o.limit = 1;
-    mvcc::RangeResult r;
-    return mvcc::range(*view, "", "", o, view->revision(), view->compact_revision(), &r);
-  };
-  if (serializable) return done(local_read());
-  if (is_learner()) return done(errors::not_supported_for_learner());
-  parts_->node->read_barrier([local_read, done = std::move(done)](Error e) { done(e ? e : local_read()); });
+  // through the read path a client's takes (member/reads.h).
+  if (!serializable && is_learner()) return done(errors::not_supported_for_learner());
+  read(ctx_, serializable ? ReadMode::kSerializable : ReadMode::kLinearizable, {},
+       [](apply::ViewState& s) -> Error {
+         mvcc::RangeOptions o;
+         o.limit = 1;
+         mvcc::RangeResult r;
+         return s.range("", "", o, &r);
+       },
+       std::move(done));
 }
 
 std::chrono::milliseconds Member::request_timeout() {

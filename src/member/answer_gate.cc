@@ -1,10 +1,10 @@
-#include "server/answer_gate.h"
+#include "member/answer_gate.h"
 
 #include <algorithm>
 
 #include "common/thread_name.h"
 
-namespace etcdq::server {
+namespace etcdq::member {
 
 // What the gate's threads share with the answers they run: answers may be
 // released by a stream after the gate drained or went, and then run where
@@ -202,4 +202,4 @@ void AnswerGate::run() {
   }
 }
 
-}  // namespace etcdq::server
+}  // namespace etcdq::member

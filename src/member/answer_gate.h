@@ -26,6 +26,10 @@
 // later entry's, which were not held: those operations overlapped, so
 // any order is linearizable.
 //
+// The member owns one gate and routes its node's answers through it for
+// the node's whole life (member.cc); watch streams (server/watch_service.cc)
+// note what they queued and report what they wrote through their Track.
+//
 // Thread-safety: note() and hold() on the apply (consensus) thread; a
 // Track's written()/close() from any thread; the gate from any thread.
 // Track and Held locks are leaves: nothing else is locked under them.
@@ -44,7 +48,7 @@
 #include <utility>
 #include <vector>
 
-namespace etcdq::server {
+namespace etcdq::member {
 
 class AnswerGate {
  public:
@@ -120,4 +124,4 @@ class AnswerGate {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace etcdq::server
+}  // namespace etcdq::member
