@@ -14,6 +14,7 @@
 #include "apply/result.h"
 #include "common/error.h"
 #include "etcdq/command.pb.h"
+#include "member/fsm.h"
 #include "raft/node.h"
 
 namespace etcdq::member {
@@ -26,7 +27,7 @@ class Consensus {
   // once with the apply result, or an error that says why it was not
   // applied (errors::stopped(), errors::no_leader(), errors::timeout(), ...).
   // The command has passed the pipeline's checks.
-  virtual void propose(apply::Command cmd, raft::ProposalDone done) = 0;
+  virtual void propose(apply::Command cmd, CommandDone done) = 0;
   // Runs `fn` once a linearizable read may be served from the applied
   // state (leadership confirmed, everything committed before the call
   // applied), or with the error that prevents it.

@@ -14,7 +14,7 @@ class NodeConsensus final : public Consensus, public Membership {
   // `node` must outlive this.
   explicit NodeConsensus(raft::Node* node) : node_(node) {}
 
-  void propose(apply::Command cmd, raft::ProposalDone done) override { node_->propose(std::move(cmd), std::move(done)); }
+  void propose(apply::Command cmd, CommandDone done) override { propose_command(*node_, std::move(cmd), std::move(done)); }
   void read_barrier(std::function<void(Error)> fn) override { node_->read_barrier(std::move(fn)); }
   raft::Progress progress() override { return node_->progress(); }
 

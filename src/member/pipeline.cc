@@ -58,7 +58,7 @@ Error admit(Context& ctx, const apply::Command& cmd, Source source) {
   return check_permission(ctx, cmd);
 }
 
-void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done) {
+void propose(Context& ctx, apply::Command cmd, CommandDone done) {
   if (Error e = admit(ctx, cmd, Source::kLocal)) {
     apply::Result r;
     r.error = e;

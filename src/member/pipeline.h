@@ -19,8 +19,8 @@
 
 #include "apply/applier.h"
 #include "etcdq/command.pb.h"
-#include "raft/node.h"
 #include "member/context.h"
+#include "member/fsm.h"
 
 namespace etcdq::member {
 
@@ -49,6 +49,6 @@ Error admit(Context& ctx, const apply::Command& cmd, Source source);
 // admit(), then Consensus::propose() (member/consensus.h). `done` runs
 // exactly once: with the admission error (on this thread) or as
 // Consensus::propose says.
-void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done);
+void propose(Context& ctx, apply::Command cmd, CommandDone done);
 
 }  // namespace etcdq::member

@@ -142,7 +142,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     // Also here: a create that ran beside close() or shutdown() may have
     // added its watch after they emptied the hub of this stream.
     ctx_->store->watch_hub().remove_all(this);
-    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    if (ctx_->plugins) ctx_->plugins->stream_closed(this);
     track_->close();  // nothing more is written here
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -375,7 +375,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // then: the write or Finish it names is reserved for it).
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
-    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    if (ctx_->plugins) ctx_->plugins->stream_closed(this);
     track_->close();  // its queue is dropped below
     std::lock_guard<std::mutex> lock(mu_);
     watchers_.clear();
@@ -478,9 +478,9 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     }
     perform(a);
     if (!added) return;
-    // A queue consumer (QUEUES.md) gets the messages the leader assigns it,
-    // not the changes of its key.
-    if (!ctx_->queue_host || !ctx_->queue_host->watch_created(this, id, c.key(), c.range_end())) {
+    // A key-space plug-in may take the watch (a queue consumer gets the
+    // messages the leader assigns it, not the changes of its key).
+    if (!ctx_->plugins || !ctx_->plugins->watch_created(this, id, c.key(), c.range_end())) {
       hub.add(this, id, spec);
     }
   }
@@ -488,7 +488,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void cancel(int64_t id) {
     auto& hub = ctx_->store->watch_hub();
     bool existed = hub.remove(this, id);
-    if (ctx_->queue_host && ctx_->queue_host->remove(this, id)) existed = true;
+    if (ctx_->plugins && ctx_->plugins->watch_canceled(this, id)) existed = true;
     WatchResponse r;
     r.set_watch_id(id);
     r.set_canceled(true);
@@ -642,7 +642,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   void close(grpc::Status s) {
     ctx_->store->watch_hub().remove_all(this);
-    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    if (ctx_->plugins) ctx_->plugins->stream_closed(this);
     Action a;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -35,7 +35,7 @@ class FakeConsensus final : public member::Consensus {
  public:
   explicit FakeConsensus(apply::Applier* applier) : applier_(applier), index_(applier->applied_index()) {}
 
-  void propose(Command cmd, raft::ProposalDone done) override { proposed_.emplace_back(std::move(cmd), std::move(done)); }
+  void propose(Command cmd, member::CommandDone done) override { proposed_.emplace_back(std::move(cmd), std::move(done)); }
   void read_barrier(std::function<void(Error)> fn) override { barriers_.push_back(std::move(fn)); }
   raft::Progress progress() override { return progress_; }
 
@@ -65,14 +65,14 @@ class FakeConsensus final : public member::Consensus {
     for (auto& fn : fns) fn(e);
   }
 
-  const std::deque<std::pair<Command, raft::ProposalDone>>& proposed() const { return proposed_; }
+  const std::deque<std::pair<Command, member::CommandDone>>& proposed() const { return proposed_; }
   size_t barriers_waiting() const { return barriers_.size(); }
   raft::Progress progress_{.term = 7, .leader_id = 1, .is_leader = true};
 
  private:
   apply::Applier* applier_;
   uint64_t index_;
-  std::deque<std::pair<Command, raft::ProposalDone>> proposed_;
+  std::deque<std::pair<Command, member::CommandDone>> proposed_;
   std::vector<std::function<void(Error)>> barriers_;
 };
 
