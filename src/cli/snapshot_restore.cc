@@ -10,6 +10,7 @@
 #include "cli/flags.h"
 #include "etcd_snapshot/restore.h"
 #include "member/identity.h"
+#include "member/member.h"
 
 namespace etcdq::cli {
 namespace {
@@ -178,6 +179,7 @@ int restore_main(int argc, char** argv) {
   };
   auto t0 = std::chrono::steady_clock::now();
   etcd_snapshot::RestoreStats s;
+  member::add_key_spaces();  // their records are rebuilt too
   if (Error e = etcd_snapshot::restore_etcd_snapshot(o, &s)) {
     std::fprintf(stderr, "Error: %s\n", e.message().c_str());
     return 1;
@@ -194,10 +196,7 @@ int restore_main(int argc, char** argv) {
     std::printf("kept %lld users and %lld roles (auth %s)\n", static_cast<long long>(s.auth_users),
                 static_cast<long long>(s.auth_roles), s.auth_enabled ? "enabled" : "disabled");
   }
-  if (s.queues > 0) {
-    std::printf("%lld queued messages in %lld queues, to be delivered again\n",
-                static_cast<long long>(s.queue_messages), static_cast<long long>(s.queues));
-  }
+  for (const auto& note : s.plugin_notes) std::printf("%s\n", note.c_str());
   return 0;
 }
 

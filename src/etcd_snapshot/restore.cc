@@ -17,7 +17,7 @@
 #include "common/big_endian.h"
 #include "etcd/api/mvccpb/kv.pb.h"
 #include "mvcc/codec.h"
-#include "queue/rebuild.h"
+#include "keyspace/registry.h"
 #include "storage/batch.h"
 #include "storage/engine.h"
 #include "storage/snapshot.h"
@@ -233,13 +233,14 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
   if (Error e = index_leases(engine.get(), stats)) return e;
   if (Error e = copy_leases(r, o.snapshot_path, engine.get(), stats)) return e;
   if (Error e = copy_auth(r, o.snapshot_path, engine.get(), stats)) return e;
-  queue::RebuildStats qs;
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  if (Error e = queue::rebuild_records(engine.get(), now_ms, &qs)) return e;
-  stats->queues = qs.queues;
-  stats->queue_messages = qs.messages;
+  for (const auto& kind : keyspace::kinds()) {
+    std::string note;
+    if (Error e = kind->rebuild(engine.get(), now_ms, &note)) return e;
+    if (!note.empty()) stats->plugin_notes.push_back(std::move(note));
+  }
   stats->compact_revision = comp.finished;
   storage::Batch meta(engine.get());
   meta.put(storage::Cf::kMeta, mvcc::kMetaRevision, mvcc::encode_i64(stats->revision));

@@ -22,10 +22,12 @@
 //             the auth store's own records (auth/store.h
 //             etcd_bucket_record); bcrypt hashes are kept as etcd wrote
 //             them ("$2a$", which libcrypt checks).
-//   (none)    the work queues' records (queue/book.h) are rebuilt from
-//             the message keys (queue/rebuild.h): every message still
-//             stored is delivered again, in idx order, and idx go on past
-//             the highest (a snapshot file has no bucket for them).
+//   (none)    each key-space plug-in registered rebuilds its records
+//             from its keys (keyspace/kind.h, rebuild; the work queues':
+//             every message still stored is delivered again, in order, and
+//             their indexes go on past the highest; a snapshot file has no
+//             bucket for them). The caller registers the plug-ins first
+//             (member/member.h, add_key_spaces).
 //   members, members_removed, cluster, alarm   dropped: the new cluster's
 //             members are the flags' (etcdctl rewrites them the same way);
 //             the members publish their names and client URLs when they
@@ -39,7 +41,8 @@
 // created through storage/'s Engine and Batch and filled in the record
 // formats the layers below publish — mvcc/codec.h (history, revlog,
 // latest, leases, the revision and compaction marks), auth/store.h
-// etcd_bucket_record, queue/rebuild.h — before any store is opened on it.
+// etcd_bucket_record, the plug-ins' rebuild (keyspace/kind.h) — before
+// any store is opened on it.
 // The data dir has no Raft log: the member bootstraps it from
 // --initial-cluster at its first start (initial-cluster-state new), every
 // member of the new cluster with the same state, at applied index 0.
@@ -65,6 +68,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "storage/engine.h"
@@ -89,8 +93,9 @@ struct RestoreStats {
   int64_t auth_users = 0;
   int64_t auth_roles = 0;
   bool auth_enabled = false;
-  int64_t queues = 0;          // queues with messages (queue/rebuild.h)
-  int64_t queue_messages = 0;  // their messages, to be delivered again
+  // What the key-space plug-ins rebuilt, a line each for the operator
+  // (keyspace/kind.h, rebuild); none when they had nothing to rebuild.
+  std::vector<std::string> plugin_notes;
 };
 
 Error restore_etcd_snapshot(const RestoreOptions& opts, RestoreStats* stats);

@@ -12,7 +12,8 @@
 // nothing is checked twice or differently. etcd does the same over a
 // loopback gRPC connection (embed/serve.go, registerGateway).
 //
-// Mapping: protobuf's JSON support (google/protobuf/util/json_util.h), with
+// Mapping (gateway_request.h, before any call starts): protobuf's JSON
+// support (google/protobuf/util/json_util.h), with
 // grpc-gateway's JSONPb{OrigName: true} choices: proto field names, int64
 // and uint64 as strings, bytes as base64, enums by name (names or numbers
 // accepted), default values left out; unknown request fields are ignored

@@ -76,7 +76,6 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
                                                     const etcdserverpb::AlarmRequest* req,
                                                     etcdserverpb::AlarmResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   // etcd's authMaintenanceServer: GET needs a user, changes the root role
   // (checked again at apply, as the command's).
@@ -98,12 +97,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   apply::Command cmd;
   *cmd.mutable_alarm() = *req;
   if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
-  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
-    if (r.error) return finish(reactor, r.error);
-    if (auto* out = std::get_if<etcdserverpb::AlarmResponse>(&r.response)) resp->Swap(out);
-    ctx->fill_header(resp->mutable_header());
-    finish(reactor, {});
-  });
+  propose_and_answer(ctx, std::move(cmd), resp, reactor);
   return reactor;
 }
 
@@ -111,7 +105,6 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
                                                          const etcdserverpb::DefragmentRequest*,
                                                          etcdserverpb::DefragmentResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -129,7 +122,6 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
                                                          const etcdserverpb::MoveLeaderRequest* req,
                                                          etcdserverpb::MoveLeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -178,7 +170,6 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
                                                      const etcdserverpb::HashKVRequest* req,
                                                      etcdserverpb::HashKVResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -210,7 +201,6 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* c, const etcdserverpb::HashRequest*,
                                                    etcdserverpb::HashResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -237,7 +227,6 @@ grpc::ServerUnaryReactor* MaintenanceService::Downgrade(grpc::CallbackServerCont
                                                         const etcdserverpb::DowngradeRequest* req,
                                                         etcdserverpb::DowngradeResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   // etcd's authMaintenanceServer: root only.
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);

@@ -20,7 +20,7 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
@@ -35,16 +35,18 @@ namespace etcdq::server {
 // cluster version derives from it too (server/downgrade.h).
 inline constexpr const char* kEtcdApiVersion = "3.6.0";
 
-class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance> {
+class MaintenanceService final : public RuledService<etcdserverpb::Maintenance> {
  public:
-  explicit MaintenanceService(Context* ctx) : ctx_(ctx) {
-    strict_parsing("Alarm", &MaintenanceService::Alarm, {});
-    strict_parsing("Status", &MaintenanceService::Status, {});
-    strict_parsing("Defragment", &MaintenanceService::Defragment, {});
-    strict_parsing("HashKV", &MaintenanceService::HashKV, {});
-    strict_parsing("MoveLeader", &MaintenanceService::MoveLeader, {});
-    strict_parsing("Hash", &MaintenanceService::Hash, {});
-    strict_parsing("Downgrade", &MaintenanceService::Downgrade, {});
+  explicit MaintenanceService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
+    unary("Alarm", &MaintenanceService::Alarm, {});
+    unary("Status", &MaintenanceService::Status, {});
+    unary("Defragment", &MaintenanceService::Defragment, {});
+    unary("HashKV", &MaintenanceService::HashKV, {});
+    unary("MoveLeader", &MaintenanceService::MoveLeader, {});
+    unary("Hash", &MaintenanceService::Hash, {});
+    unary("Downgrade", &MaintenanceService::Downgrade, {});
+    // etcd 3.6 lets a learner stream a snapshot (interceptor.go, snapshotMethod).
+    server_stream("Snapshot", &MaintenanceService::Snapshot, /*learner_ok=*/true);
     remove_leftover_snapshots();
   }
 

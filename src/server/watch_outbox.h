@@ -22,7 +22,7 @@
 //
 // Sequence numbers: each response gets the next one; head_seq() is the
 // front's, so everything below it has been written (or dropped), which
-// the answers waiting on this stream go by (answer_gate.h).
+// the answers waiting on this stream go by (member/answer_gate.h).
 //
 // Thread-safety: none; the owner's lock guards every call.
 #pragma once

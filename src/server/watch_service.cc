@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "common/memory.h"
-#include "server/answer_gate.h"
 #include "server/watch_stream.h"
 
 namespace etcdq::server {
@@ -33,13 +32,11 @@ bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revisio
 }
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
-    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
-  ctx_->node->set_answer_route([this](std::function<void()>& answers) { return gate_.hold(answers); },
-                               [this] { gate_.drain(); });
+    : RuledService(ctx), ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
+  raw_bidi("Watch", &WatchService::Watch);
 }
 
 WatchService::~WatchService() {
-  ctx_->node->set_answer_route({}, {});  // before gate_ goes; what it holds is answered then
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -49,9 +46,6 @@ WatchService::~WatchService() {
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WatchService::Watch(grpc::CallbackServerContext* c) {
-  if (ctx_->node->progress().is_learner) {
-    return new RefusedStream<grpc::ByteBuffer, grpc::ByteBuffer>(to_grpc(errors::not_supported_for_learner()));
-  }
   auto* s = new WatchStream(this, ctx_, credentials_of(c), c);
   WatchStream::Action a;
   {

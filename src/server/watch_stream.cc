@@ -81,7 +81,7 @@ void WatchStream::OnWriteDone(bool ok) {
       broken_ = true;
     }
     // Everything before the next response in line is written (or
-    // dropped): answers waiting on it may go (answer_gate.h).
+    // dropped): answers waiting on it may go (member/answer_gate.h).
     written_below = outbox_.head_seq();
     // The next write starts here, on gRPC's thread, with whatever was
     // queued meanwhile: no other thread is woken for it.
@@ -102,7 +102,7 @@ void WatchStream::OnDone() {
   // Also here: a create that ran beside close() or shutdown() may have
   // added its watch after they emptied the hub of this stream.
   ctx_->store->watch_hub().remove_all(this);
-  if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+  if (ctx_->plugins) ctx_->plugins->stream_closed(this);
   track_->close();  // nothing more is written here
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -180,7 +180,7 @@ bool WatchStream::offer_locked(const mvcc::WatchBatch& b) {
 }
 
 // The entry being applied answers its proposals once this stream has
-// written what it queued (answer_gate.h), unless nothing is queued or the
+// written what it queued (member/answer_gate.h), unless nothing is queued or the
 // stream is behind: its write in flight looks stuck, or much waits behind
 // it. A client that reads slowly or not at all must not hold up anyone's
 // answers.
@@ -251,7 +251,7 @@ void WatchStream::evict(Evict how) {
 
 WatchStream::Action WatchStream::shutdown() {
   ctx_->store->watch_hub().remove_all(this);
-  if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+  if (ctx_->plugins) ctx_->plugins->stream_closed(this);
   track_->close();  // its queue is dropped below
   std::lock_guard<std::mutex> lock(mu_);
   watchers_.clear();
@@ -300,9 +300,9 @@ void WatchStream::create(const WatchCreateRequest& c) {
   }
   perform(a);
   if (!added) return;
-  // A queue consumer (QUEUES.md) gets the messages the leader assigns it,
-  // not the changes of its key.
-  if (!ctx_->queue_host || !ctx_->queue_host->watch_created(this, id, c.key(), c.range_end())) {
+  // A key-space plug-in may take the watch (a queue consumer gets the
+  // messages the leader assigns it, not the changes of its key).
+  if (!ctx_->plugins || !ctx_->plugins->watch_created(this, id, c.key(), c.range_end())) {
     hub.add(this, id, spec);
   }
 }
@@ -310,7 +310,7 @@ void WatchStream::create(const WatchCreateRequest& c) {
 void WatchStream::cancel(int64_t id) {
   auto& hub = ctx_->store->watch_hub();
   bool existed = hub.remove(this, id);
-  if (ctx_->queue_host && ctx_->queue_host->remove(this, id)) existed = true;
+  if (ctx_->plugins && ctx_->plugins->watch_canceled(this, id)) existed = true;
   WatchResponse r;
   r.set_watch_id(id);
   r.set_canceled(true);
@@ -391,7 +391,7 @@ void WatchStream::finish_locked(grpc::Status s) {  // next_locked() finishes
 
 void WatchStream::close(grpc::Status s) {
   ctx_->store->watch_hub().remove_all(this);
-  if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+  if (ctx_->plugins) ctx_->plugins->stream_closed(this);
   Action a;
   {
     std::lock_guard<std::mutex> lock(mu_);

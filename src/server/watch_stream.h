@@ -9,8 +9,8 @@
 //   watch_flow.h       its flow control: what it takes, what catching up
 //                      reads for it, when it stops reading requests;
 //   watch_writers.h    the threads that start a write on an idle stream;
-//   answer_gate.h      the answers waiting until this stream has written
-//                      an entry's events.
+//   member/answer_gate.h  the answers waiting until this stream has
+//                      written an entry's events.
 // What is left here is the reactor: one read outstanding, one write in
 // flight, requests acted on, progress, eviction, and the stream's end.
 //
@@ -29,7 +29,7 @@
 
 #include "etcd/api/etcdserverpb/rpc.pb.h"
 #include "mvcc/watch_hub.h"
-#include "server/answer_gate.h"
+#include "member/answer_gate.h"
 #include "server/context.h"
 #include "server/stream_watchers.h"
 #include "server/watch_flow.h"
@@ -37,6 +37,8 @@
 #include "server/watch_writers.h"
 
 namespace etcdq::server {
+
+using member::AnswerGate;
 
 class WatchService;
 
