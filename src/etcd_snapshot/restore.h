@@ -41,7 +41,8 @@
 // created through storage/'s Engine and Batch and filled in the record
 // formats the layers below publish — mvcc/codec.h (history, revlog,
 // latest, leases, the revision and compaction marks), auth/store.h
-// etcd_bucket_record, queue/rebuild.h — before any store is opened on it.
+// etcd_bucket_record, the plug-ins' rebuild (keyspace/kind.h) — before
+// any store is opened on it.
 // The data dir has no Raft log: the member bootstraps it from
 // --initial-cluster at its first start (initial-cluster-state new), every
 // member of the new cluster with the same state, at applied index 0.

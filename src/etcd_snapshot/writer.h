@@ -25,9 +25,10 @@
 // Layer: etcd_snapshot/ sits below member/, beside bbolt/ (CMakeLists.txt):
 // it needs bbolt/ for the file and the record formats the layers under it
 // publish — mvcc/etcd_keys.h and mvcc/codec.h for the key history and
-// leases, auth/store.h for users and roles (restore.h), queue/rebuild.h
-// (restore.h) — and storage/'s ReadView and Engine, nothing of the member
-// that runs them. Not inside bbolt/: that one only knows bbolt's format.
+// leases, auth/store.h for users and roles (restore.h), the key-space
+// plug-ins' rebuild (keyspace/registry.h, restore.h) — and storage/'s
+// ReadView and Engine, nothing of the member that runs them. Not inside
+// bbolt/: that one only knows bbolt's format.
 //
 // Thread-safety: any thread; reads only.
 #pragma once

@@ -20,6 +20,13 @@
 // (member/answer_gate.h): watchers get a put's event before its writer gets the
 // answer, as from etcd.
 //
+// One stream is a WatchStream (watch_stream.h), split by role: request
+// decoding and checks (watch_request.h), its watchers (stream_watchers.h),
+// its queued responses and their bytes (watch_outbox.h: the one place
+// events become bytes), its flow control (watch_flow.h), the reactor. This service owns what all
+// streams share: the total bound, the writer threads, the answer gate,
+// progress notifications and the eviction of streams that do not read.
+//
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
 // = the current revision), events with the revision they were published
 // at (a merged response: the last one's), `canceled` with
