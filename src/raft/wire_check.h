@@ -42,7 +42,7 @@ public:
   // snapshot replaces them.
   static constexpr uint64_t kMaxMessageBytes = 1ull << 30;
   // An InstallSnapshot's data: etcdq's snapshots carry metadata only
-  // (apply::SnapshotMeta, well under 1 KiB); the state moves by
+  // (consensus::SnapshotMeta, well under 1 KiB); the state moves by
   // Peer.FetchSnapshot.
   static constexpr uint64_t kMaxSnapshotDataBytes = 1 << 20;
   // An InstallSnapshot's configuration: members' ids, peer addresses, roles.

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <thread>
 
-#include "apply/command_check.h"
 #include "member/corruption_check.h"
+#include "member/forwarded.h"
 #include "member/pipeline.h"
 #include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
@@ -137,8 +137,7 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
   cmds.reserve(req->commands_size());
   for (const auto& framed : req->commands()) {
     apply::Command cmd;
-    Error e = apply::decode_forwarded(framed, &cmd);
-    if (!e) e = member::admit(*ctx_, cmd, member::Source::kForwarded);
+    Error e = member::admit_forwarded(*ctx_, framed, &cmd);
     if (!e && cmd.has_member_attributes()) {
       if (peer_address(cmd.member_attributes().id()).empty()) {
         e = Error(Code::kInvalidArgument, "etcdserver: malformed command: attributes of an unknown member");
@@ -305,12 +304,9 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
                                                       const peer::QueueConsumersRequest* req,
                                                       peer::QueueConsumersResponse*) {
   auto* reactor = c->DefaultReactor();
-  // Only members' reports count (the scheduler bounds their size).
-  if (ctx_->queue_scheduler && is_member(req->member())) {
-    std::vector<queue::ConsumerRef> consumers;
-    for (const auto& r : req->consumers()) consumers.push_back({r.queue(), r.instance(), r.name()});
-    ctx_->queue_scheduler->reported(req->member(), req->report(), req->part(), req->parts(), std::move(consumers));
-  }
+  // Only members' reports count; the key-space plug-in they are for takes
+  // them (keyspace/kind.h, peer_report).
+  if (ctx_->plugins && is_member(req->member())) ctx_->plugins->peer_report(req->member(), *req);
   finish(reactor, {});
   return reactor;
 }
