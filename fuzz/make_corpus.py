@@ -225,6 +225,8 @@ seeds["fuzz_gateway"] += [
     http_request(b"POST", b"/v3/watch", b'{"create_request":{"key":"YQ=="}}{"progress_request":{}}'),
     b"POST /v3alpha/lease/keepalive HTTP/1.0\r\nContent-Length: 22\r\n\r\n" + b'{"ID":"100"}{"ID":"1"}',
     b"POST /v3/kv/range HTTP/1.1\r\nContent-Length: 7\r\n\r\n{\"key\":",
+    # a stream's empty body: a call that half-closes at once (no request message)
+    http_request(b"POST", b"/v3/watch", b""),
     # found by fuzz_gateway: the JSON parser's error quoted a byte that is not UTF-8 (the body was not JSON)
     http_request(b"POST", b"/v3/lease/keepalive", b'{"ID"\xc9\x00\x00\x00:"100"}{"ID":"100"}'),
 ]

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "net/h2_guard.h"
 
