@@ -1,13 +1,12 @@
-// Framing of a Raft log entry: a batch of serialized apply::Command
-// (proto/etcdq/command.proto), each as [u32 little-endian length][bytes],
-// zero-padded to a multiple of 8 bytes (libraft 0.15 cannot reload a log
-// with other sizes). A zero length ends the batch.
+// A Raft log entry's commands: a batch of serialized apply::Command
+// (proto/etcdq/command.proto) in the framing of common/entry_frames.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "common/entry_frames.h"
 #include "etcdq/command.pb.h"
 
 namespace etcdq::apply {
@@ -18,11 +17,9 @@ namespace etcdq::apply {
 // of 100), and a command wraps it in a few more.
 inline constexpr int kMaxCommandNesting = 4096 + 8;
 
-void append_framed(std::string* entry, std::string_view command);
-void pad_entry(std::string* entry);
-// Takes the next command off the front of `*rest`; false at the end or on a
-// truncated frame (`*corrupt` tells which).
-bool next_framed(std::string_view* rest, std::string_view* command, bool* corrupt);
+using etcdq::append_framed;
+using etcdq::next_framed;
+using etcdq::pad_entry;
 
 // Parses one command's bytes, all of them, as apply does. False when they
 // are not exactly one Command.

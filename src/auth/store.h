@@ -51,7 +51,7 @@ Error name_too_long(std::string_view what);  // InvalidArgument "etcdserver: <wh
 // *key for an entry etcdq does not keep. Users and roles are validated
 // (a record etcd could not have written is refused with a reason);
 // authRevision is etcd's 8-byte big-endian number. For `etcdq snapshot
-// restore` (server/etcd_restore.h), which writes the records before the
+// restore` (etcd_snapshot/restore.h), which writes the records before the
 // store is opened on them.
 Error etcd_bucket_record(std::string_view bucket, std::string_view etcd_key, std::string_view etcd_value,
                          std::string* key, std::string* value);

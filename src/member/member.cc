@@ -13,6 +13,7 @@
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
 #include "member/corruption_check.h"
+#include "member/fsm.h"
 #include "member/leader_duties.h"
 #include "member/peer_prober.h"
 #include "member/pipeline.h"
@@ -22,7 +23,6 @@
 #include "mvcc/range.h"
 #include "member/metrics.h"
 #include "queue/key_space.h"
-#include "raft/applier_fsm.h"
 #include "raft/node.h"
 #include "raft/snapshot_install.h"
 #include "storage/checkpoints.h"
@@ -164,7 +164,7 @@ void add_key_spaces() {
 struct Member::Parts {
   std::unique_ptr<apply::StateMachine> state;
   std::unique_ptr<storage::Checkpoints> checkpoints;
-  std::unique_ptr<raft::ApplierFsm> fsm;  // the applier as consensus sees it
+  std::unique_ptr<ApplierFsm> fsm;  // the applier as consensus sees it
   std::unique_ptr<lease::IdGenerator> lease_ids;
   std::unique_ptr<auth::SimpleTokens> tokens;
   LeaderDuties duties;
@@ -261,7 +261,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   p.state = std::make_unique<apply::StateMachine>(std::move(engine), so);
   apply::StateMachine& state = *p.state;
   p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
-  p.fsm = std::make_unique<raft::ApplierFsm>(state.applier(), p.checkpoints.get());
+  p.fsm = std::make_unique<ApplierFsm>(state.applier(), p.checkpoints.get());
 
   raft::NodeOptions ro;
   if (Error e = choose_raft_log_dir(o.data_dir, o.wal_dir, &ro.dir)) return e;
@@ -279,7 +279,6 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.force_new_cluster = o.force_new_cluster;
   ro.strict_reconfig_check = o.strict_reconfig_check;
   ro.pre_vote = o.pre_vote;
-  ro.command_limits.max_txn_ops = ctx.limits.max_txn_ops;
   ro.on_removed = o.on_removed;
   if (o.peer_tls_dial) {
     ro.io = [dial = o.peer_tls_dial](uv_loop_t* loop, std::shared_ptr<raft::Forwarder> f) {

@@ -41,7 +41,7 @@ Error check_quota(Context& ctx, const apply::Command& cmd) {
   raise.mutable_alarm()->set_memberid(ctx.self.id);
   raise.mutable_alarm()->set_alarm(etcdserverpb::NOSPACE);
   raise.set_internal(true);
-  ctx.node->propose(std::move(raise), [](apply::Result&&) {});
+  propose_command(*ctx.node, std::move(raise), [](apply::Result&&) {});
   return errors::no_space();
 }
 
@@ -58,14 +58,14 @@ Error admit(Context& ctx, const apply::Command& cmd, Source source) {
   return check_permission(ctx, cmd);
 }
 
-void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done) {
+void propose(Context& ctx, apply::Command cmd, CommandDone done) {
   if (Error e = admit(ctx, cmd, Source::kLocal)) {
     apply::Result r;
     r.error = e;
     done(std::move(r));
     return;
   }
-  ctx.node->propose(std::move(cmd), std::move(done));
+  propose_command(*ctx.node, std::move(cmd), std::move(done));
 }
 
 }  // namespace etcdq::member

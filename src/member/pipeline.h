@@ -19,8 +19,8 @@
 
 #include "apply/applier.h"
 #include "etcdq/command.pb.h"
-#include "raft/node.h"
 #include "member/context.h"
+#include "member/fsm.h"
 
 namespace etcdq::member {
 
@@ -46,8 +46,8 @@ enum class Source { kLocal, kForwarded };
 // replicated, and a batch refused here fails every proposal in it.
 Error admit(Context& ctx, const apply::Command& cmd, Source source);
 
-// admit(), then raft::Node::propose(). `done` runs exactly once: with the
-// admission error (on this thread) or as raft::Node::propose says.
-void propose(Context& ctx, apply::Command cmd, raft::ProposalDone done);
+// admit(), then propose_command() (member/fsm.h). `done` runs exactly once:
+// with the admission error (on this thread) or as raft::Node::propose says.
+void propose(Context& ctx, apply::Command cmd, CommandDone done);
 
 }  // namespace etcdq::member

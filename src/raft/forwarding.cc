@@ -2,7 +2,7 @@
 // On the consensus thread (raft/node_impl.h).
 #include "raft/node_impl.h"
 
-#include "apply/entry.h"
+#include "common/entry_frames.h"
 
 namespace etcdq::raft {
 
@@ -19,7 +19,7 @@ void Node::Impl::forward(std::vector<Pending>& batch) {
       continue;
     }
     std::string framed;
-    apply::append_framed(&framed, p.bytes);
+    append_framed(&framed, p.bytes);
     unanswered.emplace(p.id, std::move(framed));
     waiters.emplace(p.id, std::move(p.done));
     forwarded_deadlines.emplace_back(deadline, p.id);

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <random>
 
-#include "apply/command_check.h"
 #include "common/thread_name.h"
 #include "raft/metrics.h"
 #include "raft/node_impl.h"
@@ -171,17 +170,10 @@ bool Node::wait_ready(int timeout_ms) {
   return impl_->ready_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return impl_->ready; });
 }
 
-void Node::propose(apply::Command cmd, ProposalDone done) {
+void Node::propose(const std::function<std::string(ProposalTag)>& encode, ProposalDone done) {
   Impl* m = impl_.get();
   uint64_t id = m->next_id.fetch_add(1, std::memory_order_relaxed);
-  cmd.set_origin(m->origin);
-  cmd.set_proposal_id(id);
-  if (cmd.time_ms() == 0) {
-    cmd.set_time_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count());
-  }
-  Impl::Pending p{id, cmd.SerializeAsString(), std::move(done), nullptr};
+  Impl::Pending p{id, encode(ProposalTag{m->origin, id}), std::move(done), nullptr};
   {
     std::lock_guard<std::mutex> lock(m->mu);
     if (!m->stop_requested) {
@@ -190,27 +182,11 @@ void Node::propose(apply::Command cmd, ProposalDone done) {
       m->wake_locked();
     }
   }
-  if (p.done) {
-    apply::Result r;
-    r.error = errors::stopped();
-    p.done(std::move(r));
-  }
+  if (p.done) p.done(errors::stopped(), nullptr);
 }
 
 void Node::propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done) {
   Impl* m = impl_.get();
-  // The leader is the last member that can keep a bad command out of the
-  // log: once committed, every member must apply it (as skipped). The Peer
-  // service checks these too; a caller that skipped it must not get past.
-  for (const auto& c : commands) {
-    apply::Command cmd;
-    Error e = apply::decode_forwarded(c, &cmd);
-    if (!e) e = apply::check_command(cmd, opts_.command_limits, /*forwarded=*/true);
-    if (e) {
-      done(e);
-      return;
-    }
-  }
   Impl::Pending p;
   for (auto& c : commands) p.bytes += c;
   p.forwarded_done = std::move(done);

@@ -29,8 +29,8 @@
 // does not complete within the request timeout fails with
 // errors::timeout(), as etcd's do.
 //
-// The state machine is a raft::Fsm (raft/fsm.h; raft/applier_fsm.h in the
-// server). libraft's I/O and the Peer calls are parts given in NodeOptions
+// The state machine is a raft::Fsm (raft/fsm.h; member/fsm.h in the
+// server): consensus moves a command's bytes and never opens them. libraft's I/O and the Peer calls are parts given in NodeOptions
 // (raft/io.h, raft/forwarder.h), so a test runs several nodes in one
 // process without sockets (tests/unit/consensus_cluster_test.cc).
 //
@@ -51,10 +51,7 @@
 #include <string>
 #include <vector>
 
-#include "apply/applier.h"
-#include "apply/command_check.h"
 #include "common/error.h"
-#include "etcdq/command.pb.h"
 #include "raft/forwarder.h"
 #include "raft/fsm.h"
 #include "raft/io.h"
@@ -95,9 +92,6 @@ struct NodeOptions {
   // a log it changes nothing: a new cluster bootstraps from
   // initial_cluster, as etcd's does.
   bool force_new_cluster = false;
-  // The rules a forwarded command must pass before the leader puts it in
-  // the log (apply/command_check.h; --max-txn-ops).
-  apply::CommandLimits command_limits;
   // libraft's I/O (raft/io.h). Unset: raft_uv on `dir` with the raw TCP
   // transport behind the peer URL's listener (raft/transport.h). Tests put an in-process transport here.
   IoFactory io;
@@ -140,7 +134,16 @@ struct Progress {
   bool is_learner = false;  // RAFT_STANDBY in the configuration
 };
 
-using ProposalDone = std::function<void(apply::Result&&)>;
+// How a proposal ends: applied (OK, and `outcome` is what the Fsm gave for
+// it), or never applied here (the error; `outcome` null).
+using ProposalDone = std::function<void(Error, std::unique_ptr<Outcome> outcome)>;
+
+// The tag a proposed command carries in its bytes, so that Fsm::apply can
+// report its outcome back to this proposal (raft::Applied).
+struct ProposalTag {
+  uint64_t origin = 0;  // this node, random per process
+  uint64_t id = 0;      // unique among this node's proposals
+};
 
 // libraft's log in `dir` has been written to: libraft keeps metadata1 and
 // metadata2 there from its first term on.
@@ -161,22 +164,21 @@ class Node {
   // log held at start, or `timeout_ms` passes. Returns whether it is ready.
   bool wait_ready(int timeout_ms);
 
-  // Proposes `cmd` (its origin and proposal_id are set here). `done` runs
-  // exactly once: with the apply result (on a completion thread, where the
+  // Proposes one command: `encode` (called here, on the caller's thread)
+  // returns its bytes, carrying the tag it is given. `done` runs
+  // exactly once: with the apply outcome (on a completion thread, where the
   // answer route says, or on the consensus thread when the member has
   // nothing else to do), or with errors::stopped() / not_leader() /
   // leader_changed() if it never applied (on the consensus thread, or on
   // the caller's for a node already stopped). It must be brief and never
   // block.
-  void propose(apply::Command cmd, ProposalDone done);
-  // Leader: proposes commands a follower forwarded (already framed and
-  // carrying the follower's origin). `done` runs once their entry applied
-  // here (OK) or could not be (the error); any thread. Unless every command
-  // is one well-formed frame (apply::decode_forwarded) holding a command
-  // that passes apply::check_command as a forwarded one (no QueueAssign:
-  // those are the leader's own), all are refused with InvalidArgument
-  // before anything is proposed: a peer with a bad build cannot get them
-  // committed through this leader.
+  void propose(const std::function<std::string(ProposalTag)>& encode, ProposalDone done);
+  // Leader: proposes commands a follower forwarded, each one frame
+  // (common/entry_frames.h) carrying the follower's tag, copied into the log
+  // as they are. `done` runs once their entry applied here (OK) or could
+  // not be (the error); any thread. Consensus does not open them: the
+  // caller must have decoded and checked every one (member/forwarded.h),
+  // since once committed every member must apply it.
   void propose_forwarded(std::vector<std::string> commands, std::function<void(Error)> done);
   // Runs `fn` once a linearizable read may be served from the applied state
   // (leadership confirmed, everything committed before the call applied),

@@ -31,7 +31,8 @@ extern "C" {
 #include <vector>
 
 #include "common/executor.h"
-#include "raft/log_writes.h"
+#include "etcdq/consensus.pb.h"
+#include "raft/libraft_patches.h"
 #include "raft/node.h"
 
 namespace etcdq::raft {
@@ -176,7 +177,7 @@ struct Node::Impl {
   uv_idle_t no_block{};   // keeps the loop from blocking while `written` waits
   bool defer_appends = false;  // between start() and close_raft()
   void report_written();
-  // Appends written on this thread (raft/log_writes.h): taken only on a
+  // Appends written on this thread (raft/libraft_patches.h, patches 4-5): taken only on a
   // member that is its own quorum, while nothing waits in `written` (no
   // apply is due that the write would hold up) and small (an idle
   // member's proposal, not a batch under load), so under load the pool
@@ -300,7 +301,6 @@ struct Node::Impl {
   std::string peer_target(raft_id id) const;
 
   // raft/proposals.cc: proposals batched into log entries, applied through the Fsm, answered
-  void complete(uint64_t id, apply::Result&& r);
   void fail(uint64_t id, const Error& e);
   int on_fsm_apply(const struct raft_buffer* buf, void** result);
   static void on_applied(struct raft_apply* req, int status, void* /*result*/);
@@ -339,7 +339,7 @@ struct Node::Impl {
   void transfer_leadership(raft_id id, std::function<void(Error)> done);
 
   // raft/snapshots.cc: libraft's snapshot hooks and installing another member's state
-  Error install(const apply::SnapshotMeta& meta);
+  Error install(const consensus::SnapshotMeta& meta);
   static int fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs);
   static int fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf);
 };

@@ -4,31 +4,25 @@
 
 #include <cstring>
 
-#include "apply/entry.h"
+#include "common/entry_frames.h"
 #include "raft/metrics.h"
 
 namespace etcdq::raft {
 
-void Node::Impl::complete(uint64_t id, apply::Result&& r) {
+void Node::Impl::fail(uint64_t id, const Error& e) {
   unanswered.erase(id);
   auto it = waiters.find(id);
   if (it == waiters.end()) return;
+  raft_metrics().proposals_failed.Increment();
   ProposalDone done = std::move(it->second);
   waiters.erase(it);
-  done(std::move(r));
-}
-
-void Node::Impl::fail(uint64_t id, const Error& e) {
-  if (waiters.count(id) != 0) raft_metrics().proposals_failed.Increment();
-  apply::Result r;
-  r.error = e;
-  complete(id, std::move(r));
+  done(e, nullptr);
 }
 
 int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
   *result = nullptr;
   uint64_t index = raft_last_applied(&raft) + 1;
-  std::vector<apply::Result> results;
+  std::vector<Applied> results;
   Error e = sm->apply(index, std::string_view(static_cast<const char*>(buf->base), buf->len), &results);
   if (e) {
     // The state database failed: continuing would serve a state that no
@@ -39,19 +33,19 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
   // Answer this entry's proposals where the answer route says
   // (Node::set_answer_route), else on the completion threads, or here when
   // there is nothing else to do.
-  auto answers = std::make_shared<std::vector<std::pair<ProposalDone, apply::Result>>>();
+  auto answers = std::make_shared<std::vector<std::pair<ProposalDone, std::unique_ptr<Outcome>>>>();
   for (auto& r : results) {
     if (r.origin != origin) continue;
     auto it = waiters.find(r.proposal_id);
     if (it == waiters.end()) continue;
     unanswered.erase(r.proposal_id);
-    answers->emplace_back(std::move(it->second), std::move(r));
+    answers->emplace_back(std::move(it->second), std::move(r.outcome));
     waiters.erase(it);
   }
   std::function<void()> task;
   if (!answers->empty()) {
     task = [answers] {
-      for (auto& [done, r] : *answers) done(std::move(r));
+      for (auto& [done, outcome] : *answers) done(Error(), std::move(outcome));
     };
   }
   bool routed = false;
@@ -123,9 +117,7 @@ void Node::Impl::fail_pending(Pending& p, const Error& e) {
     p.forwarded_done(e);
   } else if (p.done) {
     raft_metrics().proposals_failed.Increment();
-    apply::Result r;
-    r.error = e;
-    p.done(std::move(r));
+    p.done(e, nullptr);
   }
 }
 
@@ -146,13 +138,13 @@ void Node::Impl::propose_entries(std::vector<Pending>& batch) {
         a->ids.push_back(p.id);
         waiters.emplace(p.id, std::move(p.done));
       } else {
-        apply::append_framed(&entry, p.bytes);
+        append_framed(&entry, p.bytes);
         a->ids.push_back(p.id);
         waiters.emplace(p.id, std::move(p.done));
       }
       ++i;
     } while (i < batch.size() && entry.size() + batch[i].bytes.size() + 4 <= kMaxEntryBytes);
-    apply::pad_entry(&entry);
+    pad_entry(&entry);
     struct raft_buffer buf;
     buf.len = entry.size();
     buf.base = raft_malloc(buf.len);

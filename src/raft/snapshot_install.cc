@@ -66,10 +66,7 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
             for (const auto& p : c.pairs()) {
-              if (p.cf() >= static_cast<uint32_t>(storage::kCfCount)) {
-                return errors::internal("bad column family in a snapshot");
-              }
-              if (Error e = sink(static_cast<storage::Cf>(p.cf()), p.key(), p.value())) return e;
+              if (Error e = sink(p.cf(), p.key(), p.value())) return e;
             }
             return {};
           });

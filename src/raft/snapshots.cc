@@ -5,14 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "apply/entry.h"
+#include "common/entry_frames.h"
 #include "raft/snapshot_install.h"
 
 namespace etcdq::raft {
 
 // Our state is older than a snapshot libraft installs: stream the state at
 // its index from the member that took it, replacing ours.
-Error Node::Impl::install(const apply::SnapshotMeta& meta) {
+Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   InstallPlan plan;
   plan.min_index = meta.applied_index();
   auto add = [&](const std::string& t) {
@@ -84,15 +84,18 @@ int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], u
   Impl* self = static_cast<Impl*>(fsm->data);
   // libraft may drop log entries up to here once the snapshot is stored:
   // the state machine makes itself durable and keeps the state first.
-  apply::SnapshotMeta meta;
-  if (Error e = self->sm->take_snapshot(&meta)) {
+  SnapshotPoint at;
+  if (Error e = self->sm->take_snapshot(&at)) {
     spdlog::error("snapshot skipped: {}", e.message());
     return RAFT_IOERR;
   }
+  consensus::SnapshotMeta meta;
+  meta.set_applied_index(at.applied_index);
+  meta.set_revision(at.revision);
   meta.set_source_member(self->opts->id);
   std::string payload;
-  apply::append_framed(&payload, meta.SerializeAsString());
-  apply::pad_entry(&payload);
+  append_framed(&payload, meta.SerializeAsString());
+  pad_entry(&payload);
   auto* b = static_cast<struct raft_buffer*>(raft_malloc(sizeof(struct raft_buffer)));
   if (b == nullptr) return RAFT_NOMEM;
   b->len = payload.size();
@@ -111,8 +114,8 @@ int Node::Impl::fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf) {
   Impl* self = static_cast<Impl*>(fsm->data);
   std::string_view rest(static_cast<const char*>(buf->base), buf->len), bytes;
   bool corrupt = false;
-  apply::SnapshotMeta meta;
-  if (!apply::next_framed(&rest, &bytes, &corrupt) ||
+  consensus::SnapshotMeta meta;
+  if (!next_framed(&rest, &bytes, &corrupt) ||
       !meta.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     // libraft 0.15 stored the snapshot before this call and does not undo
     // it: going on would claim its index (a forged one wins elections and

@@ -42,7 +42,7 @@ public:
   // snapshot replaces them.
   static constexpr uint64_t kMaxMessageBytes = 1ull << 30;
   // An InstallSnapshot's data: etcdq's snapshots carry metadata only
-  // (apply::SnapshotMeta, well under 1 KiB); the state moves by
+  // (consensus::SnapshotMeta, well under 1 KiB); the state moves by
   // Peer.FetchSnapshot.
   static constexpr uint64_t kMaxSnapshotDataBytes = 1 << 20;
   // An InstallSnapshot's configuration: members' ids, peer addresses, roles.
@@ -64,6 +64,10 @@ public:
   const std::string &error() const { return error_; }
   // Complete messages seen.
   uint64_t messages() const { return messages_; }
+  // Bytes held to be checked whole (a preamble, a header, a configuration
+  // entry): at most an AppendEntries header of kMaxEntries (48 bytes and
+  // 16 an entry) or an InstallSnapshot's (56 and kMaxConfigurationBytes).
+  size_t buffered() const { return buf_.size(); }
 
 private:
   bool fail(std::string why);

@@ -3,10 +3,9 @@
 // event before the writer gets its answer — etcd's order: its apply
 // goroutine hands the events to the watch streams (notify, in the write's
 // End) before it wakes the put's handler. Without this, a put's answer
-// usually left before its events: etcd's `benchmark watch-latency`, which
-// times each watcher from the put's answer, measured 0.3–0.7 ms at p50
-// against etcd's 0.1–0.5 in the same runs, and 0.1–0.2 with it
-// (bench/RESULTS.md, issue #16).
+// usually left before its events, and etcd's `benchmark watch-latency`,
+// which times each watcher from the put's answer, showed etcdq slower than
+// etcd (issue #16; the numbers: bench/RESULTS.md, "Measurements moved from headers").
 //
 // How: while the apply thread runs an entry, each watch stream that queues
 // events notes (its Track, the seq of its last queued response)
@@ -53,10 +52,8 @@ class AnswerGate {
   // The longest an answer waits for watch writes. Short on purpose: it
   // orders events before answers while delivery keeps up (a write takes
   // well under a millisecond then), but does not throttle puts when it
-  // does not. Holding until written whatever it took (50–200 ms) cost a
-  // fifth of the fan-out's events/s at full write speed, 10 ms about a
-  // tenth, 3 ms nothing measurable (bench/RESULTS.md, 2026-12-03, "answers
-  // after the watch writes").
+  // does not: a longer hold throttled the watch fan-out at full write
+  // speed (bench/RESULTS.md, "Measurements moved from headers").
   static constexpr std::chrono::milliseconds kMaxHold{3};
   // A stream whose write has been in flight this long is not waited for.
   static constexpr std::chrono::milliseconds kStalledWrite{5};

@@ -17,9 +17,24 @@
 #include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
 #include "server/downgrade.h"
-#include "server/etcd_snapshot.h"
+#include "etcd_snapshot/writer.h"
+#include "server/cluster_service.h"
 
 namespace etcdq::server {
+namespace {
+
+// The member's tables a snapshot holds beside the view
+// (etcd_snapshot/writer.h), read now.
+etcd_snapshot::Tables snapshot_tables(const Context& ctx) {
+  etcd_snapshot::Tables t;
+  t.alarms = ctx.alarms->list(0, etcdserverpb::NONE);
+  google::protobuf::RepeatedPtrField<etcdserverpb::Member> members;
+  list_members(ctx, &members);
+  t.members.assign(members.begin(), members.end());
+  return t;
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::StatusRequest*,
@@ -209,7 +224,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
   std::thread([ctx, reactor, resp, slot] {
     auto view = ctx->store->view();
     uint32_t hash = 0;
-    if (Error e = etcd_hash(*ctx, *view, &hash)) return finish(reactor, e);
+    if (Error e = etcd_snapshot::etcd_hash(snapshot_tables(*ctx), *view, &hash)) return finish(reactor, e);
     resp->set_hash(hash);
     resp->mutable_header()->set_revision(view->revision());
     ctx->fill_header(resp->mutable_header());
@@ -272,7 +287,7 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
   grpc::Status stream_file() {
     auto view = ctx_->store->view();
     auto start = std::chrono::steady_clock::now();
-    if (Error e = write_etcd_snapshot(*ctx_, *view, path_)) return to_grpc(e);
+    if (Error e = etcd_snapshot::write_etcd_snapshot(snapshot_tables(*ctx_), *view, path_)) return to_grpc(e);
     view.reset();  // the file holds it now; let RocksDB drop what it pinned
     std::ifstream in(path_, std::ios::binary);
     std::error_code ec;

@@ -3,8 +3,8 @@
 // (RocksDB compacts its files in the background; nothing stops meanwhile).
 // MoveLeader (on the leader: libraft's leadership transfer). HashKV and
 // Hash as etcd 3.4 computes them, over the state in etcd's layout
-// (mvcc/etcd_keys.h, server/etcd_snapshot.h). Snapshot streams etcd's
-// snapshot file (server/etcd_snapshot.h) as etcd 3.4 does
+// (mvcc/etcd_keys.h, etcd_snapshot/writer.h). Snapshot streams etcd's
+// snapshot file (etcd_snapshot/writer.h) as etcd 3.4 does
 // (etcdserver/api/v3rpc/maintenance.go): SnapshotResponse chunks of 32 KiB
 // with the bytes still to come, then one chunk with the sha256 of the
 // database (remaining_bytes 0). The file is built first, from one read

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <thread>
 
-#include "apply/command_check.h"
 #include "member/corruption_check.h"
+#include "member/forwarded.h"
 #include "member/pipeline.h"
 #include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
@@ -137,8 +137,7 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
   cmds.reserve(req->commands_size());
   for (const auto& framed : req->commands()) {
     apply::Command cmd;
-    Error e = apply::decode_forwarded(framed, &cmd);
-    if (!e) e = member::admit(*ctx_, cmd, member::Source::kForwarded);
+    Error e = member::admit_forwarded(*ctx_, framed, &cmd);
     if (!e && cmd.has_member_attributes()) {
       if (peer_address(cmd.member_attributes().id()).empty()) {
         e = Error(Code::kInvalidArgument, "etcdserver: malformed command: attributes of an unknown member");

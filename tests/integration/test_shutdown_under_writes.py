@@ -9,7 +9,7 @@ ASan build stopped with a SEGV in libraft's ioCloseCb at a SIGTERM under writes
 through once and frees that state only after the loop has ended.
 
 The late call comes when libraft writes its log through libuv's thread pool,
-as it now does on every file system (src/raft/log_writes.h; before, only
+as it now does on every file system (src/raft/libraft_patches.cc, patch 3; before, only
 where there was no direct I/O: tmpfs, overlayfs in containers). The data dir
 goes on /dev/shm when there is one: each write there is short, so a SIGTERM
 more often lands between a write and its close.

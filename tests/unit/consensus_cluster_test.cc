@@ -1,7 +1,7 @@
 // raft::Node's roles (batching, forwarding, read index, leader changes,
 // restarts) in a 3-member cluster inside this process: each member is a
 // real Node with its consensus thread, its libuv loop and its log in a
-// temporary directory, applying through raft::ApplierFsm into a real
+// temporary directory, applying through member::ApplierFsm into a real
 // apply::Applier on RocksDB. Only the sockets are replaced: libraft's
 // transport by tests/unit/memory_network.h (the test cuts and heals links)
 // and Peer calls by in-process calls to the target Node (InProcessForwarder
@@ -37,7 +37,9 @@
 #include "memory_network.h"
 #include "mvcc/store.h"
 #include "state_dump.h"
-#include "raft/applier_fsm.h"
+#include "member/context.h"
+#include "member/forwarded.h"
+#include "member/fsm.h"
 #include "raft/node.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
@@ -63,7 +65,7 @@ struct StateMachine {
     EXPECT_FALSE(apply::StateMachine::open((dir / "db").string(), o, &state));
     store = state->store();
     checkpoints = std::make_unique<storage::Checkpoints>((dir / "snap").string());
-    fsm = std::make_unique<raft::ApplierFsm>(state->applier(), checkpoints.get());
+    fsm = std::make_unique<member::ApplierFsm>(state->applier(), checkpoints.get());
   }
   ~StateMachine() {
     fsm.reset();
@@ -77,8 +79,23 @@ struct StateMachine {
   std::unique_ptr<apply::StateMachine> state;
   mvcc::Store* store = nullptr;
   std::unique_ptr<storage::Checkpoints> checkpoints;
-  std::unique_ptr<raft::ApplierFsm> fsm;
+  std::unique_ptr<member::ApplierFsm> fsm;
 };
+
+// What the leader's Peer service does with a forwarded call: every command
+// decoded and admitted once (member/forwarded.h), or the whole call refused
+// with the first error, before consensus copies the bytes into the log.
+void propose_checked(raft::Node& leader, std::vector<std::string> commands, std::function<void(Error)> done) {
+  static member::Context ctx{};  // admit_forwarded reads only its limits (the defaults, as etcd's)
+  for (const auto& c : commands) {
+    apply::Command cmd;
+    if (Error e = member::admit_forwarded(ctx, c, &cmd)) {
+      done(e);
+      return;
+    }
+  }
+  leader.propose_forwarded(std::move(commands), std::move(done));
+}
 
 apply::Command put_command(const std::string& key, const std::string& value) {
   apply::Command c;
@@ -237,7 +254,7 @@ class Cluster {
   apply::Result put(unsigned i, const std::string& key, const std::string& value) {
     auto p = std::make_shared<std::promise<apply::Result>>();
     auto f = p->get_future();
-    node(i)->propose(put_command(key, value), [p](apply::Result&& r) { p->set_value(std::move(r)); });
+    member::propose_command(*node(i), put_command(key, value), [p](apply::Result&& r) { p->set_value(std::move(r)); });
     if (f.wait_for(kWait) != std::future_status::ready) {
       ADD_FAILURE() << "proposal on member " << i << " never answered";
       apply::Result r;
@@ -258,7 +275,7 @@ class Cluster {
   Error propose_forwarded(unsigned i, std::vector<std::string> commands) {
     auto p = std::make_shared<std::promise<Error>>();
     auto f = p->get_future();
-    node(i)->propose_forwarded(std::move(commands), [p](Error e) { p->set_value(e); });
+    propose_checked(*node(i), std::move(commands), [p](Error e) { p->set_value(e); });
     if (f.wait_for(kWait) != std::future_status::ready) return errors::internal("never answered");
     return f.get();
   }
@@ -315,7 +332,7 @@ void InProcessForwarder::propose(const std::string& target, std::vector<std::str
     done(errors::not_leader());
     return;
   }
-  to->propose_forwarded(std::move(commands), std::move(done));
+  propose_checked(*to, std::move(commands), std::move(done));
 }
 
 void InProcessForwarder::read_index(const std::string& target, Timeout, std::function<void(Error, uint64_t)> done) {
@@ -420,7 +437,7 @@ TEST_F(ConsensusClusterTest, ConcurrentProposalsShareLogEntries) {
   for (int i = 0; i < kProposals; ++i) {
     auto p = std::make_shared<std::promise<apply::Result>>();
     answers.push_back(p->get_future());
-    cluster_->node(l)->propose(put_command("burst" + std::to_string(i), "x"),
+    member::propose_command(*cluster_->node(l), put_command("burst" + std::to_string(i), "x"),
                                [p](apply::Result&& r) { p->set_value(std::move(r)); });
   }
   for (auto& f : answers) {
@@ -453,7 +470,7 @@ TEST_F(ConsensusClusterTest, LeaderStoppedUnderProposalsAnswersEachAndKeepsWhatI
   for (int i = 0; i < kMaxProposals && !stopped.load(); ++i) {
     auto p = std::make_shared<std::promise<apply::Result>>();
     answers.push_back(p->get_future());
-    leader->propose(put_command("stream" + std::to_string(i), "x"), [p, &answered](apply::Result&& r) {
+    member::propose_command(*leader, put_command("stream" + std::to_string(i), "x"), [p, &answered](apply::Result&& r) {
       answered.fetch_add(1);
       p->set_value(std::move(r));
     });
@@ -534,7 +551,7 @@ TEST_F(ConsensusClusterTest, PartitionedLeaderFailsItsProposalsWhileTheMajorityC
   // Proposed on the old leader after the cut: it can never commit there.
   auto stranded = std::make_shared<std::promise<apply::Result>>();
   auto stranded_answer = stranded->get_future();
-  cluster_->node(l)->propose(put_command("stranded", "1"),
+  member::propose_command(*cluster_->node(l), put_command("stranded", "1"),
                              [stranded](apply::Result&& r) { stranded->set_value(std::move(r)); });
   unsigned l2 = cluster_->wait_leader(l);
   ASSERT_LT(l2, kMembers);
@@ -663,7 +680,7 @@ TEST_F(ConsensusClusterTest, FollowerProposalMadeWhileCutOffIsDeliveredOnceTheNe
   // reaches a leader, well within the request timeout.
   auto answer = std::make_shared<std::promise<apply::Result>>();
   auto answered = answer->get_future();
-  cluster_->node(f)->propose(put_command("held", "1"),
+  member::propose_command(*cluster_->node(f), put_command("held", "1"),
                              [answer](apply::Result&& r) { answer->set_value(std::move(r)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(2 * kElectionMs));
   EXPECT_EQ(answered.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << "answered while cut off";

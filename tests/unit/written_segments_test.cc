@@ -1,7 +1,7 @@
 // How libraft's log segments are written, as the link leaves it: written
-// with zeros before libraft appends to them (raft/written_segments.h), and
+// with zeros before libraft appends to them (raft/libraft_patches.h, patch 2), and
 // appended with buffered synced writes, not direct AIO, on the loop's own
-// thread when it takes them (raft/log_writes.h).
+// thread when it takes them (patches 3-5).
 // posix_fallocate is called by name, as libraft's uv_fs.c does: the link's
 // --wrap sends this call to the wrapper as it sends libraft's, so the
 // outcome proves the link as much as the wrapper.
@@ -23,8 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "raft/log_writes.h"
-#include "raft/written_segments.h"
+#include "raft/libraft_patches.h"
 #include "test_files.h"
 
 extern "C" {
