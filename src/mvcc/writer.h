@@ -65,7 +65,8 @@ class Writer final : public Reader {
   void delete_meta(std::string_view key);
 
   // Called with each key delete_range removes, after its removal is in the
-  // batch (queues keep records of their messages). May write through `w`.
+  // batch (a key-space plug-in keeps records of its keys: keyspace/kind.h).
+  // May write through `w`.
   using DeleteTap = std::function<void(Writer& w, std::string_view key)>;
   void set_delete_tap(DeleteTap tap) { delete_tap_ = std::move(tap); }
 
