@@ -9,28 +9,8 @@ namespace etcdq::raft {
 
 // Forwarded proposals and reads that ran out of time.
 void Node::Impl::expire(SteadyClock::time_point now) {
-  while (!forwarded_deadlines.empty() && forwarded_deadlines.front().first <= now) {
-    fail(forwarded_deadlines.front().second, errors::timeout());
-    forwarded_deadlines.pop_front();
-  }
-  for (auto it = follower_reads.begin(); it != follower_reads.end();) {
-    if (it->deadline <= now) {
-      ReadFn fn = std::move(it->fn);
-      it = follower_reads.erase(it);
-      completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = reads_waiting_apply.begin(); it != reads_waiting_apply.end();) {
-    if (it->second.deadline <= now) {
-      ReadFn fn = std::move(it->second.fn);
-      it = reads_waiting_apply.erase(it);
-      completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
-    } else {
-      ++it;
-    }
-  }
+  forwarding.expire(now);
+  read_index.expire(now);
 }
 
 void Node::Impl::set_ready() {
@@ -50,17 +30,17 @@ void Node::Impl::on_tick(uv_timer_t* t) {
   Impl* self = static_cast<Impl*>(t->data);
   self->update_progress();
   raft_metrics().proposals_pending.Set(static_cast<double>(self->waiters.size()));
-  self->release_reads(raft_last_applied(&self->raft));
+  self->read_index.release(raft_last_applied(&self->raft));
   self->expire(SteadyClock::now());
   if (self->closing) return;
-  self->flush_held();
-  self->abandon_read_index_if_stale();
+  self->forwarding.flush_held();
+  self->read_index.abandon_if_stale();
   if (raft_state(&self->raft) == RAFT_FOLLOWER) {
-    self->send_read_index();
-  } else if (raft_state(&self->raft) == RAFT_LEADER && !self->follower_reads.empty()) {
+    self->read_index.send_read_index();
+  } else if (raft_state(&self->raft) == RAFT_LEADER && self->read_index.followers_waiting()) {
     uv_async_send(&self->wake);  // drain() serves them with a barrier of ours
   }
-  self->try_promotions(SteadyClock::now());
+  self->promotions.try_next(SteadyClock::now());
   // Ready (at start) once the log held then is applied: as leader, after
   // a barrier of our own term commits. Every new term gets one too.
   if (raft_state(&self->raft) == RAFT_LEADER && self->committed_term != self->raft.current_term &&
@@ -113,31 +93,14 @@ void Node::Impl::drain() {
     ffails.swap(inbox->forward_failures);
     answers.swap(inbox->answers);
   }
-  for (auto& [ids, e] : ffails) {
-    for (uint64_t id : ids) {
-      if (e == errors::not_leader() && waiters.count(id)) {
-        held.push_back(id);  // refused unproposed: send to the new leader
-      } else {
-        fail(id, e);
-      }
-    }
-  }
-  for (auto& a : answers) on_read_index(std::move(a));
+  for (auto& [ids, e] : ffails) forwarding.on_failure(ids, e);
+  for (auto& a : answers) read_index.on_answer(std::move(a));
   if (stopping || closing) {
     for (auto& p : batch) fail_pending(p, errors::stopped());
-    // Ours that went to a leader (or wait for one) will not be applied here.
-    std::vector<uint64_t> sent;
-    for (const auto& [id, bytes] : unanswered) sent.push_back(id);
-    for (uint64_t id : sent) fail(id, errors::stopped());
-    held.clear();
+    forwarding.stop_all();
     for (auto& fn : rs) fn(errors::stopped());
     for (auto& fn : irs) fn(errors::stopped(), 0);
-    for (auto& w : follower_reads) w.fn(errors::stopped());
-    follower_reads.clear();
-    for (auto& w : read_index_batch) w.fn(errors::stopped());
-    read_index_batch.clear();
-    for (auto& [idx, w] : reads_waiting_apply) w.fn(errors::stopped());
-    reads_waiting_apply.clear();
+    read_index.stop_all();
     for (auto& t : ts) t();  // membership tasks see `closing` and fail
     maybe_close();
     return;
@@ -147,11 +110,11 @@ void Node::Impl::drain() {
   if (leader) {
     propose_entries(batch);
   } else {
-    forward(batch);
+    forwarding.forward(batch);
   }
   // Held proposals go out on the tick (every 10 ms): a leader that cannot
   // be reached is not retried in a tight loop.
-  serve_reads(std::move(rs), std::move(irs), leader);
+  read_index.serve(std::move(rs), std::move(irs), leader);
 }
 
 void Node::Impl::maybe_close() {
@@ -172,8 +135,7 @@ void Node::Impl::maybe_close() {
 void Node::Impl::close_raft() {
   note_role(false);
   // Appends written but not yet reported reach libraft while it is whole.
-  report_written();
-  defer_appends = false;
+  log_appends.stop_deferring();
   raft.data = this;
   ::raft_close(&raft, [](struct raft* r) {
     Impl* self = static_cast<Impl*>(r->data);
@@ -184,12 +146,7 @@ void Node::Impl::close_raft() {
     }
     uv_close(reinterpret_cast<uv_handle_t*>(&self->wake), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&self->tick), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->after_io), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->no_block), nullptr);
-    // Nothing is left to complete: libraft closes a segment only with no
-    // write in flight, and its I/O only once no segment is open.
-    assert(self->inline_done.empty());
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->inline_idle), nullptr);
+    self->log_appends.close_handles();
   });
 }
 

@@ -21,93 +21,9 @@ void Node::Impl::tick_hook(struct raft_io* io) {
 void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
   Impl* self = of(io);
   // Only members: the map must not grow with ids a peer makes up.
-  if (self->index_of(msg->server_id) >= 0) self->last_heard[msg->server_id] = SteadyClock::now();
+  if (self->index_of(msg->server_id) >= 0) self->contact.heard(msg->server_id, SteadyClock::now());
   self->libraft_recv(io, msg);
   self->refresh_leader();
-}
-
-namespace {
-// The node whose loop runs on this thread (one loop a thread): an append's
-// callback gets only the request.
-thread_local void* t_appending = nullptr;  // a Node::Impl
-}  // namespace
-
-int Node::Impl::append_hook(struct raft_io* io, struct raft_io_append* req, const struct raft_entry entries[],
-                            unsigned n, raft_io_append_cb cb) {
-  Impl* self = of(io);
-  t_appending = self;
-  self->appends[req] = {cb, SteadyClock::now()};
-  int rv = self->uv_append(io, req, entries, n, appended_hook);
-  if (rv != 0) self->appends.erase(req);
-  return rv;
-}
-
-void Node::Impl::appended_hook(struct raft_io_append* req, int status) {
-  Impl* self = static_cast<Impl*>(t_appending);
-  auto it = self->appends.find(req);
-  TimedAppend t = it->second;
-  self->appends.erase(it);
-  if (status == 0) {
-    raft_metrics().wal_fsync_seconds.Observe(
-        std::chrono::duration<double>(SteadyClock::now() - t.start).count());
-  }
-  if (status == 0 && self->defer_appends) {
-    // After raft_uv has started the next write (node_impl.h, `written`).
-    self->written.push_back({req, t.cb});
-    uv_check_start(&self->after_io, [](uv_check_t* h) { static_cast<Impl*>(h->data)->report_written(); });
-    uv_idle_start(&self->no_block, [](uv_idle_t* h) { static_cast<Impl*>(h->data)->report_written(); });
-    return;
-  }
-  self->report_written();  // libraft hears of appends in the order they were made
-  t.cb(req, status);
-}
-
-void Node::Impl::report_written() {
-  // A callback may apply entries whose answers make more appends complete:
-  // they join the end of the queue and are reported in this same pass.
-  while (!written.empty()) {
-    WrittenAppend w = written.front();
-    written.pop_front();
-    w.cb(w.req, 0);
-  }
-  if (defer_appends) {
-    uv_check_stop(&after_io);
-    uv_idle_stop(&no_block);
-  }
-}
-
-bool Node::Impl::InlineAppends::take(size_t bytes) {
-  // After close_raft() began (defer_appends cleared) nothing is taken, so
-  // no completion is queued once inline_idle may be closing.
-  if (!m->defer_appends || !m->written.empty() || bytes > kInlineWriteBytes) return false;
-  // Only a member that is its own quorum. A leader with followers submits
-  // its own append before it sends the entries to them (libraft's
-  // replicationTrigger: appendLeader, then triggerAll), so its followers'
-  // writes would wait for its fsync instead of running beside it; and a
-  // loop that waits for the disk neither ticks nor reads: a follower or
-  // leader whose disk stalls past the election timeout would come back to
-  // a lapsed election timer or a lapsed quorum check and disturb a cluster
-  // that the pool's writes leave alone.
-  if (raft_state(&m->raft) != RAFT_LEADER) return false;
-  const struct raft_configuration& c = m->raft.configuration;
-  for (unsigned i = 0; i < c.n; ++i) {
-    if (c.servers[i].role == RAFT_VOTER && c.servers[i].id != m->raft.id) return false;
-  }
-  return true;
-}
-
-void Node::Impl::InlineAppends::completed(uv_work_t* work, uv_after_work_cb after) {
-  m->inline_done.emplace_back(work, after);
-  uv_idle_start(&m->inline_idle, [](uv_idle_t* h) { static_cast<Impl*>(h->data)->run_inline_done(); });
-}
-
-void Node::Impl::run_inline_done() {
-  uv_idle_stop(&inline_idle);
-  // Those queued now; a write a callback submits, if taken, completes on a
-  // later iteration (completed() starts the handle again).
-  std::deque<std::pair<uv_work_t*, uv_after_work_cb>> due;
-  due.swap(inline_done);
-  for (auto [work, after] : due) after(work, 0);  // libraft's uvWriterAfterWorkCb: the append's callbacks
 }
 
 Node::Impl::LeaderView Node::Impl::leader_view() {

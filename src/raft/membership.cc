@@ -11,12 +11,6 @@ int Node::Impl::index_of(raft_id id) const {
   return -1;
 }
 
-// Voters that heard from us within an election timeout, us included.
-bool Node::Impl::heard_recently(raft_id id, SteadyClock::time_point now) const {
-  auto it = last_heard.find(id);
-  return it != last_heard.end() && now - it->second <= std::chrono::milliseconds(opts->election_ms);
-}
-
 unsigned Node::Impl::reachable_voters(raft_id except) const {
   auto now = SteadyClock::now();
   unsigned n = 0;
@@ -101,8 +95,8 @@ void Node::Impl::add_member(raft_id id, const std::string& address, bool learner
       self->start_assign(id, RAFT_STANDBY, user_done);
     } else {
       user_done(Error());
-      self->want_voter.insert(id);
-      self->try_promotions(SteadyClock::now());
+      self->promotions.want_voter(id);
+      self->promotions.try_next(SteadyClock::now());
     }
   };
   int rv = raft_add(&raft, &c->req, id, address.c_str(), on_change);
@@ -114,17 +108,18 @@ void Node::Impl::add_member(raft_id id, const std::string& address, bool learner
   ++inflight;
 }
 
-void Node::Impl::try_promotions(SteadyClock::time_point now) {
-  if (want_voter.empty() || promoting || now < next_promotion_try) return;
+void Promotions::try_next(SteadyClock::time_point now) {
+  if (want_voter_.empty() || promoting_ || now < next_try_) return;
+  struct raft& raft = n_.raft;
   if (raft_state(&raft) != RAFT_LEADER) {
-    want_voter.clear();  // a new leader does not know them; MemberPromote does not apply to spares
+    want_voter_.clear();  // a new leader does not know them; MemberPromote does not apply to spares
     return;
   }
-  next_promotion_try = now + std::chrono::seconds(1);
-  for (auto it = want_voter.begin(); it != want_voter.end();) {
-    int i = index_of(*it);
+  next_try_ = now + std::chrono::seconds(1);
+  for (auto it = want_voter_.begin(); it != want_voter_.end();) {
+    int i = n_.index_of(*it);
     if (i < 0 || raft.configuration.servers[i].role == RAFT_VOTER) {
-      it = want_voter.erase(it);
+      it = want_voter_.erase(it);
       continue;
     }
     if (raft.configuration.servers[i].role != RAFT_SPARE) {
@@ -132,9 +127,9 @@ void Node::Impl::try_promotions(SteadyClock::time_point now) {
       continue;
     }
     raft_id id = *it;
-    promoting = true;
-    start_assign(id, RAFT_VOTER, [this, id](Error e) {
-      promoting = false;
+    promoting_ = true;
+    n_.start_assign(id, RAFT_VOTER, [this, id](Error e) {
+      promoting_ = false;
       if (e) spdlog::info("member {:x} is not a voter yet (retrying): {}", id, e.message());
     });
     return;

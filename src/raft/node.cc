@@ -85,8 +85,7 @@ Error Node::start() {
   });
   m->uv_start = m->io->get()->start;
   m->io->get()->start = Impl::start_hook;
-  m->uv_append = m->io->get()->append;
-  m->io->get()->append = Impl::append_hook;
+  m->log_appends.install(m->io->get());
   if (opts_.force_new_cluster && log_exists(opts_.dir)) {
     // etcd's --force-new-cluster (NodeOptions): this member alone, after
     // everything the log holds.
@@ -146,17 +145,10 @@ Error Node::start() {
   uv_timer_init(&m->loop, &m->tick);
   m->tick.data = m;
   uv_timer_start(&m->tick, Impl::on_tick, 0, kTickMs);
-  uv_check_init(&m->loop, &m->after_io);
-  m->after_io.data = m;
-  uv_idle_init(&m->loop, &m->no_block);
-  m->no_block.data = m;
-  uv_idle_init(&m->loop, &m->inline_idle);
-  m->inline_idle.data = m;
-  m->inline_appends.m = m;
-  m->defer_appends = true;
+  m->log_appends.open(&m->loop);
   m->thread = std::thread([m] {
     set_thread_name("raft-loop");  // consensus and apply
-    set_inline_writes(&m->inline_appends);
+    set_inline_writes(&m->log_appends);
     uv_run(&m->loop, UV_RUN_DEFAULT);
     set_inline_writes(nullptr);
     m->io->close();  // only once the loop has ended (raft/io.h, UvIo)

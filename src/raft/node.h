@@ -36,10 +36,11 @@
 //
 // Inside, one role a file, all on the consensus thread (raft/node_impl.h):
 // consensus_loop.cc (wake-ups, ticks, closing), leadership.cc (who leads,
-// progress), proposals.cc (batching, apply, answers), forwarding.cc
-// (follower proposals), read_index.cc (linearizable reads), membership.cc
-// (configuration changes, transfer), snapshots.cc (snapshot hooks and
-// installs); node.cc is this facade.
+// progress), log_appends.cc (appends to the log), proposals.cc (batching,
+// apply, answers), forwarding.cc (follower proposals), read_index.cc
+// (linearizable reads), membership.cc (configuration changes, promotions,
+// transfer), snapshots.cc (snapshot hooks and installs); node.cc is this
+// facade. Roles that own state are objects (raft/node_impl.h lists them).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -244,8 +245,11 @@ class Node {
 
   static constexpr size_t kMaxEntryBytes = 4 << 20;
 
- private:
+  // The consensus thread's state and roles: internal to raft/
+  // (raft/node_impl.h).
   struct Impl;
+
+ private:
   // Runs `task` on the consensus thread, or `on_stopped(errors::stopped())`.
   void run_task(std::function<void()> task, const std::function<void(Error)>& on_stopped);
   NodeOptions opts_;

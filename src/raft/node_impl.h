@@ -1,12 +1,20 @@
 // Internal to raft/: the state of one raft::Node and the roles that work on
-// it (braft's split of node, replicator, fsm_caller, snapshot_executor). All
-// run on the node's one consensus thread, so they share this struct without
-// locks; each role's functions live in a file of their own (listed below),
-// node.cc is the facade that hands work to the thread.
+// it (braft's split of node, replicator, fsm_caller, snapshot_executor).
+// Roles that own state are objects with a header of their own, composed
+// here: ForwardedProposals (a follower's proposals, raft/forwarded_proposals.h),
+// Reads (linearizable reads, raft/reads.h), Promotions (voters added as
+// spares, raft/promotions.h), PeerContact (who was heard from,
+// raft/peer_contact.h) and LogAppends (how appends reach libraft,
+// raft/log_appends.h). What is left in Impl is what several roles share:
+// libraft itself, the queues callers fill, the proposals' waiters, who
+// leads, and the libraft requests in flight. node.cc is the facade that
+// hands work to the thread.
 //
-// Threads: the fields under `mu`, the inbox, ready_* and progress_* are
-// shared with callers' threads (their lock says so); everything else is the
-// consensus thread's alone.
+// Threads: libraft's rule, one thread (the consensus thread runs libraft's
+// loop and every role: no role takes a lock against another). The fields
+// under `mu`, the inbox, ready_* and progress_* are shared with callers'
+// threads (their lock says so); everything else is the consensus thread's
+// alone.
 #pragma once
 
 extern "C" {
@@ -33,7 +41,13 @@ extern "C" {
 #include "common/executor.h"
 #include "etcdq/consensus.pb.h"
 #include "raft/libraft_patches.h"
+#include "raft/forwarded_proposals.h"
+#include "raft/log_appends.h"
 #include "raft/node.h"
+#include "raft/peer_contact.h"
+#include "raft/pending.h"
+#include "raft/promotions.h"
+#include "raft/reads.h"
 
 namespace etcdq::raft {
 
@@ -71,21 +85,9 @@ struct Node::Impl {
   uint64_t origin = 0;  // this node's proposals' origin (random per start)
   std::atomic<uint64_t> next_id{1};
 
-  // A proposal of ours (done set), or commands a follower forwarded, framed
-  // already (forwarded_done set).
-  struct Pending {
-    uint64_t id = 0;
-    std::string bytes;
-    ProposalDone done;
-    std::function<void(Error)> forwarded_done;
-    bool framed = false;  // `bytes` carries its frame already
-  };
-  using ReadFn = std::function<void(Error)>;
-  struct ReadIndexAnswer {
-    uint64_t seq = 0;  // which call (an abandoned call's answer is ignored)
-    Error error;
-    uint64_t index = 0;
-  };
+  using Pending = raft::Pending;  // raft/pending.h
+  using ReadFn = Reads::ReadFn;
+  using ReadIndexAnswer = Reads::Answer;
   std::mutex mu;  // guards everything up to stop_requested
   std::vector<Pending> queue;
   std::vector<ReadFn> reads;
@@ -148,51 +150,7 @@ struct Node::Impl {
   raft_io_recv_cb libraft_recv = nullptr;
   int (*uv_start)(struct raft_io*, unsigned, raft_io_tick_cb, raft_io_recv_cb) = nullptr;
   raft_id last_leader_seen = 0;  // for etcd_server_leader_changes_seen_total
-  // Log appends in flight, timed for etcd_disk_wal_fsync_duration_seconds
-  // (raft/metrics.h): libraft owns each request's data field, so the
-  // original callback and the start time are kept here, by request.
-  int (*uv_append)(struct raft_io*, struct raft_io_append*, const struct raft_entry[], unsigned,
-                   raft_io_append_cb) = nullptr;
-  struct TimedAppend {
-    raft_io_append_cb cb;
-    SteadyClock::time_point start;
-  };
-  std::unordered_map<struct raft_io_append*, TimedAppend> appends;
-  // Appends raft_uv wrote, not yet reported to libraft (leadership.cc). raft_uv
-  // calls a write's callbacks before it starts the write of the entries that
-  // queued behind it (uvAliveSegmentWriteCb, uv_append.c), and libraft applies
-  // what commits inside those callbacks (appendLeaderCb): reported as they
-  // come, every fsync would wait for the apply of the entries before it.
-  // Reported in the check phase of the same loop iteration instead, once
-  // raft_uv has started the next write, that fsync runs while they apply. To
-  // libraft this is a disk that answers a few microseconds later; order is
-  // kept (a failed append reports the ones before it first), and close_raft()
-  // reports what is left before libraft closes.
-  struct WrittenAppend {
-    struct raft_io_append* req;
-    raft_io_append_cb cb;
-  };
-  std::deque<WrittenAppend> written;
-  uv_check_t after_io{};  // reports `written` after the poll phase
-  uv_idle_t no_block{};   // keeps the loop from blocking while `written` waits
-  bool defer_appends = false;  // between start() and close_raft()
-  void report_written();
-  // Appends written on this thread (raft/libraft_patches.h, patches 4-5): taken only on a
-  // member that is its own quorum, while nothing waits in `written` (no
-  // apply is due that the write would hold up) and small (an idle
-  // member's proposal, not a batch under load), so under load the pool
-  // keeps overlapping each fsync with the apply of the entries before it.
-  // Completions run in `inline_idle`'s callback.
-  static constexpr size_t kInlineWriteBytes = 64 << 10;
-  struct InlineAppends final : InlineWrites {
-    Impl* m = nullptr;
-    bool take(size_t bytes) override;
-    void completed(uv_work_t* work, uv_after_work_cb after) override;
-  };
-  InlineAppends inline_appends;
-  std::deque<std::pair<uv_work_t*, uv_after_work_cb>> inline_done;
-  uv_idle_t inline_idle{};
-  void run_inline_done();
+  LogAppends log_appends{*this};  // how appends reach libraft (raft/log_appends.h)
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
   raft_term committed_term = 0;
@@ -211,29 +169,16 @@ struct Node::Impl {
     std::vector<std::function<void(Error)>> forwarded;
   };
 
-  // ---- forwarding (forwarding.cc) --------------------------------------------------
-  std::deque<std::pair<SteadyClock::time_point, uint64_t>> forwarded_deadlines;
-  // Our proposals that went (or wait to go) to a leader, framed, until they
-  // are answered: a leader that turned out not to be one refused them
-  // before proposing, so they are sent again; while no leader is known they
-  // are held (etcd holds them too, until its request timeout).
-  std::unordered_map<uint64_t, std::string> unanswered;
-  std::vector<uint64_t> held;
+  // ---- roles that own their state (their headers) ---------------------------------
+  ForwardedProposals forwarding{*this};  // a follower's own proposals (raft/forwarded_proposals.h)
+  Reads read_index{*this};               // linearizable reads (raft/reads.h)
+  Promotions promotions{*this};          // voters added as spares (raft/promotions.h)
+  PeerContact contact;                   // who was heard from when (raft/peer_contact.h)
+  bool heard_recently(raft_id id, SteadyClock::time_point now) const {
+    return contact.heard_within(id, now, std::chrono::milliseconds(opts->election_ms));
+  }
 
-  // ---- reads (read_index.cc) -------------------------------------------------------
-  struct WaitingRead {
-    SteadyClock::time_point deadline;
-    ReadFn fn;
-  };
-  // Follower reads waiting for a read index call (held while no leader is
-  // known, as etcd holds them, until their request timeout), and those of
-  // the call in flight, to `read_index_leader`.
-  std::vector<WaitingRead> follower_reads;
-  std::vector<WaitingRead> read_index_batch;
-  bool read_index_inflight = false;
-  uint64_t read_index_seq = 0;
-  raft_id read_index_leader = 0;
-  std::multimap<uint64_t, WaitingRead> reads_waiting_apply;  // by read index
+  // ---- barriers (read_index.cc) ----------------------------------------------------
   struct BarrierReq {
     struct raft_barrier req;
     Impl* impl;
@@ -242,17 +187,6 @@ struct Node::Impl {
   };
 
   // ---- membership (membership.cc) --------------------------------------------------
-  // Voters this leader added that are still spares: libraft gives up
-  // promoting a member that does not start within its catch-up rounds, so
-  // the promotion is retried (once a second) until it is a voter.
-  std::set<raft_id> want_voter;
-  SteadyClock::time_point next_promotion_try{};
-  // When a message from each member last arrived (recv_hook). libraft's own
-  // recent_recv flag is cleared every election timeout, so right after a
-  // clear every follower looks silent; this does not.
-  std::map<raft_id, SteadyClock::time_point> last_heard;
-  bool heard_recently(raft_id id, SteadyClock::time_point now) const;
-  bool promoting = false;
   struct ChangeReq {
     struct raft_change req;
     Impl* impl;
@@ -283,9 +217,6 @@ struct Node::Impl {
   static int start_hook(struct raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv);
   static void tick_hook(struct raft_io* io);
   static void recv_hook(struct raft_io* io, struct raft_message* msg);
-  static int append_hook(struct raft_io* io, struct raft_io_append* req, const struct raft_entry entries[],
-                         unsigned n, raft_io_append_cb cb);
-  static void appended_hook(struct raft_io_append* req, int status);
   // Who leads as this member should say it (libraft's view, corrected for
   // a leader that already lost its term); tells note_role.
   struct LeaderView {
@@ -309,19 +240,8 @@ struct Node::Impl {
   void propose_entries(std::vector<Pending>& batch);
   static int fsm_apply(struct raft_fsm* fsm, const struct raft_buffer* buf, void** result);
 
-  // raft/forwarding.cc: a follower's proposals, forwarded to the leader
-  void forward(std::vector<Pending>& batch);
-  void send_to_leader(const std::vector<uint64_t>& ids);
-  void flush_held();
-
-  // raft/read_index.cc: linearizable reads (leader barriers, follower read indexes)
-  void release_reads(uint64_t applied);
+  // raft/read_index.cc: barriers (reads, and the one a new term needs)
   static void on_barrier(struct raft_barrier* req, int status);
-  void serve_reads(std::vector<ReadFn> rs, std::vector<std::function<void(Error, uint64_t)>> irs, bool leader);
-  void send_read_index();
-  void abandon_read_index_if_stale();
-  static bool retryable(const Error& e);
-  void on_read_index(ReadIndexAnswer&& a);
 
   // raft/membership.cc: membership changes and leadership transfer (etcd's checks)
   int index_of(raft_id id) const;
@@ -332,7 +252,6 @@ struct Node::Impl {
   ChangeReq* new_change(std::function<void(Error)> done);
   void start_assign(raft_id id, int role, std::function<void(Error)> done);
   void add_member(raft_id id, const std::string& address, bool learner, std::function<void(Error)> done);
-  void try_promotions(SteadyClock::time_point now);
   void promote_member(raft_id id, std::function<void(Error)> done);
   void remove_member(raft_id id, std::function<void(Error)> done);
   static void on_transfer(struct raft_transfer* req);

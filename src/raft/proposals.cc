@@ -10,7 +10,7 @@
 namespace etcdq::raft {
 
 void Node::Impl::fail(uint64_t id, const Error& e) {
-  unanswered.erase(id);
+  forwarding.answered(id);
   auto it = waiters.find(id);
   if (it == waiters.end()) return;
   raft_metrics().proposals_failed.Increment();
@@ -38,7 +38,7 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
     if (r.origin != origin) continue;
     auto it = waiters.find(r.proposal_id);
     if (it == waiters.end()) continue;
-    unanswered.erase(r.proposal_id);
+    forwarding.answered(r.proposal_id);
     answers->emplace_back(std::move(it->second), std::move(r.outcome));
     waiters.erase(it);
   }
@@ -72,7 +72,7 @@ int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
       completions->post(std::move(task));
     }
   }
-  release_reads(index);
+  read_index.release(index);
   return 0;
 }
 

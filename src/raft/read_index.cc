@@ -1,17 +1,16 @@
-// Linearizable reads (leader barriers, follower read indexes).
+// Linearizable reads (raft/reads.h): leader barriers, follower read indexes.
 // On the consensus thread (raft/node_impl.h).
 #include "raft/node_impl.h"
 
 namespace etcdq::raft {
 
-// Reads whose read index is applied now go to the completion threads.
-void Node::Impl::release_reads(uint64_t applied) {
-  if (reads_waiting_apply.empty() || reads_waiting_apply.begin()->first > applied) return;
+void Reads::release(uint64_t applied) {
+  if (waiting_apply_.empty() || waiting_apply_.begin()->first > applied) return;
   auto ready = std::make_shared<std::vector<ReadFn>>();
-  auto end = reads_waiting_apply.upper_bound(applied);
-  for (auto it = reads_waiting_apply.begin(); it != end; ++it) ready->push_back(std::move(it->second.fn));
-  reads_waiting_apply.erase(reads_waiting_apply.begin(), end);
-  completions->post([ready] {
+  auto end = waiting_apply_.upper_bound(applied);
+  for (auto it = waiting_apply_.begin(); it != end; ++it) ready->push_back(std::move(it->second.fn));
+  waiting_apply_.erase(waiting_apply_.begin(), end);
+  n_.completions->post([ready] {
     for (auto& fn : *ready) fn(Error());
   });
 }
@@ -40,10 +39,8 @@ void Node::Impl::on_barrier(struct raft_barrier* req, int status) {
   self->maybe_close();
 }
 
-// Reads that arrived now: a leader confirms its leadership for all of
-// them with one barrier; a follower asks the leader for a read index.
-void Node::Impl::serve_reads(std::vector<ReadFn> rs, std::vector<std::function<void(Error, uint64_t)>> irs,
-                             bool leader) {
+void Reads::serve(std::vector<ReadFn> rs, std::vector<IndexFn> irs, bool leader) {
+  struct raft& raft = n_.raft;
   for (auto& fn : irs) {
     if (!leader) {
       fn(errors::not_leader(), 0);
@@ -52,94 +49,121 @@ void Node::Impl::serve_reads(std::vector<ReadFn> rs, std::vector<std::function<v
     // The read index is the commit index now, once the barrier below
     // confirms we still lead; before an entry of this term committed,
     // the barrier's own index.
-    uint64_t commit = committed_term == raft.current_term ? raft.commit_index : 0;
-    rs.push_back([this, commit, fn = std::move(fn)](Error e) {
+    uint64_t commit = n_.committed_term == raft.current_term ? raft.commit_index : 0;
+    rs.push_back([&raft, commit, fn = std::move(fn)](Error e) {
       fn(e, e ? 0 : (commit != 0 ? commit : raft_last_applied(&raft)));
     });
   }
   if (leader) {
     // Reads queued for a read index before this member became leader.
-    for (auto& w : follower_reads) rs.push_back(std::move(w.fn));
-    follower_reads.clear();
+    for (auto& w : follower_reads_) rs.push_back(std::move(w.fn));
+    follower_reads_.clear();
   }
   if (!rs.empty()) {
     if (!leader) {
-      auto deadline = SteadyClock::now() + std::chrono::milliseconds(opts->request_timeout_ms());
-      for (auto& fn : rs) follower_reads.push_back(WaitingRead{deadline, std::move(fn)});
+      auto deadline = SteadyClock::now() + std::chrono::milliseconds(n_.opts->request_timeout_ms());
+      for (auto& fn : rs) follower_reads_.push_back(WaitingRead{deadline, std::move(fn)});
     } else {
       // One barrier confirms leadership for every read waiting now.
-      auto* b = new BarrierReq{};
-      b->impl = this;
+      auto* b = new Node::Impl::BarrierReq{};
+      b->impl = &n_;
       b->reads = std::move(rs);
       b->req.data = b;
-      int rv = raft_barrier(&raft, &b->req, on_barrier);
+      int rv = raft_barrier(&raft, &b->req, Node::Impl::on_barrier);
       if (rv != 0) {
         for (auto& fn : b->reads) fn(raft_error(rv, "read barrier"));
         delete b;
       } else {
-        ++inflight;
+        ++n_.inflight;
       }
     }
   }
   send_read_index();
 }
 
-// Follower: ask the leader for a read index for every read waiting now.
 // With no leader known they wait (expire() times them out).
-void Node::Impl::send_read_index() {
-  if (read_index_inflight || follower_reads.empty()) return;
-  std::string target = leader_target();
+void Reads::send_read_index() {
+  if (read_index_inflight_ || follower_reads_.empty()) return;
+  std::string target = n_.leader_target();
   if (target.empty()) return;
   raft_id lid = 0;
   const char* addr = nullptr;
-  raft_leader(&raft, &lid, &addr);
-  read_index_inflight = true;
-  read_index_leader = lid;
-  uint64_t seq = ++read_index_seq;
-  read_index_batch = std::move(follower_reads);
-  follower_reads.clear();
-  std::weak_ptr<Inbox> weak = inbox;
-  forwarder->read_index(target, std::chrono::milliseconds(opts->request_timeout_ms()),
-                        [weak, seq](Error e, uint64_t index) {
-                          if (auto in = weak.lock()) in->post_answer(ReadIndexAnswer{seq, e, index});
-                        });
+  raft_leader(&n_.raft, &lid, &addr);
+  read_index_inflight_ = true;
+  read_index_leader_ = lid;
+  uint64_t seq = ++read_index_seq_;
+  read_index_batch_ = std::move(follower_reads_);
+  follower_reads_.clear();
+  std::weak_ptr<Node::Impl::Inbox> weak = n_.inbox;
+  n_.forwarder->read_index(target, std::chrono::milliseconds(n_.opts->request_timeout_ms()),
+                           [weak, seq](Error e, uint64_t index) {
+                             if (auto in = weak.lock()) in->post_answer(Answer{seq, e, index});
+                           });
 }
 
-// The leader changed while a read index call was out: its reads go to the
-// new leader (reads are safe to ask for again).
-void Node::Impl::abandon_read_index_if_stale() {
-  if (!read_index_inflight) return;
+void Reads::abandon_if_stale() {
+  if (!read_index_inflight_) return;
   raft_id lid = 0;
   const char* addr = nullptr;
-  raft_leader(&raft, &lid, &addr);
-  if (lid == read_index_leader && raft_state(&raft) == RAFT_FOLLOWER) return;
-  read_index_inflight = false;
-  ++read_index_seq;
-  for (auto& w : read_index_batch) follower_reads.push_back(std::move(w));
-  read_index_batch.clear();
+  raft_leader(&n_.raft, &lid, &addr);
+  if (lid == read_index_leader_ && raft_state(&n_.raft) == RAFT_FOLLOWER) return;
+  read_index_inflight_ = false;
+  ++read_index_seq_;
+  for (auto& w : read_index_batch_) follower_reads_.push_back(std::move(w));
+  read_index_batch_.clear();
 }
 
-bool Node::Impl::retryable(const Error& e) {
+bool Reads::retryable(const Error& e) {
   return e == errors::leader_changed() || e == errors::not_leader() || e == errors::no_leader();
 }
 
-void Node::Impl::on_read_index(ReadIndexAnswer&& a) {
-  if (!read_index_inflight || a.seq != read_index_seq) return;  // abandoned
-  read_index_inflight = false;
-  std::vector<WaitingRead> batch = std::move(read_index_batch);
-  read_index_batch.clear();
+void Reads::on_answer(Answer&& a) {
+  if (!read_index_inflight_ || a.seq != read_index_seq_) return;  // abandoned
+  read_index_inflight_ = false;
+  std::vector<WaitingRead> batch = std::move(read_index_batch_);
+  read_index_batch_.clear();
   if (a.error && retryable(a.error)) {
-    for (auto& w : batch) follower_reads.push_back(std::move(w));
+    for (auto& w : batch) follower_reads_.push_back(std::move(w));
     return;
   }
   if (a.error) {
     auto fns = std::make_shared<std::vector<WaitingRead>>(std::move(batch));
-    completions->post([fns, e = a.error] {
+    n_.completions->post([fns, e = a.error] {
       for (auto& w : *fns) w.fn(e);
     });
     return;
   }
-  for (auto& w : batch) reads_waiting_apply.emplace(a.index, std::move(w));
-  release_reads(raft_last_applied(&raft));
+  for (auto& w : batch) waiting_apply_.emplace(a.index, std::move(w));
+  release(raft_last_applied(&n_.raft));
+}
+
+void Reads::expire(SteadyClock::time_point now) {
+  for (auto it = follower_reads_.begin(); it != follower_reads_.end();) {
+    if (it->deadline <= now) {
+      ReadFn fn = std::move(it->fn);
+      it = follower_reads_.erase(it);
+      n_.completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = waiting_apply_.begin(); it != waiting_apply_.end();) {
+    if (it->second.deadline <= now) {
+      ReadFn fn = std::move(it->second.fn);
+      it = waiting_apply_.erase(it);
+      n_.completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Reads::stop_all() {
+  for (auto& w : follower_reads_) w.fn(errors::stopped());
+  follower_reads_.clear();
+  for (auto& w : read_index_batch_) w.fn(errors::stopped());
+  read_index_batch_.clear();
+  for (auto& [idx, w] : waiting_apply_) w.fn(errors::stopped());
+  waiting_apply_.clear();
 }
 }  // namespace etcdq::raft
