@@ -27,6 +27,7 @@
 #include "apply/applier.h"
 #include "apply/entry.h"
 #include "apply/state_machine.h"
+#include "member/member.h"
 #include "mvcc/range.h"
 #include "mvcc/store.h"
 #include "storage/batch.h"
@@ -102,6 +103,7 @@ void check_state(const apply::Applier& applier, const mvcc::Store& store, uint64
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   spdlog::set_level(spdlog::level::off);  // "skipping an undecodable command" per input
   google::protobuf::SetLogHandler(nullptr);  // "invalid UTF-8" per input
+  etcdq::member::add_key_spaces();            // the queues' apply layer, as in etcdq
   return 0;
 }
 

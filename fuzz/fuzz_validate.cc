@@ -11,9 +11,10 @@
 #include <string_view>
 
 #include <google/protobuf/stubs/logging.h>
-#include "apply/queue_layer.h"
 #include "apply/validate.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "keyspace/registry.h"
+#include "member/member.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ void check(bool ok) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler(nullptr);  // "invalid UTF-8" per input
+  etcdq::member::add_key_spaces();            // the queues' put rules, as in etcdq
   return 0;
 }
 
@@ -42,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       etcdserverpb::PutRequest r;
       if (!r.ParseFromArray(body.data(), static_cast<int>(body.size()))) return 0;
       if (!etcdq::apply::validate_put(r)) check(!r.key().empty());
-      etcdq::apply::validate_queue_put(r);
+      etcdq::keyspace::validate_put(r);
       break;
     }
     case 2: {

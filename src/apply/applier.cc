@@ -7,13 +7,14 @@
 #include "apply/capped_layer.h"
 #include "apply/corrupt_layer.h"
 #include "apply/entry.h"
-#include "apply/queue_layer.h"
+#include "apply/plugin_layer.h"
 #include "etcdq/command.pb.h"
+#include "keyspace/registry.h"
 
 namespace etcdq::apply {
 
 Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members,
-                 queue::Book* queues, auth::Store* auth)
+                 keyspace::Instances* plugins, auth::Store* auth)
     : store_(store),
       lessor_(lessor),
       alarms_(alarms),
@@ -24,10 +25,15 @@ Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Memb
     layers_.push_back(std::move(l));
   };
   add(std::make_unique<BackendLayer>(lessor, alarms, members));
-  if (queues != nullptr) {
-    auto q = std::make_unique<QueueLayer>(queues, head_);
-    keys_ = &q->keys();
-    add(std::move(q));
+  // One layer per plug-in, above the backend: the KV ops below see their
+  // keys through it. The key space readers use is the topmost's (one
+  // plug-in today; two would need their key spaces combined).
+  if (plugins != nullptr) {
+    for (const auto& i : plugins->all()) {
+      auto l = std::make_unique<PluginLayer>(i.get(), head_);
+      keys_ = &l->keys();
+      add(std::move(l));
+    }
   }
   add(std::make_unique<AuthLayer>(auth, head_));
   add(std::make_unique<CappedLayer>(alarms, head_));

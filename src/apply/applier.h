@@ -8,7 +8,7 @@
 // are skipped.
 //
 // Each command runs down the apply chain (chain.h), built once here:
-// corrupt → capped → auth → queue → backend.
+// corrupt → capped → auth → one per key-space plug-in → backend.
 //
 // Thread-safety: one thread (the consensus thread) calls apply().
 #pragma once
@@ -28,8 +28,8 @@
 #include "lease/lessor.h"
 #include "mvcc/store.h"
 
-namespace etcdq::queue {
-class Book;
+namespace etcdq::keyspace {
+class Instances;
 }
 namespace etcdq::auth {
 class Store;
@@ -39,16 +39,17 @@ namespace etcdq::apply {
 
 class Applier {
  public:
-  // `queues`: null leaves /q/ and /queue/ keys plain (no queue layer).
+  // `plugins`: the member's key-space plug-ins (keyspace/registry.h), a
+  // layer each (plugin_layer.h); null or empty leaves every key plain.
   // `auth`: null leaves every command unchecked and refuses auth management
   // (auth_layer.h).
-  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members, queue::Book* queues,
-          auth::Store* auth = nullptr);
+  Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Members* members,
+          keyspace::Instances* plugins, auth::Store* auth = nullptr);
   ~Applier();
 
   // The chain's layers, top first, by name (Layer::name).
   std::vector<std::string_view> chain() const;
-  // The key space the chain gives keys (the queue layer's; plain without
+  // The key space the chain gives keys (the plug-in layer's; plain without
   // one), for the member's readers: a Range on a view must read what the
   // same Range inside a Txn reads. Its read side is safe on any thread.
   KeySpace& keys() const { return *keys_; }

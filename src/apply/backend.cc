@@ -75,8 +75,8 @@ Error BackendLayer::alarm(ApplyCtx& c, const etcdserverpb::AlarmRequest& r, etcd
   return {};
 }
 
-Error BackendLayer::queue_assign(ApplyCtx&, const QueueAssign&) {
-  return errors::internal("a queue assignment reached an apply chain without queues");
+Error BackendLayer::plugin_command(ApplyCtx&) {
+  return errors::internal("a key-space plug-in's command reached an apply chain without that plug-in");
 }
 
 Error BackendLayer::member_attributes(ApplyCtx& c, const MemberAttributes& m) {

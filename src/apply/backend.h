@@ -2,12 +2,12 @@
 // applierV3backend (server/etcdserver/apply.go) — KV ops on the MVCC store
 // through the key space the layers above chose (kv.h), compaction, leases
 // (lease/lessor.h), alarms (alarms.h) and member attributes (members.h).
-// It knows nothing of the layers above: no alarm checks, no queues.
+// It knows nothing of the layers above: no alarm checks, no plug-ins.
 //
 // Errors (etcd's): Put with an unknown lease lease_not_found(); a Txn's
 // pre-check errors (kv.h); Compaction below the watermark compacted(),
-// above the revision future_rev(); the lessor's. queue_assign is refused
-// with errors::internal: only the queue layer gives it a meaning.
+// above the revision future_rev(); the lessor's. plugin_command is refused
+// with errors::internal: only its plug-in's layer gives it a meaning.
 //
 // Thread-safety: the apply thread.
 #pragma once
@@ -42,7 +42,7 @@ class BackendLayer final : public Layer {
   Error lease_revoke(ApplyCtx& c, const etcdserverpb::LeaseRevokeRequest& r,
                      etcdserverpb::LeaseRevokeResponse* resp) override;
   Error alarm(ApplyCtx& c, const etcdserverpb::AlarmRequest& r, etcdserverpb::AlarmResponse* resp) override;
-  Error queue_assign(ApplyCtx& c, const QueueAssign& a) override;
+  Error plugin_command(ApplyCtx& c) override;
   Error member_attributes(ApplyCtx& c, const MemberAttributes& m) override;
   Error auth_management(ApplyCtx&) override {
     return errors::internal("an auth command reached an apply chain without an auth store");

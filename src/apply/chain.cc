@@ -1,5 +1,7 @@
 #include "apply/chain.h"
 
+#include "keyspace/registry.h"
+
 namespace etcdq::apply {
 namespace {
 
@@ -59,9 +61,6 @@ void run(Layer& head, ApplyCtx& c, Result* out) {
       out->response = std::move(resp);
       break;
     }
-    case Command::kQueueAssign:
-      out->error = in_txn(c.w, [&] { return head.queue_assign(c, cmd.queue_assign()); });
-      break;
     case Command::kMemberAttributes:
       out->error = head.member_attributes(c, cmd.member_attributes());
       break;
@@ -79,7 +78,13 @@ void run(Layer& head, ApplyCtx& c, Result* out) {
       out->error = head.auth_management(c);
       break;
     default:
-      out->error = errors::internal("unknown command in the log");
+      // A key-space plug-in's own command (keyspace/registry.h): written
+      // like the KV ops, in one txn.
+      if (keyspace::command_owner(cmd) != nullptr) {
+        out->error = in_txn(c.w, [&] { return head.plugin_command(c); });
+      } else {
+        out->error = errors::internal("unknown command in the log");
+      }
       break;
   }
 }

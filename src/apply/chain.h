@@ -8,7 +8,8 @@
 //   corrupt  (corrupt_layer.h)  a CORRUPT alarm refuses all but Alarm
 //   capped   (capped_layer.h)   a NOSPACE alarm refuses what adds data
 //   auth     (auth_layer.h)     permissions and auth revision; auth management
-//   queue    (queue_layer.h)    gives /q/ and /queue/ keys their meaning
+//   plug-ins (plugin_layer.h)   one per key-space plug-in (keyspace/kind.h):
+//                                gives the keys it owns their meaning
 //   backend  (backend.h)        the KV, lease, alarm and member operations
 //
 // There is no quota layer: etcd's quotaApplierV3 compares the local backend
@@ -37,11 +38,11 @@ struct ApplyCtx {
   mvcc::Writer& w;     // the entry's writer
   const Command& cmd;  // the whole command (its origin, time; the auth header later)
   // The key space the KV ops read and write through: plain unless a layer
-  // that gives keys a meaning (queue_layer.h) put its own before delegating.
+  // that gives keys a meaning (plugin_layer.h) put its own before delegating.
   KeySpace* keys = &plain_keys();
 };
 
-// One layer. put, delete_range, txn and queue_assign are called inside one
+// One layer. put, delete_range, txn and plugin_command are called inside one
 // open Writer txn (run() brackets them with begin() and end(), so their
 // writes share one main revision); the others outside any, since they end
 // up writing meta records only or open their own txns (a lease revoke
@@ -76,8 +77,10 @@ class Layer {
   virtual Error lease_revoke(ApplyCtx& c, const etcdserverpb::LeaseRevokeRequest& r,
                              etcdserverpb::LeaseRevokeResponse* resp) = 0;
   virtual Error alarm(ApplyCtx& c, const etcdserverpb::AlarmRequest& r, etcdserverpb::AlarmResponse* resp) = 0;
-  // The leader's queue decisions (queue/scheduler.h); no client answer.
-  virtual Error queue_assign(ApplyCtx& c, const QueueAssign& a) = 0;
+  // A command that a key-space plug-in's kind owns (c.cmd; keyspace/kind.h,
+  // owns_command), such as the leader's decisions for it; no client answer
+  // but the error. Its plug-in's layer applies it.
+  virtual Error plugin_command(ApplyCtx& c) = 0;
   // A member publishing its attributes (members.h); no client answer.
   virtual Error member_attributes(ApplyCtx& c, const MemberAttributes& m) = 0;
   // Auth management (c.cmd is one of the auth_* / user_* / role_*
@@ -123,7 +126,7 @@ class Forwarding : public Layer {
   Error alarm(ApplyCtx& c, const etcdserverpb::AlarmRequest& r, etcdserverpb::AlarmResponse* resp) override {
     return next_->alarm(c, r, resp);
   }
-  Error queue_assign(ApplyCtx& c, const QueueAssign& a) override { return next_->queue_assign(c, a); }
+  Error plugin_command(ApplyCtx& c) override { return next_->plugin_command(c); }
   Error member_attributes(ApplyCtx& c, const MemberAttributes& m) override {
     return next_->member_attributes(c, m);
   }

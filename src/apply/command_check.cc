@@ -5,6 +5,7 @@
 #include "apply/entry.h"
 #include "apply/validate.h"
 #include "auth/store.h"
+#include "keyspace/registry.h"
 #include "lease/lessor.h"
 
 namespace etcdq::apply {
@@ -53,12 +54,6 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
     case Command::kLeaseRevoke: return {};  // an unknown lease is apply's lease_not_found()
     case Command::kAlarm: return check_alarm(cmd.alarm());
     case Command::kMemberAttributes: return check_member_attributes(cmd.member_attributes());
-    case Command::kQueueAssign:
-      // The scheduler runs on the leader and proposes there; a follower
-      // never forwards one, and a forged one could hand messages anywhere.
-      if (forwarded) return malformed("queue assignments are the leader's own");
-      if (cmd.queue_assign().queue().empty()) return malformed("queue assignment without a queue");
-      return {};
     // Auth management (auth/store.h): the proposer hashed the password;
     // a clear one must never reach the log.
     case Command::kUserAdd:
@@ -80,7 +75,13 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
     case Command::kRoleGrantPermission:
     case Command::kRoleRevokePermission:
       return {};
-    case Command::REQUEST_NOT_SET: break;
+    case Command::REQUEST_NOT_SET: return malformed("no request");
+    default: break;
+  }
+  // A key-space plug-in's own command (keyspace/kind.h, check_command).
+  if (const keyspace::Kind* k = keyspace::command_owner(cmd)) {
+    std::string why = k->check_command(cmd, forwarded);
+    return why.empty() ? Error() : malformed(why);
   }
   return malformed("no request");
 }

@@ -26,8 +26,10 @@ struct CommandLimits {
 // that a client could have sent; InvalidArgument "etcdserver: malformed
 // command" plus the reason for anything else (no request, a forwarded
 // command only the leader itself may propose, a bad field).
-// `forwarded`: the command came from another member (QueueAssign and
-// lease expiry decisions are the leader's own and are never forwarded).
+// `forwarded`: the command came from another member (a plug-in's decisions,
+// keyspace/kind.h, and lease expiry are the leader's own and are never
+// forwarded). A command no rule here knows goes to the key-space plug-in
+// that owns it (keyspace/registry.h); with none it has no request.
 Error check_command(const Command& cmd, const CommandLimits& limits, bool forwarded);
 
 // Decodes the commands a follower forwarded: each element must be exactly

@@ -36,9 +36,9 @@ Error CorruptLayer::lease_revoke(ApplyCtx& c, const etcdserverpb::LeaseRevokeReq
   return next().lease_revoke(c, r, resp);
 }
 
-Error CorruptLayer::queue_assign(ApplyCtx& c, const QueueAssign& a) {
+Error CorruptLayer::plugin_command(ApplyCtx& c) {
   if (corrupt()) return errors::corrupt();
-  return next().queue_assign(c, a);
+  return next().plugin_command(c);
 }
 
 }  // namespace etcdq::apply

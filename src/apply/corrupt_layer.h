@@ -31,7 +31,7 @@ class CorruptLayer final : public Forwarding {
                     etcdserverpb::LeaseGrantResponse* resp) override;
   Error lease_revoke(ApplyCtx& c, const etcdserverpb::LeaseRevokeRequest& r,
                      etcdserverpb::LeaseRevokeResponse* resp) override;
-  Error queue_assign(ApplyCtx& c, const QueueAssign& a) override;
+  Error plugin_command(ApplyCtx& c) override;
 
  private:
   bool corrupt() const { return alarms_->active(etcdserverpb::CORRUPT); }

@@ -20,10 +20,10 @@
 
 namespace etcdq::apply {
 
-// How a key space with a meaning of its own (the work queues of QUEUES.md,
-// apply/queue_layer.h) plugs into the KV ops without them knowing it: every
-// Range, txn compare, Put and DeleteRange, top-level or inside a Txn, passes
-// its key through here. The base class gives every key its plain etcd
+// How a key space with a meaning of its own (a key-space plug-in such as
+// the work queues, apply/plugin_layer.h) plugs into the KV ops without them
+// knowing it: every Range, txn compare, Put and DeleteRange, top-level or
+// inside a Txn, passes its key through here. The base class gives every key its plain etcd
 // meaning (plain_keys()).
 //
 // Thread-safety: read_range and delete_range are pure (any thread); put

@@ -105,7 +105,7 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
   lessor_->reload();
   alarms_->reload();
   members_->reload();
-  head_->restored();  // the layers' mirrors (the queue book)
+  head_->restored();  // the layers' mirrors (a plug-in's records)
   store_->reload();
   *damaged = false;
   spdlog::info("state restored from a snapshot: applied index {}, revision {}", applied_index_, revision());

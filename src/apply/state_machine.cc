@@ -23,7 +23,7 @@ StateMachine::~StateMachine() {
   // they all into the engine).
   applier_.reset();
   auth_.reset();
-  queues_.reset();
+  plugins_.reset();
   members_.reset();
   alarms_.reset();
   lessor_.reset();
@@ -36,10 +36,9 @@ void StateMachine::build(const StateMachineOptions& o) {
   lessor_ = std::make_unique<lease::Lessor>(engine_, o.min_lease_ttl_seconds);
   alarms_ = std::make_unique<Alarms>(engine_);
   members_ = std::make_unique<Members>(engine_);
-  queues_ = std::make_unique<queue::Book>(engine_);
-  queues_->set_self(o.member_id);
+  plugins_ = keyspace::Instances::open({engine_, store_.get(), o.member_id});
   auth_ = std::make_unique<auth::Store>(engine_);
-  applier_ = std::make_unique<Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get(), queues_.get(),
+  applier_ = std::make_unique<Applier>(store_.get(), lessor_.get(), alarms_.get(), members_.get(), plugins_.get(),
                                        auth_.get());
 }
 

@@ -1,7 +1,7 @@
 // One member's replicated state, built in one place: the database and
 // everything that lives on it, in dependency order — storage::Engine, then
-// the MVCC store, the lessor, the alarm and member tables, the queue book,
-// the auth store,
+// the MVCC store, the lessor, the alarm and member tables, the instances of
+// the key-space plug-ins registered (keyspace/registry.h), the auth store,
 // and the Applier with its chain (applier.h) over all of them — and
 // destroyed in the reverse order, so that nothing outlives what it points
 // into. Each part reads its state from the database when it is built (a
@@ -22,7 +22,7 @@
 #include "common/error.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
-#include "queue/book.h"
+#include "keyspace/registry.h"
 #include "storage/engine.h"
 
 namespace etcdq::apply {
@@ -31,8 +31,8 @@ struct StateMachineOptions {
   // The shortest lease TTL granted (lease/lessor.h; etcd's minLeaseTTL,
   // from the election timeout).
   int64_t min_lease_ttl_seconds = 2;  // what etcd's default 1000 ms election timeout gives
-  // This member's id: the queue assignments to it are delivered here
-  // (queue/book.h). 0: none are.
+  // This member's id, for the plug-ins' instances (keyspace/kind.h,
+  // InstanceEnv). 0: none.
   uint64_t member_id = 0;
 };
 
@@ -55,7 +55,8 @@ class StateMachine {
   lease::Lessor* lessor() const { return lessor_.get(); }
   Alarms* alarms() const { return alarms_.get(); }
   Members* members() const { return members_.get(); }
-  queue::Book* queues() const { return queues_.get(); }
+  // The key-space plug-ins' instances on this state (keyspace/registry.h).
+  keyspace::Instances* plugins() const { return plugins_.get(); }
   auth::Store* auth() const { return auth_.get(); }
   Applier* applier() const { return applier_.get(); }
 
@@ -69,7 +70,7 @@ class StateMachine {
   std::unique_ptr<lease::Lessor> lessor_;
   std::unique_ptr<Alarms> alarms_;
   std::unique_ptr<Members> members_;
-  std::unique_ptr<queue::Book> queues_;
+  std::unique_ptr<keyspace::Instances> plugins_;
   std::unique_ptr<auth::Store> auth_;
   std::unique_ptr<Applier> applier_;
 };

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "apply/queue_layer.h"
+#include "keyspace/registry.h"
 
 namespace etcdq::apply {
 namespace {
@@ -126,7 +126,7 @@ Error validate_put(const etcdserverpb::PutRequest& r) {
   if (r.key().empty()) return errors::empty_key();
   if (r.ignore_value() && !r.value().empty()) return errors::value_provided();
   if (r.ignore_lease() && r.lease() != 0) return errors::lease_provided();
-  return validate_queue_put(r);
+  return keyspace::validate_put(r);
 }
 
 Error validate_delete_range(const etcdserverpb::DeleteRangeRequest& r) {

@@ -12,8 +12,8 @@
 namespace etcdq::apply {
 
 Error validate_range(const etcdserverpb::RangeRequest& r);
-// Includes the queue layer's rules for /q/ and /queue/ keys
-// (queue_layer.h, validate_queue_put).
+// Includes the rules of the key-space plug-ins for the keys they own
+// (keyspace/registry.h, validate_put).
 Error validate_put(const etcdserverpb::PutRequest& r);
 Error validate_delete_range(const etcdserverpb::DeleteRangeRequest& r);
 // `max_txn_ops`: --max-txn-ops (etcd default 128). Errors: too_many_ops(),

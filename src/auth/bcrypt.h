@@ -6,8 +6,9 @@
 // the log carries the hash and never the password; etcdq does the same.
 //
 // Cost: etcd's --bcrypt-cost, 4..31 (bcrypt.MinCost..MaxCost), default 10.
-// A hash at cost 10 takes about 50-100 ms of one core: callers must not
-// run it on a thread that others wait on (the consensus or apply thread).
+// A hash at cost 10 takes tens of milliseconds of one core (bench/RESULTS.md, "Measurements moved from headers"):
+// callers must not run it on a thread that others wait on (the consensus
+// or apply thread).
 //
 // Thread-safety: any thread (crypt_r keeps its state on the stack).
 #pragma once

@@ -104,7 +104,6 @@ Error check_command(const Store& s, const apply::Command& cmd, const LeaseKeys& 
     case apply::Command::kLeaseGrant:
       return c.user.empty() ? errors::user_empty() : Error();
     case apply::Command::kMemberAttributes:
-    case apply::Command::kQueueAssign:
       return {};
     default:
       return {};

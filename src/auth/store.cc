@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "auth/bcrypt.h"
-#include "queue/keys.h"
+#include "keyspace/registry.h"
 
 namespace etcdq::auth {
 
@@ -164,36 +164,10 @@ Error Store::check_op(std::string_view user, uint64_t revision, std::string_view
   if (has_root_role(u->second)) return {};
   auto p = perms_.find(user);
   if (p == perms_.end() || !p->second->permits(key, range_end, a)) return errors::permission_denied();
-  for (const auto& [k, e] : queue_touches(key, range_end, a)) {
+  for (const auto& [k, e] : keyspace::touches(key, range_end, a == Access::kWrite)) {
     if (!p->second->permits(k, e, a)) return errors::permission_denied();
   }
   return {};
-}
-
-std::vector<std::pair<std::string, std::string>> Store::queue_touches(std::string_view key,
-                                                                      std::string_view range_end, Access a) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (!queue::in_queue_space(key)) return out;
-  // /queue/ reads and deletes touch /q/ (queue/keys.h canonicalize_read,
-  // _delete; the same rewrite for both when no consumer ack is involved).
-  std::string k(key), e(range_end);
-  queue::canonicalize_read(&k, &e);
-  if (k != key || e != range_end) out.emplace_back(k, e);
-  queue::Key q;
-  if (a == Access::kRead && queue::consumer_watch(k, e, &q)) {
-    // A consumer watch is delivered the queue's messages.
-    out.emplace_back(queue::messages_begin(q.queue, 0), queue::messages_end(q.queue));
-  } else if (a == Access::kWrite && e.empty()) {
-    q = queue::parse(k);
-    if (q.kind == queue::KeyKind::kConsumerAck) {
-      // A consumer-scoped ack deletes the message.
-      out.emplace_back(queue::message_key(q.queue, q.idx, q.tail), std::string());
-    } else if (q.kind == queue::KeyKind::kProduce) {
-      // A produce writes a message at an index the apply picks.
-      out.emplace_back(queue::messages_begin(q.queue, 0), queue::messages_end(q.queue));
-    }
-  }
-  return out;
 }
 
 Error Store::check_admin(std::string_view user) const {

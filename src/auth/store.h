@@ -51,7 +51,7 @@ Error name_too_long(std::string_view what);  // InvalidArgument "etcdserver: <wh
 // *key for an entry etcdq does not keep. Users and roles are validated
 // (a record etcd could not have written is refused with a reason);
 // authRevision is etcd's 8-byte big-endian number. For `etcdq snapshot
-// restore` (server/etcd_restore.h), which writes the records before the
+// restore` (etcd_snapshot/restore.h), which writes the records before the
 // store is opened on them.
 Error etcd_bucket_record(std::string_view bucket, std::string_view etcd_key, std::string_view etcd_value,
                          std::string* key, std::string* value);
@@ -77,20 +77,11 @@ class Store {
   // below the store's; permission_denied() when the user is gone or lacks
   // `a` over [key, range_end) (range_perms.h's convention). Root-role
   // users may do anything.
-  // Under the queue key space (QUEUES.md) the user also needs `a` over
-  // what the request touches there (queue_touches).
+  // In a key-space plug-in's keys (keyspace/kind.h, touches) the user also
+  // needs `a` over the plain keys the request reaches there (a queue's
+  // produce, ack and consumer watch: queue/key_space.h).
   Error check_op(std::string_view user, uint64_t revision, std::string_view key, std::string_view range_end,
                  Access a) const;
-  // The key ranges a request over [key, range_end) touches besides its own
-  // in the queue key space, so that the queue verbs need the permission of
-  // the plain keys they read and write: a /queue/ read or delete touches the
-  // same range under /q/; a consumer Watch (kRead on /q/{queue}/c/{id})
-  // reads the queue's messages; a consumer-scoped ack (kWrite on
-  // /q/{queue}/c/{id}/{idx}/{tail}) deletes the message; a produce (kWrite
-  // on /q/{queue}/p/{tail}) writes a message at an index not known yet, so
-  // it needs WRITE over all of them. Pure.
-  static std::vector<std::pair<std::string, std::string>> queue_touches(std::string_view key,
-                                                                        std::string_view range_end, Access a);
   // etcd's IsAdminPermitted: OK while disabled; user_empty() with no user;
   // user_not_found(); permission_denied() without the root role.
   Error check_admin(std::string_view user) const;

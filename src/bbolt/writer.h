@@ -16,9 +16,9 @@
 // element and the image of its page (about twice the value), plus a 1 MiB
 // output buffer. A tree of 4 KiB pages holding 17-byte keys is 4 levels
 // deep at about 40M keys, so etcd's nesting (root → bucket) stays well under
-// 64 KiB plus 1 MiB plus twice the largest value. Measured: 1M keys of
-// 256 B (a 295 MB file) written with a peak RSS of 3.8 MiB for the whole
-// process (unit test BboltStreaming.* checks the bound).
+// 64 KiB plus 1 MiB plus twice the largest value, whatever the file's size
+// (unit test BboltStreaming.* checks the bound; a measurement:
+// bench/RESULTS.md, "Measurements moved from headers").
 //
 // The output must be a seekable regular file: the meta pages, which name the
 // root and the page count, are written last, at offset 0.

@@ -225,7 +225,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
       ->envname(env("ETCD_TLS_MIN_VERSION"));
   app.add_option("--tls-max-version", c->tls_max_version, "Maximum TLS version: TLS1.2 or TLS1.3 (empty: the highest)")
       ->envname(env("ETCD_TLS_MAX_VERSION"));
-  // Peer TLS (cli/peer_tls.h); in a config file, its peer-transport-security block.
+  // Peer TLS (host/tls.h); in a config file, its peer-transport-security block.
   app.add_option("--peer-cert-file", c->peer_security.cert_file, "Path to the peer server TLS cert file")
       ->envname(env("ETCD_PEER_CERT_FILE"));
   app.add_option("--peer-key-file", c->peer_security.key_file, "Path to the peer server TLS key file")

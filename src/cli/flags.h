@@ -15,17 +15,13 @@
 #include "cli/ignored_flags.h"
 #include "auth/jwt_tokens.h"
 #include "common/error.h"
+#include "host/config.h"
 #include "member/auto_compaction.h"
 
 namespace etcdq::cli {
 
-struct Url {
-  std::string scheme;  // "http" or "https" (net/tls_pump.h)
-  std::string host;
-  int port = 0;
-  std::string text;  // as given
-  std::string host_port() const { return host + ":" + std::to_string(port); }
-};
+// URLs parse into the host's type (host/config.h): the flags fill its config.
+using Url = host::Url;
 
 struct Config {
   std::string name = "default";
@@ -75,7 +71,7 @@ struct Config {
   // --peer-cert-file, --peer-key-file, --peer-trusted-ca-file,
   // --peer-client-cert-auth, --peer-auto-tls, --peer-cert-allowed-cn,
   // --peer-cert-allowed-hostname (or the peer-transport-security block),
-  // --peer-crl-file (cli/peer_tls.h).
+  // --peer-crl-file (host/tls.h).
   TransportSecurity client_security;
   TransportSecurity peer_security;
   std::string client_crl_file;

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "etcd_snapshot/restore.h"
 #include "member/identity.h"
-#include "server/etcd_restore.h"
+#include "member/member.h"
 
 namespace etcdq::cli {
 namespace {
@@ -162,18 +163,24 @@ int restore_main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  server::RestoreOptions o;
-  o.cluster_token = f.token;
-  if (Error e = compute_ids(f, &o.member_id, &o.cluster_id)) {
+  etcd_snapshot::RestoreOptions o;
+  uint64_t member_id = 0, cluster_id = 0;
+  if (Error e = compute_ids(f, &member_id, &cluster_id)) {
     std::fprintf(stderr, "Error: %s\n", e.message().c_str());
     return 1;
   }
   o.snapshot_path = f.file;
   o.data_dir = f.data_dir;
   o.skip_hash_check = f.skip_hash_check;
+  // A new database: keep_identity stores the ids and the token.
+  o.store_identity = [&](storage::Engine* engine) {
+    uint64_t member = member_id, cluster = cluster_id;
+    member::keep_identity(engine, &member, &cluster, f.token);
+  };
   auto t0 = std::chrono::steady_clock::now();
-  server::RestoreStats s;
-  if (Error e = server::restore_etcd_snapshot(o, &s)) {
+  etcd_snapshot::RestoreStats s;
+  member::add_key_spaces();  // their records are rebuilt too
+  if (Error e = etcd_snapshot::restore_etcd_snapshot(o, &s)) {
     std::fprintf(stderr, "Error: %s\n", e.message().c_str());
     return 1;
   }
@@ -181,18 +188,15 @@ int restore_main(int argc, char** argv) {
   std::printf(
       "restored snapshot %s into %s: member %llx of cluster %llx, revision %lld, compacted at %lld, %lld revisions, "
       "%lld keys, %lld leases (%.2f s)\n",
-      f.file.c_str(), f.data_dir.c_str(), static_cast<unsigned long long>(o.member_id),
-      static_cast<unsigned long long>(o.cluster_id), static_cast<long long>(s.revision),
+      f.file.c_str(), f.data_dir.c_str(), static_cast<unsigned long long>(member_id),
+      static_cast<unsigned long long>(cluster_id), static_cast<long long>(s.revision),
       static_cast<long long>(s.compact_revision), static_cast<long long>(s.revisions), static_cast<long long>(s.keys),
       static_cast<long long>(s.leases), secs);
   if (s.auth_users > 0 || s.auth_roles > 0 || s.auth_enabled) {
     std::printf("kept %lld users and %lld roles (auth %s)\n", static_cast<long long>(s.auth_users),
                 static_cast<long long>(s.auth_roles), s.auth_enabled ? "enabled" : "disabled");
   }
-  if (s.queues > 0) {
-    std::printf("%lld queued messages in %lld queues, to be delivered again\n",
-                static_cast<long long>(s.queue_messages), static_cast<long long>(s.queues));
-  }
+  for (const auto& note : s.plugin_notes) std::printf("%s\n", note.c_str());
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // `etcdq snapshot restore FILE [flags]`: builds a member's data dir from an
-// etcd snapshot file (server/etcd_restore.h), with etcdctl's restore flags
+// etcd snapshot file (etcd_snapshot/restore.h), with etcdctl's restore flags
 // and defaults (etcd 3.4 etcdctl/ctlv3/command/snapshot_command.go):
 //   --name                         default "default"
 //   --data-dir                     default "<name>.etcdq" (etcdq's own default)

@@ -3,8 +3,8 @@
 // and HashKV (etcd 3.4 mvcc/backend/backend.go Hash, mvcc/kvstore.go
 // HashByRev) write bytes into one such hash in order, and Sum32 is value().
 //
-// Table-driven, one byte at a time (about 400 MB/s). Thread-safety: an
-// object per thread; the table is built once, thread-safely.
+// Table-driven, one byte at a time (its speed: bench/RESULTS.md, "Measurements moved from headers").
+// Thread-safety: an object per thread; the table is built once, thread-safely.
 #pragma once
 
 #include <cstddef>

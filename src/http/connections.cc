@@ -14,7 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "http/chunked.h"
+#include "http/request_framing.h"
 
 namespace etcdq::http {
 
@@ -31,101 +31,10 @@ struct Connections::Conn {
   bool for_write = false;       // ... waiting to write (else to read)
   Clock::time_point since;      // waiting for this connection since (idle, request or write start)
   Clock::time_point deadline;
-  // A chunked request body being decoded: its header (framing headers
-  // left out) waits in `head` while `in` holds the bytes not yet decoded.
-  std::unique_ptr<ChunkedBody> chunked;
-  std::string head;
+  // Where the request in `in` ends (a chunked body is decoded there).
+  RequestFraming framing;
+  explicit Conn(size_t max_body_bytes) : framing(kMaxHeaderBytes, max_body_bytes) {}
 };
-
-namespace {
-
-// Where the header ends (past its blank line), or npos.
-size_t header_end(const std::string& in) {
-  size_t p = in.find("\r\n\r\n");
-  return p == std::string::npos ? p : p + 4;
-}
-
-// The Content-Length the header announces (0 when none); false when it is
-// not a number.
-bool content_length(const std::string& in, size_t end, size_t* n) {
-  static const char kName[] = "\r\ncontent-length:";
-  const size_t name_len = sizeof(kName) - 1;
-  *n = 0;
-  for (size_t i = 0; i + name_len <= end; ++i) {
-    if (strncasecmp(in.data() + i, kName, name_len) != 0) continue;
-    size_t j = i + name_len;
-    while (j < end && (in[j] == ' ' || in[j] == '\t')) ++j;
-    size_t v = 0;
-    size_t digits = 0;
-    for (; j < end && in[j] >= '0' && in[j] <= '9'; ++j, ++digits) {
-      if (v > (SIZE_MAX - 9) / 10) return false;
-      v = v * 10 + static_cast<size_t>(in[j] - '0');
-    }
-    if (digits == 0) return false;
-    *n = v;
-    return true;
-  }
-  return true;
-}
-
-// What the header block (up to `end`) says of Transfer-Encoding, as Go's
-// net/http reads it (transfer.go, parseTransferEncoding): none; one
-// "chunked" (the body is decoded here, chunked.h, and the request handed on
-// framed by Content-Length, which a chunked request's own Content-Length
-// does not override); anything else is refused with 501 (Go's
-// "Unsupported transfer encoding"). An HTTP/1.0 request's is ignored, as
-// Go does, and dropped, so that nothing after this reads it either.
-enum class Framing { kLength, kLengthIgnoredTe, kChunked, kUnsupported };
-
-bool is_header(const std::string& in, size_t pos, const char* name, size_t name_len) {
-  return strncasecmp(in.data() + pos, name, name_len) == 0;
-}
-
-Framing framing(const std::string& in, size_t end) {
-  static const char kName[] = "transfer-encoding:";
-  const size_t name_len = sizeof(kName) - 1;
-  size_t count = 0;
-  std::string value;
-  for (size_t pos = in.find("\r\n") + 2; pos < end;) {
-    size_t next = in.find("\r\n", pos);
-    if (next == std::string::npos || next > end) break;
-    if (next - pos >= name_len && is_header(in, pos, kName, name_len)) {
-      ++count;
-      size_t a = pos + name_len, b = next;
-      while (a < b && (in[a] == ' ' || in[a] == '\t')) ++a;
-      while (b > a && (in[b - 1] == ' ' || in[b - 1] == '\t')) --b;
-      value = in.substr(a, b - a);
-    }
-    pos = next + 2;
-  }
-  if (count == 0) return Framing::kLength;
-  size_t eol = in.find("\r\n");
-  if (eol >= 8 && in.compare(eol - 8, 8, "HTTP/1.0") == 0) return Framing::kLengthIgnoredTe;
-  if (count == 1 && strcasecmp(value.c_str(), "chunked") == 0) return Framing::kChunked;
-  return Framing::kUnsupported;
-}
-
-// The header block (up to `end`, its blank line included) without its
-// Transfer-Encoding lines, without its Content-Length lines when
-// `drop_length`, and without the blank line.
-std::string without_framing(const std::string& in, size_t end, bool drop_length) {
-  static const char kTe[] = "transfer-encoding:";
-  static const char kCl[] = "content-length:";
-  size_t eol = in.find("\r\n");
-  std::string out = in.substr(0, eol + 2);
-  for (size_t pos = eol + 2; pos + 2 < end;) {
-    size_t next = in.find("\r\n", pos);
-    if (next == std::string::npos || next > end) break;
-    size_t len = next - pos;
-    bool drop = (len >= sizeof(kTe) - 1 && is_header(in, pos, kTe, sizeof(kTe) - 1)) ||
-                (drop_length && len >= sizeof(kCl) - 1 && is_header(in, pos, kCl, sizeof(kCl) - 1));
-    if (!drop) out.append(in, pos, len + 2);
-    pos = next + 2;
-  }
-  return out;
-}
-
-}  // namespace
 
 Connections::Connections(Classifier bulk, size_t max_body_bytes)
     : max_body_bytes_(max_body_bytes), bulk_(std::move(bulk)) {
@@ -262,14 +171,6 @@ void Connections::evict_longest_waiting() {
   if (oldest != nullptr) close_conn(oldest);
 }
 
-bool Connections::request_complete(const Conn& c) const {
-  size_t end = header_end(c.in);
-  if (end == std::string::npos) return false;
-  size_t body = 0;
-  content_length(c.in, end, &body);
-  return c.in.size() - end >= body;
-}
-
 void Connections::dispatch(Conn* c) {
   if (c->registered) {
     epoll_ctl(epoll_, EPOLL_CTL_DEL, c->fd, nullptr);
@@ -300,7 +201,7 @@ void Connections::on_readable(Conn* c) {
       break;
     }
     // A request starts: it has kRequestTimeout to arrive, chunks included.
-    if (c->in.empty() && !c->chunked && !c->reply) {
+    if (c->in.empty() && !c->framing.decoding_chunks() && !c->reply) {
       c->since = Clock::now();
       c->deadline = c->since + kRequestTimeout;
     }
@@ -316,61 +217,22 @@ void Connections::on_readable(Conn* c) {
 
 void Connections::refuse(Conn* c, const char* status) {
   c->in.clear();
-  c->chunked.reset();
+  c->framing.reset();
   c->out = std::string("HTTP/1.1 ") + status + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
   c->keep_open = false;
   after_output(c);
 }
 
 void Connections::advance(Conn* c) {
-  if (!c->chunked) {
-    size_t end = header_end(c->in);
-    size_t body = 0;
-    if ((end == std::string::npos && c->in.size() > kMaxHeaderBytes) || (end != std::string::npos && end > kMaxHeaderBytes)) {
-      return refuse(c, "431 Request Header Fields Too Large");
-    }
-    if (end != std::string::npos) {
-      Framing f = framing(c->in, end);
-      if (f == Framing::kUnsupported) return refuse(c, "501 Not Implemented");
-      if (f == Framing::kChunked) {
-        c->head = without_framing(c->in, end, /*drop_length=*/true);
-        c->in.erase(0, end);
-        c->chunked = std::make_unique<ChunkedBody>(max_body_bytes_);
-      } else if (!content_length(c->in, end, &body)) {
-        return refuse(c, "400 Bad Request");
-      } else if (body > max_body_bytes_) {
-        return refuse(c, "413 Payload Too Large");
-      } else if (f == Framing::kLengthIgnoredTe) {
-        // Dropped, so that the HTTP server behind this does not frame the
-        // body by it either (it would read a chunked body we did not bound).
-        std::string head = without_framing(c->in, end, /*drop_length=*/false);
-        head += "\r\n";
-        c->in.replace(0, end, head);
-      }
-    }
-  }
-  if (c->chunked) {
-    ChunkedBody::Status st;
-    size_t used = c->chunked->feed(c->in, &st);
-    c->in.erase(0, used);
-    if (st == ChunkedBody::Status::kMalformed) return refuse(c, "400 Bad Request");
-    if (st == ChunkedBody::Status::kTooLarge) return refuse(c, "413 Payload Too Large");
-    if (st == ChunkedBody::Status::kDone) {
-      // The request as if it had come with Content-Length; what follows
-      // it (a pipelined request) stays behind it.
-      std::string& body = c->chunked->body();
-      std::string framed = std::move(c->head);
-      framed += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-      framed += body;
-      framed += c->in;
-      c->in = std::move(framed);
-      c->head.clear();
-      c->chunked.reset();
-    }
-  }
-  if (!c->chunked && request_complete(*c)) {
-    dispatch(c);
-    return;
+  const char* status = nullptr;
+  switch (c->framing.advance(&c->in, &status)) {
+    case RequestFraming::Verdict::kRefuse:
+      return refuse(c, status);
+    case RequestFraming::Verdict::kComplete:
+      dispatch(c);
+      return;
+    case RequestFraming::Verdict::kMore:
+      break;
   }
   if (!c->registered || c->for_write) watch(c, /*for_write=*/false);
 }
@@ -475,7 +337,7 @@ void Connections::loop() {
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      auto c = std::make_unique<Conn>();
+      auto c = std::make_unique<Conn>(max_body_bytes_);
       c->fd = fd;
       c->serve = serve;
       c->since = Clock::now();

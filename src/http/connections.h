@@ -10,9 +10,10 @@
 // cpp-httplib still parses, routes and writes each request and response,
 // but only once the whole request is in memory: this thread reads
 // requests, without blocking, until the header and the body its
-// Content-Length announces are complete (a chunked body is decoded as it
-// arrives, chunked.h, and handed on framed by Content-Length, under the
-// same bound; another Transfer-Encoding gets 501), then hands the request to a
+// Content-Length announces are complete (request_framing.h: a chunked body
+// is decoded as it arrives, chunked.h, and handed on framed by
+// Content-Length, under the same bound; another Transfer-Encoding gets
+// 501), then hands the request to a
 // worker, which runs cpp-httplib on it against memory (Handler) and gives
 // back the response bytes; this thread writes them, again without
 // blocking, and waits for the connection's next request (keep-alive).
@@ -113,7 +114,6 @@ class Connections {
   void after_output(Conn* c);
   void advance(Conn* c);  // the request in c->in: refuse it, decode its chunks, dispatch it, or wait
   void refuse(Conn* c, const char* status);  // answers `status` and closes
-  bool request_complete(const Conn& c) const;
   void dispatch(Conn* c);
   void close_conn(Conn* c);
   void evict_longest_waiting();

@@ -12,7 +12,8 @@
 // nothing is checked twice or differently. etcd does the same over a
 // loopback gRPC connection (embed/serve.go, registerGateway).
 //
-// Mapping: protobuf's JSON support (google/protobuf/util/json_util.h), with
+// Mapping (gateway_request.h, before any call starts): protobuf's JSON
+// support (google/protobuf/util/json_util.h), with
 // grpc-gateway's JSONPb{OrigName: true} choices: proto field names, int64
 // and uint64 as strings, bytes as base64, enums by name (names or numbers
 // accepted), default values left out; unknown request fields are ignored
@@ -52,13 +53,13 @@
 // gRPC clients start unary calls of their own (one within
 // kGrpcQuietWindow: the server's count of calls started, less the
 // gateway's) they start at most kRateBesideGrpc a second, evenly spaced:
-// 1000 a second (about what etcd's gateway answers beside gRPC puts here)
-// still cost the puts a third (bench/grpc_under_http_load.py), and a
-// sequential gateway client beside a busy gRPC side still gets that rate
-// (an earlier pacing by each call's run time, one call at a time, left a
-// sequential gateway put client about 80 a second). A concurrency cap alone did not do it: a gateway range
-// runs in about 0.2 ms, so even one
-// at a time is 5000 a second. The others wait, in arrival order, costing
+// that rate (about what etcd's gateway answers beside gRPC puts) still
+// cost the puts a noticeable share (bench/grpc_under_http_load.py), and a
+// sequential gateway client beside a busy gRPC side still gets it (an
+// earlier pacing by each call's run time, one call at a time, left a
+// sequential gateway put client far slower). A concurrency cap alone did
+// not do it: a gateway range runs in well under a millisecond, so even one
+// at a time is thousands a second (bench/RESULTS.md, "Measurements moved from headers"). The others wait, in arrival order, costing
 // no thread (their connections wait in connections.h). An idle gRPC side
 // leaves the gateway its full rate. Streams
 // (watch, keepalive, snapshot, observe) and the calls that wait for other

@@ -5,7 +5,7 @@ namespace etcdq::member {
 void Context::fill_header(etcdserverpb::ResponseHeader* h, bool with_revision) const {
   h->set_cluster_id(current_cluster_id());
   h->set_member_id(self.id);
-  h->set_raft_term(node->progress().term);
+  h->set_raft_term(consensus->progress().term);
   if (with_revision && h->revision() == 0) h->set_revision(store->view()->revision());
 }
 

@@ -1,7 +1,7 @@
 // The narrow API of one member that its servers share (as etcd's EtcdServer
 // is for v3rpc): the consensus node, the store, the lessor, alarms, the
-// published member table, queues, who this member is and the request
-// limits. gRPC services (server/) and the peer server translate requests
+// published member table, the key-space plug-ins, who this member is and
+// the request limits. gRPC services (server/) and the peer server translate requests
 // into proposals (member/pipeline.h) or reads, and results into responses;
 // they hold no state of their own.
 //
@@ -21,10 +21,10 @@
 #include "etcdq/command.pb.h"
 #include "lease/id.h"
 #include "lease/lessor.h"
+#include "member/consensus.h"
 #include "member/identity.h"
 #include "mvcc/store.h"
-#include "queue/host.h"
-#include "queue/scheduler.h"
+#include "keyspace/registry.h"
 #include "raft/node.h"
 #include "storage/checkpoints.h"
 
@@ -39,17 +39,21 @@ struct Limits {
 
 struct Context {
   raft::Node* node;
+  // What the pipeline, the read path and the headers use of `node`
+  // (member/consensus.h); a fake in the unit tests of those paths.
+  Consensus* consensus = nullptr;
   mvcc::Store* store;
   lease::Lessor* lessor;
   lease::IdGenerator* lease_ids;
   apply::Alarms* alarms;
   apply::Members* members;  // published names and client URLs (membership itself is the node's)
-  queue::Host* queue_host = nullptr;  // consumer watches (queue/host.h)
-  queue::Book* queues = nullptr;                  // replicated queue state (queue/book.h)
-  queue::Scheduler* queue_scheduler = nullptr;   // takes consumer reports (queue/scheduler.h)
+  // The key-space plug-ins' instances (keyspace/registry.h): watch
+  // hooks, peer reports, metrics.
+  keyspace::Instances* plugins = nullptr;
   // The key space of the apply chain (Applier::keys): reads on views and
   // watches go through its read side, so they see what the same read
-  // inside a write txn sees (a /queue/ Range reads /q/, QUEUES.md).
+  // inside a write txn sees (a Range of a plug-in's alias prefix reads the
+  // keys stored under its own, keyspace/kind.h).
   apply::KeySpace* keys = &apply::plain_keys();
   auth::Store* auth = nullptr;           // replicated users, roles, permissions (auth/store.h)
   auth::SimpleTokens* tokens = nullptr;  // this member's tokens (--auth-token simple)

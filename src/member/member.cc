@@ -12,21 +12,20 @@
 
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
+#include "member/answer_gate.h"
 #include "member/corruption_check.h"
 #include "member/fsm.h"
 #include "member/leader_duties.h"
+#include "member/node_consensus.h"
 #include "member/peer_prober.h"
 #include "member/pipeline.h"
 #include "member/raft_log_dir.h"
+#include "member/reads.h"
 #include "mvcc/compactor.h"
 #include "mvcc/etcd_keys.h"
 #include "mvcc/range.h"
-#include "queue/book.h"
-#include "queue/clickhouse.h"
-#include "queue/host.h"
-#include "queue/keys.h"
 #include "member/metrics.h"
-#include "queue/scheduler.h"
+#include "queue/key_space.h"
 #include "raft/node.h"
 #include "raft/snapshot_install.h"
 #include "storage/checkpoints.h"
@@ -158,6 +157,12 @@ CorruptionChecker::Hooks corruption_hooks(Context* ctx, std::chrono::millisecond
 
 }  // namespace
 
+// The one place that names a key-space plug-in: the work queues of
+// QUEUES.md (queue/key_space.h).
+void add_key_spaces() {
+  queue::add_key_space();
+}
+
 // Everything the member owns, in construction order (destroyed in reverse).
 struct Member::Parts {
   std::unique_ptr<apply::StateMachine> state;
@@ -165,15 +170,15 @@ struct Member::Parts {
   std::unique_ptr<ApplierFsm> fsm;  // the applier as consensus sees it
   std::unique_ptr<lease::IdGenerator> lease_ids;
   std::unique_ptr<auth::SimpleTokens> tokens;
-  queue::Host queue_host;
-  std::atomic<queue::Scheduler*> scheduler_ptr{nullptr};
   LeaderDuties duties;
   // Answers the revokes it proposed only while the node runs: destroyed
   // after the node (below it here means before it in destruction).
   std::unique_ptr<lease::Expiry> expiry;
+  // Holds answers until the watch streams wrote the entry's events
+  // (member/answer_gate.h); outlives the node, whose stop drains it.
+  AnswerGate gate;
   std::unique_ptr<raft::Node> node;
-  std::unique_ptr<queue::Scheduler> scheduler;
-  std::unique_ptr<queue::ClickHouseSink> clickhouse;
+  std::unique_ptr<NodeConsensus> consensus;  // over `node`
   std::unique_ptr<AutoCompactor> auto_compactor;
   std::unique_ptr<PeerProber> prober;  // every member probes the others
   // --corrupt-check-time; its hooks give up waiting on peers once `stopping`.
@@ -256,6 +261,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
       ctx.cluster_id = cluster;
     }
   }
+  add_key_spaces();  // before the state opens their instances
   apply::StateMachineOptions so;
   so.min_lease_ttl_seconds = lease::min_ttl_seconds(o.election_ms);
   so.member_id = ctx.self.id;
@@ -313,19 +319,14 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     raft::remove_plan(ro.install_plan_path);
   }
 
-  // Apply hands deliveries to the consumers hosted here and wakes the queue
-  // scheduler (set before apply starts).
-  queue::Host* host = &p.queue_host;
-  std::atomic<queue::Scheduler*>* scheduler_ptr = &p.scheduler_ptr;
-  state.queues()->set_deliver([host](std::vector<queue::Delivery>&& d) { host->deliver(std::move(d)); });
-  state.queues()->set_revoke([host](std::vector<uint64_t>&& gone) { host->revoke(gone); });
-  state.queues()->set_changed([scheduler_ptr](std::vector<std::string>&& changed) {
-    if (auto* s = scheduler_ptr->load()) s->changed(std::move(changed));
-  });
-
   p.node = std::make_unique<raft::Node>(ro, p.fsm.get());
   if (Error e = p.node->start()) return e;
+  AnswerGate* gate = &p.gate;
+  p.node->set_answer_route([gate](std::function<void()>& answers) { return gate->hold(answers); },
+                           [gate] { gate->drain(); });
   ctx.node = p.node.get();
+  p.consensus = std::make_unique<NodeConsensus>(p.node.get());
+  ctx.consensus = p.consensus.get();
   ctx.store = state.store();
   ctx.lessor = state.lessor();
   p.lease_ids = std::make_unique<lease::IdGenerator>(ctx.self.id);
@@ -337,9 +338,8 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ctx.tokens = p.tokens.get();
   ctx.jwt = o.jwt.get();
   ctx.checkpoints = p.checkpoints.get();
-  ctx.queues = state.queues();
   ctx.keys = &state.applier()->keys();
-  ctx.queue_host = &p.queue_host;
+  ctx.plugins = state.plugins();
 
   ctx.self_attributes.set_id(ctx.self.id);
   ctx.self_attributes.set_name(o.name);
@@ -408,34 +408,22 @@ bool Member::join() {
                  opts_.advertise_client_urls.empty() ? "" : opts_.advertise_client_urls.front());
   }
 
-  // Queues: consumers hosted here, and the scheduler that (on the leader)
-  // hands messages to them (queue/scheduler.h).
-  queue::SchedulerOptions so;
-  so.self = ctx.self.id;
+  // The key-space plug-ins' services (keyspace/kind.h, MemberServices):
+  // the queues' scheduler and ClickHouse sink.
+  keyspace::MemberServices services;
+  services.self = ctx.self.id;
   raft::Node* n = p.node.get();
   Context* c = &ctx_;
-  so.propose = [c](apply::Command cmd, std::function<void(Error)> done) {
-    cmd.set_internal(true);  // the leader's queue decisions and the sink's deletes
+  services.propose = [c](apply::Command cmd, std::function<void(Error)> done) {
+    cmd.set_internal(true);  // a plug-in's own decisions (the leader's)
     propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) { done(r.error); });
   };
-  so.leader_target = [n] { return n->leader_target(); };
-  so.report = [n](const std::string& target, const peer::QueueConsumersRequest& req) {
-    n->forwarder().queue_consumers(target, req);
+  services.leader_target = [n] { return n->leader_target(); };
+  services.report = [n](const std::string& target, const google::protobuf::Message& report) {
+    n->forwarder().report(target, report);
   };
-  so.skip = [](std::string_view q) {
-    std::string_view table;
-    return queue::clickhouse_table(q, &table);
-  };
-  p.scheduler = std::make_unique<queue::Scheduler>(p.state->queues(), &p.queue_host, so);
-  p.scheduler_ptr = p.scheduler.get();
-  ctx.queue_scheduler = p.scheduler.get();
-  p.scheduler->start();
-  queue::ClickHouseOptions cho;
-  cho.url = opts_.clickhouse_url;
-  cho.database = opts_.clickhouse_db;
-  cho.propose = so.propose;
-  p.clickhouse = std::make_unique<queue::ClickHouseSink>(p.state->queues(), p.state->store(), cho);
-  p.clickhouse->start();
+  services.flags = {{"clickhouse-url", opts_.clickhouse_url}, {"clickhouse-db", opts_.clickhouse_db}};
+  p.state->plugins()->serve(services);
   p.expiry = std::make_unique<lease::Expiry>(p.state->lessor(), [c](int64_t id, std::function<void()> done) {
     apply::Command cmd;
     cmd.mutable_lease_revoke()->set_id(id);
@@ -443,12 +431,12 @@ bool Member::join() {
     propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
   });
   lease::Expiry* expiry = p.expiry.get();
-  queue::Scheduler* scheduler = p.scheduler.get();
-  queue::ClickHouseSink* sink = p.clickhouse.get();
   p.duties.add({"lease expiry", [expiry] { expiry->start_leading(); }, [expiry] { expiry->stop_leading(); }});
-  p.duties.add({"queue scheduler", [scheduler] { scheduler->set_leading(true); },
-                [scheduler] { scheduler->set_leading(false); }});
-  p.duties.add({"ClickHouse sink", [sink] { sink->set_leading(true); }, [sink] { sink->set_leading(false); }});
+  for (const auto& i : p.state->plugins()->all()) {
+    keyspace::Instance* plugin = i.get();
+    p.duties.add({std::string(plugin->kind().name()), [plugin] { plugin->set_leading(true); },
+                  [plugin] { plugin->set_leading(false); }});
+  }
   if (opts_.auto_compaction_retention > 0) {
     AutoCompactor::Hooks hooks;
     hooks.current_revision = [c] { return c->store->view()->revision(); };
@@ -493,17 +481,16 @@ std::vector<std::string> Member::active_alarms() {
 
 void Member::health_read(bool serializable, std::function<void(Error)> done) {
   // etcd's health check: a keys-only Range of one key (etcdhttp/health.go),
-  // through the read path a client's takes.
-  auto local_read = [this]() -> Error {
-    auto view = ctx_.store->view();
-    mvcc::RangeOptions o;
-    o.limit = 1;
-    mvcc::RangeResult r;
-    return mvcc::range(*view, "", "", o, view->revision(), view->compact_revision(), &r);
-  };
-  if (serializable) return done(local_read());
-  if (is_learner()) return done(errors::not_supported_for_learner());
-  parts_->node->read_barrier([local_read, done = std::move(done)](Error e) { done(e ? e : local_read()); });
+  // through the read path a client's takes (member/reads.h).
+  if (!serializable && is_learner()) return done(errors::not_supported_for_learner());
+  read(ctx_, serializable ? ReadMode::kSerializable : ReadMode::kLinearizable, {},
+       [](apply::ViewState& s) -> Error {
+         mvcc::RangeOptions o;
+         o.limit = 1;
+         mvcc::RangeResult r;
+         return s.range("", "", o, &r);
+       },
+       std::move(done));
 }
 
 std::chrono::milliseconds Member::request_timeout() {
@@ -520,9 +507,7 @@ void Member::stop() {
   if (p.prober) p.prober->stop();
   if (p.auto_compactor) p.auto_compactor->stop();
   if (p.expiry) p.expiry->stop();
-  if (p.clickhouse) p.clickhouse->stop();
-  if (p.scheduler) p.scheduler->stop();
-  p.scheduler_ptr = nullptr;
+  if (p.state) p.state->plugins()->stop();
   if (p.node) {
     p.node->stop();
     spdlog::info("commands proposed: {} in {} log entries", p.node->commands_proposed(), p.node->entries_proposed());
@@ -538,8 +523,6 @@ Member::~Member() {
   if (!parts_) return;
   stop();
   Parts& p = *parts_;
-  p.clickhouse.reset();
-  p.scheduler.reset();
   p.node.reset();
   p.expiry.reset();  // after the node answered every revoke it proposed
   p.fsm.reset();

@@ -82,6 +82,12 @@ struct Options {
   std::function<void(int tcp, int plain, const std::string& host)> peer_tls_dial;
 };
 
+// Registers the key-space plug-ins this binary has (keyspace/registry.h;
+// the work queues). Member::open calls it; so does anything that opens a
+// data dir without a member (an offline restore). Idempotent; not
+// concurrent with a member's start.
+void add_key_spaces();
+
 class Member {
  public:
   // Errors: the data dir, the state database or the Raft log cannot be used

@@ -5,7 +5,6 @@
 #include <chrono>
 
 #include "mvcc/watch_hub.h"
-#include "queue/metrics.h"
 
 namespace etcdq::member {
 
@@ -50,11 +49,11 @@ std::unique_ptr<metrics::SourceHandle> add_member_metrics(const Context* ctx, co
         static_cast<double>(hub.streams()));
     one("etcd_debugging_mvcc_slow_watcher_total", "Total number of unsynced slow watchers.", MetricType::Gauge,
         static_cast<double>(hub.slow_watchers()));
-    if (ctx->queues) {
+    if (ctx->plugins) {
       int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-      queue::collect_metrics(*ctx->queues, now_ms, out);
+      ctx->plugins->collect_metrics(now_ms, out);
     }
   });
 }

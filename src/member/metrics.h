@@ -15,7 +15,7 @@
 //   etcd_debugging_mvcc_watch_stream_total    watch streams holding a watcher (etcd
 //                                             also counts streams with none)
 //   etcd_debugging_mvcc_slow_watcher_total    watchers not synced (catching up or parked)
-//   and the queue families (queue/metrics.h).
+//   and the key-space plug-ins' families (the queues': queue/metrics.h).
 //
 // Counters kept where their cause happens register themselves in their own
 // layers (raft/metrics.h, mvcc/metrics.h, lease, storage, server/).

@@ -41,7 +41,7 @@ Error check_quota(Context& ctx, const apply::Command& cmd) {
   raise.mutable_alarm()->set_memberid(ctx.self.id);
   raise.mutable_alarm()->set_alarm(etcdserverpb::NOSPACE);
   raise.set_internal(true);
-  propose_command(*ctx.node, std::move(raise), [](apply::Result&&) {});
+  ctx.consensus->propose(std::move(raise), [](apply::Result&&) {});
   return errors::no_space();
 }
 
@@ -65,7 +65,7 @@ void propose(Context& ctx, apply::Command cmd, CommandDone done) {
     done(std::move(r));
     return;
   }
-  propose_command(*ctx.node, std::move(cmd), std::move(done));
+  ctx.consensus->propose(std::move(cmd), std::move(done));
 }
 
 }  // namespace etcdq::member

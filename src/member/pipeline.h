@@ -46,8 +46,9 @@ enum class Source { kLocal, kForwarded };
 // replicated, and a batch refused here fails every proposal in it.
 Error admit(Context& ctx, const apply::Command& cmd, Source source);
 
-// admit(), then propose_command() (member/fsm.h). `done` runs exactly once:
-// with the admission error (on this thread) or as raft::Node::propose says.
+// admit(), then Consensus::propose() (member/consensus.h). `done` runs
+// exactly once: with the admission error (on this thread) or as
+// Consensus::propose says.
 void propose(Context& ctx, apply::Command cmd, CommandDone done);
 
 }  // namespace etcdq::member

@@ -7,8 +7,8 @@
 // goes straight to libc (one table lookup).
 //
 // Why not the TLS pump's way (a copy through a socketpair, which TLS
-// connections pay anyway): for plaintext it cost 25-30% of throughput at
-// 1000 clients (etcd's benchmark, put and range, A/B on one machine).
+// connections pay anyway): for plaintext the copy cost a large share of
+// the throughput at etcd's benchmark scale (bench/RESULTS.md, "Measurements moved from headers").
 //
 // Where the pump would hold a frame, here the connection is cut instead:
 // gRPC gets the bytes before the frame, then the socket is shut down

@@ -6,9 +6,8 @@
 // then RST_STREAM) costs it two small frames, while gRPC 1.51 (Debian's;
 // the fix came in 1.56.3) creates a call for each and cancels it on its
 // executor threads, about ten times slower than one connection can send
-// them. The calls wait in gRPC's queues: 100k resets on one connection
-// grew a member by 1.4 GB, and more would have grown it until the kernel
-// killed it. gRPC 1.51 has no setting that bounds this (max concurrent
+// them. The calls wait in gRPC's queues: resets on one connection grow a
+// member until the kernel kills it (bench/RESULTS.md, "Measurements moved from headers"). gRPC 1.51 has no setting that bounds this (max concurrent
 // streams does not count a reset stream, nor does a resource quota), so
 // this guard sees what every HTTP/2 client of a client or peer URL sends
 // before gRPC does, and what gRPC answers: in the TLS pump
@@ -20,8 +19,8 @@
 // one from the bucket all connections share (Shared). A reset of an
 // answered stream is free: gRPC runs its call already, and clients end
 // streams that way all the time (clientv3's LeaseKeepAliveOnce and
-// canceled watches; etcd's lease-keepalive benchmark resets 11k streams a
-// second).
+// canceled watches; etcd's lease-keepalive benchmark resets thousands of
+// streams a second).
 //
 // Resets the server sends: a client can make the server reset its streams
 // (frames gRPC answers with RST_STREAM, such as DATA after END_STREAM:
@@ -32,8 +31,8 @@
 // Abandoned streams: a client can also open streams and close the
 // connection (gRPC cancels all its calls at once, as for resets). The
 // streams a connection leaves unanswered when it closes are charged to the
-// shared bucket alike (an attack of 1500 connections doing so grew a
-// member to 4.9 GB before).
+// shared bucket alike (an attack of many connections doing so grew a
+// member by gigabytes before).
 //
 // New streams: while the connection's or the shared bucket is in debt, or
 // kMaxUnanswered streams of all connections wait for an answer, a new
@@ -51,7 +50,7 @@
 // such as a Watch ended before its first request, count there). Past
 // twice kMaxUnanswered, a connection goes on only with fewer than
 // kStaleInDebt unanswered, so many connections of 63 each stay bounded
-// (3,000 such connections grew a member to 3.9 GB). Before,
+// (thousands of such connections grew a member by gigabytes). Before,
 // a busy plaintext client with five calls in flight was cut off while
 // another client kept the shared bucket in debt.
 //
@@ -68,7 +67,7 @@
 // streams before it acknowledged the server's SETTINGS: gRPC enforces its
 // limit on concurrent streams (server/server.h kMaxConcurrentStreams) only
 // once the client acknowledged it, so a client that never does could keep
-// any number of streams open (100k grew a member by 2 GB). Every HTTP/2
+// any number of streams open, and grow the member with them. Every HTTP/2
 // client acknowledges at once (RFC 9113 section 6.5.3); a refused
 // connection is closed.
 //

@@ -150,17 +150,16 @@ struct Mux::Impl {
   // The route for a connection that opened with `data`; nullptr (and
   // *need_more) while its first bytes could still start more than one.
   const Route* classify(const char* data, size_t n, bool* need_more) const {
-    *need_more = false;
-    for (const auto& p : routes.prefixed) {
-      size_t m = std::min(n, p.magic.size());
-      if (std::string_view(data, m) != std::string_view(p.magic).substr(0, m)) continue;
-      if (m == p.magic.size()) return &p.route;
-      *need_more = true;
+    size_t which = 0;
+    Picked picked = pick_route(data, n, routes.prefixed, &which);
+    *need_more = picked == Picked::kNeedMore;
+    switch (picked) {
+      case Picked::kNeedMore: return nullptr;
+      case Picked::kPrefixed: return &routes.prefixed[which].route;
+      case Picked::kHttp2: return &routes.http2;
+      case Picked::kHttp1: break;
     }
-    Sniffed s = sniff(data, n);
-    if (s == Sniffed::kNeedMore) *need_more = true;
-    if (*need_more) return nullptr;
-    return s == Sniffed::kHttp2 ? &routes.http2 : &routes.http1;
+    return &routes.http1;
   }
 
   void route_if_ready(int fd) {

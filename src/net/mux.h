@@ -29,10 +29,12 @@
 // over). stop() from the owner, once or more.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -89,5 +91,29 @@ class Mux {
 // (gRPC), or something else (HTTP/1.1). Exposed for tests.
 enum class Sniffed { kNeedMore, kHttp2, kOther };
 Sniffed sniff(const char* data, size_t n);
+
+// The route the first `n` bytes of a connection pick, for the Mux and for
+// the plaintext of a TLS connection alike (tls_pump.h): the first of
+// `prefixed` (anything with a `magic` string) whose magic they start with
+// (*which: its index), else HTTP/2 for its preface, else HTTP/1.1; more
+// bytes are needed while they could still start a magic or the preface.
+enum class Picked { kNeedMore, kPrefixed, kHttp2, kHttp1 };
+template <class Prefixed>
+Picked pick_route(const char* data, size_t n, const std::vector<Prefixed>& prefixed, size_t* which) {
+  bool need_more = false;
+  for (size_t i = 0; i < prefixed.size(); ++i) {
+    const std::string& magic = prefixed[i].magic;
+    size_t m = std::min(n, magic.size());
+    if (std::string_view(data, m) != std::string_view(magic).substr(0, m)) continue;
+    if (m == magic.size()) {
+      *which = i;
+      return Picked::kPrefixed;
+    }
+    need_more = true;
+  }
+  Sniffed s = sniff(data, n);
+  if (need_more || s == Sniffed::kNeedMore) return Picked::kNeedMore;
+  return s == Sniffed::kHttp2 ? Picked::kHttp2 : Picked::kHttp1;
+}
 
 }  // namespace etcdq::net

@@ -26,13 +26,13 @@
 #include "common/thread_name.h"
 #include "net/h2_guard.h"
 #include "net/mux.h"
+#include "net/pump_inbound.h"
 #include "common/socket_address.h"
 
 namespace etcdq::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kPrefaceBytes = H2Guard::kPrefaceBytes;  // enough to route by (net/mux.h)
 constexpr uint64_t kWakeTag = 0;
 
 // Process-wide (every pump): route fd -> (owner key, CN) of the live
@@ -72,13 +72,11 @@ struct TlsPump::Impl {
     bool dialed = false;  // client side (dial()); `plain` set from the start
     Clock::time_point since;
     std::list<uint64_t>::iterator waiting;  // in handshaking, until routed
-    // TLS -> plain, and plain -> TLS; [off, len) is what is left to write.
-    std::unique_ptr<char[]> in{new char[kBufferBytes]};
+    // TLS -> plain (an HTTP/2 client's through its guard), and plain ->
+    // TLS; [out_off, out_len) is what is left to write.
+    PumpInbound in{kBufferBytes};
     std::unique_ptr<char[]> out{new char[kBufferBytes]};
-    size_t in_off = 0, in_len = 0, out_off = 0, out_len = 0;
-    // An HTTP/2 client's connection: the guard passes in[0, in_ok) on.
-    std::unique_ptr<H2Guard> guard;
-    size_t in_ok = 0;
+    size_t out_off = 0, out_len = 0;
     bool held = false;    // waiting in Worker::held for a reset token
     bool warned = false;  // its first hold was logged
     bool tls_eof = false, plain_eof = false, plain_shut = false;
@@ -241,7 +239,7 @@ struct TlsPump::Impl {
     void hold(Conn& c, Clock::time_point when) {
       if (!c.warned) {
         c.warned = true;
-        warn(c, std::string("held: ") + c.guard->why() + "; reading it only as fast as the guard allows");
+        warn(c, std::string("held: ") + c.in.guard()->why() + "; reading it only as fast as the guard allows");
       }
       if (c.held) return;
       c.held = true;
@@ -291,22 +289,20 @@ struct TlsPump::Impl {
     }
 
     // The first plaintext bytes: HTTP/2 (gRPC), a prefixed route's magic,
-    // or HTTP/1.1, as on a plain port. Null route while more is needed.
+    // or HTTP/1.1, as on a plain port (mux.h's pick_route). Null route
+    // while more is needed.
     const Route* classify(const Conn& c, bool* need_more) const {
-      *need_more = false;
-      bool maybe_prefixed = false;
-      for (const auto& p : owner->routes.prefixed) {
-        size_t n = std::min(c.in_len, p.magic.size());
-        if (std::memcmp(c.in.get(), p.magic.data(), n) != 0) continue;
-        if (n == p.magic.size()) return &p.route;
-        maybe_prefixed = true;
+      std::string_view first = c.in.first();
+      size_t which = 0;
+      Picked picked = pick_route(first.data(), first.size(), owner->routes.prefixed, &which);
+      *need_more = picked == Picked::kNeedMore;
+      switch (picked) {
+        case Picked::kNeedMore: return nullptr;
+        case Picked::kPrefixed: return &owner->routes.prefixed[which].route;
+        case Picked::kHttp2: return &owner->routes.http2;
+        case Picked::kHttp1: break;
       }
-      Sniffed s = sniff(c.in.get(), c.in_len);
-      if (maybe_prefixed || s == Sniffed::kNeedMore) {
-        *need_more = true;
-        return nullptr;
-      }
-      return s == Sniffed::kHttp2 ? &owner->routes.http2 : &owner->routes.http1;
+      return &owner->routes.http1;
     }
 
     // Handshake, then route on the first plaintext bytes, then pump.
@@ -337,21 +333,17 @@ struct TlsPump::Impl {
           bool need_more = false;
           picked = classify(c, &need_more);
           if (!need_more) break;
-          ssize_t n = wire_read(c, c.in.get() + c.in_len, kPrefaceBytes - c.in_len);
+          ssize_t n = wire_read(c, c.in.first_space(), c.in.first_room());
           if (n == kWouldBlock) return;
           if (n <= 0) {
             close_conn(c);
             return;
           }
-          c.in_len += static_cast<size_t>(n);
+          c.in.got_first(static_cast<size_t>(n));
         }
         const Route& route = *picked;
         // What an HTTP/2 client sends is checked from its preface on.
-        if (picked == &owner->routes.http2) {
-          c.guard = std::make_unique<H2Guard>(H2Guard::process_shared());
-        } else {
-          c.in_ok = c.in_len;
-        }
+        c.in.routed(picked == &owner->routes.http2 ? std::make_unique<H2Guard>(H2Guard::process_shared()) : nullptr);
         int sv[2];
         if (!route || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
           close_conn(c);
@@ -392,12 +384,10 @@ struct TlsPump::Impl {
     void pump(Conn& c) {
       for (int round = 0; round < kBurst; ++round) {
         bool progress = false;
-        if (!c.tls_eof && c.in_len == 0) {
-          ssize_t n = wire_read(c, c.in.get(), kBufferBytes);
+        if (!c.tls_eof && c.in.empty()) {
+          ssize_t n = wire_read(c, c.in.space(), c.in.capacity());
           if (n > 0) {
-            c.in_off = 0;
-            c.in_len = static_cast<size_t>(n);
-            c.in_ok = c.guard ? 0 : c.in_len;
+            c.in.got(static_cast<size_t>(n));
             progress = true;
           } else if (n == 0) {
             c.tls_eof = true;
@@ -407,29 +397,27 @@ struct TlsPump::Impl {
             return;
           }
         }
-        if (c.in_ok < c.in_len && !c.held) {
-          auto now = Clock::now();
+        if (c.in.unchecked() && !c.held) {
           Clock::time_point resume;
-          c.in_ok += c.guard->admit(c.in.get() + c.in_ok, c.in_len - c.in_ok, now, &resume);
-          if (c.guard->refused()) {
-            warn(c, std::string("closed: ") + c.guard->why());
+          PumpInbound::Verdict v = c.in.check(Clock::now(), &resume);
+          if (v == PumpInbound::Verdict::kRefused) {
+            warn(c, std::string("closed: ") + c.in.guard()->why());
             close_conn(c);
             return;
           }
-          if (c.in_ok < c.in_len) hold(c, resume);
+          if (v == PumpInbound::Verdict::kHeld) hold(c, resume);
         }
-        if (c.in_off < c.in_ok) {
-          ssize_t w = send(c.plain, c.in.get() + c.in_off, c.in_ok - c.in_off, MSG_NOSIGNAL);
+        if (std::string_view ready = c.in.sendable(); !ready.empty()) {
+          ssize_t w = send(c.plain, ready.data(), ready.size(), MSG_NOSIGNAL);
           if (w > 0) {
-            c.in_off += static_cast<size_t>(w);
-            if (c.in_off == c.in_len) c.in_off = c.in_len = c.in_ok = 0;
+            c.in.sent(static_cast<size_t>(w));
             progress = true;
           } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             close_conn(c);
             return;
           }
         }
-        if (c.tls_eof && c.in_len == 0 && !c.plain_shut) {
+        if (c.tls_eof && c.in.empty() && !c.plain_shut) {
           shutdown(c.plain, SHUT_WR);  // the server sees the client's end
           c.plain_shut = true;
         }
@@ -438,7 +426,7 @@ struct TlsPump::Impl {
           if (r > 0) {
             c.out_off = 0;
             c.out_len = static_cast<size_t>(r);
-            if (c.guard) c.guard->server_sent(c.out.get(), c.out_len, Clock::now());
+            if (c.in.guard()) c.in.guard()->server_sent(c.out.get(), c.out_len, Clock::now());
             progress = true;
           } else if (r == 0) {
             c.plain_eof = true;

@@ -1,6 +1,6 @@
 // The queue records (queue/book.h) rebuilt from the message keys of a
 // data dir that has keys only: one restored from an etcd snapshot file
-// (server/etcd_restore.h), whether etcd or etcdq saved it. A snapshot file
+// (etcd_snapshot/restore.h), whether etcd or etcdq saved it. A snapshot file
 // carries etcd's buckets, not the book's records, and without them a
 // restored message is a plain key no consumer gets, and the queue's next
 // produce reuses idx 1.

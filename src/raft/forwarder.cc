@@ -157,9 +157,11 @@ void Forwarder::configuration(const std::string& target, Timeout timeout,
   });
 }
 
-void Forwarder::queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req) {
+void Forwarder::report(const std::string& target, const google::protobuf::Message& report) {
+  const auto* req = dynamic_cast<const peer::QueueConsumersRequest*>(&report);
+  if (req == nullptr) return;
   auto* c = new Call<peer::QueueConsumersRequest, peer::QueueConsumersResponse>();
-  c->req = req;
+  c->req = *req;
   c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   auto stub = peer::Peer::NewStub(channel(target));
   stub->async()->QueueConsumers(&c->ctx, &c->req, &c->resp, [c](grpc::Status) { delete c; });

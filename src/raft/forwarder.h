@@ -66,8 +66,11 @@ class Forwarder {
   // future revision, passed on as is) or the answer.
   void hash_kv(const std::string& target, int64_t revision, uint64_t cluster_id, Timeout timeout,
                std::function<void(Error, const peer::HashKVResponse&)> done);
-  // Fire and forget: this member's queue consumers, to the leader.
-  void queue_consumers(const std::string& target, const peer::QueueConsumersRequest& req);
+  // Fire and forget: a key-space plug-in's report to `target`
+  // (keyspace/kind.h, MemberServices::report), over the peer RPC of its
+  // message type (Peer.QueueConsumers for a QueueConsumersRequest); a type
+  // without one is dropped.
+  void report(const std::string& target, const google::protobuf::Message& report);
   // Blocks until the whole state at `index` or later arrived (`fn` called
   // for each chunk in order), `fn` fails, or the transfer fails (also when
   // no chunk came for kInactivityLimit).

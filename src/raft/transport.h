@@ -40,7 +40,7 @@
 // hello within the handshake timeout is closed. A connect that has not
 // written its hello within the connect timeout fails (libraft retries).
 //
-// Peer TLS (https:// peer URLs, cli/peer_tls.h): the peer URL's listener
+// Peer TLS (https:// peer URLs, host/tls.h): the peer URL's listener
 // is a net::TlsListener: only TLS records are taken, and net/tls_pump.h
 // terminates them with a net::TlsContext built from the --peer-* flags,
 // verifies the member's certificate (peer CA, allowed CN or host name),

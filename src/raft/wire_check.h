@@ -64,6 +64,10 @@ public:
   const std::string &error() const { return error_; }
   // Complete messages seen.
   uint64_t messages() const { return messages_; }
+  // Bytes held to be checked whole (a preamble, a header, a configuration
+  // entry): at most an AppendEntries header of kMaxEntries (48 bytes and
+  // 16 an entry) or an InstallSnapshot's (56 and kMaxConfigurationBytes).
+  size_t buffered() const { return buf_.size(); }
 
 private:
   bool fail(std::string why);

@@ -4,6 +4,8 @@
 #include <thread>
 #include <utility>
 
+#include "member/reads.h"
+
 namespace etcdq::server {
 namespace {
 
@@ -15,16 +17,10 @@ using apply::Command;
 template <typename Resp>
 void propose_management(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor,
                         Command cmd, Resp* resp, std::function<void()> after = {}) {
-  if (refuse_call(*ctx, c, reactor)) return;
   auth::Caller caller;
   if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
   member::stamp(&cmd, caller);
-  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor, after = std::move(after)](apply::Result&& r) {
-    if (r.error) return finish(reactor, r.error);
-    if (after) after();
-    ctx->fill_header(resp->mutable_header());
-    finish(reactor, {});
-  });
+  propose_and_answer(ctx, std::move(cmd), resp, reactor, std::move(after));
 }
 
 // A management call whose request is the command as it is (Command's
@@ -42,10 +38,9 @@ grpc::ServerUnaryReactor* propose_request(Context* ctx, grpc::CallbackServerCont
 // Serves an auth read after the read barrier, with the caller known.
 template <typename Read>
 void serve_auth_read(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor, Read read) {
-  if (refuse_call(*ctx, c, reactor)) return;
   auth::Caller caller;
   if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
-  ctx->node->read_barrier([reactor, read, caller = std::move(caller)](Error e) {
+  member::when_readable(*ctx, member::ReadMode::kLinearizable, [reactor, read, caller = std::move(caller)](Error e) {
     if (e) return finish(reactor, e);
     finish(reactor, read(caller));
   });
@@ -53,24 +48,24 @@ void serve_auth_read(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerU
 
 }  // namespace
 
-AuthService::AuthService(Context* ctx) : ctx_(ctx) {
-  strict_parsing("AuthEnable", &AuthService::AuthEnable, {});
-  strict_parsing("AuthDisable", &AuthService::AuthDisable, {});
-  strict_parsing("AuthStatus", &AuthService::AuthStatus, {});
-  strict_parsing("Authenticate", &AuthService::Authenticate, {});
-  strict_parsing("UserAdd", &AuthService::UserAdd, {});
-  strict_parsing("UserGet", &AuthService::UserGet, {});
-  strict_parsing("UserList", &AuthService::UserList, {});
-  strict_parsing("UserDelete", &AuthService::UserDelete, {});
-  strict_parsing("UserChangePassword", &AuthService::UserChangePassword, {});
-  strict_parsing("UserGrantRole", &AuthService::UserGrantRole, {});
-  strict_parsing("UserRevokeRole", &AuthService::UserRevokeRole, {});
-  strict_parsing("RoleAdd", &AuthService::RoleAdd, {});
-  strict_parsing("RoleGet", &AuthService::RoleGet, {});
-  strict_parsing("RoleList", &AuthService::RoleList, {});
-  strict_parsing("RoleDelete", &AuthService::RoleDelete, {});
-  strict_parsing("RoleGrantPermission", &AuthService::RoleGrantPermission, {});
-  strict_parsing("RoleRevokePermission", &AuthService::RoleRevokePermission, {});
+AuthService::AuthService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
+  unary("AuthEnable", &AuthService::AuthEnable, {});
+  unary("AuthDisable", &AuthService::AuthDisable, {});
+  unary("AuthStatus", &AuthService::AuthStatus, {});
+  unary("Authenticate", &AuthService::Authenticate, {});
+  unary("UserAdd", &AuthService::UserAdd, {});
+  unary("UserGet", &AuthService::UserGet, {});
+  unary("UserList", &AuthService::UserList, {});
+  unary("UserDelete", &AuthService::UserDelete, {});
+  unary("UserChangePassword", &AuthService::UserChangePassword, {});
+  unary("UserGrantRole", &AuthService::UserGrantRole, {});
+  unary("UserRevokeRole", &AuthService::UserRevokeRole, {});
+  unary("RoleAdd", &AuthService::RoleAdd, {});
+  unary("RoleGet", &AuthService::RoleGet, {});
+  unary("RoleList", &AuthService::RoleList, {});
+  unary("RoleDelete", &AuthService::RoleDelete, {});
+  unary("RoleGrantPermission", &AuthService::RoleGrantPermission, {});
+  unary("RoleRevokePermission", &AuthService::RoleRevokePermission, {});
 }
 
 grpc::ServerUnaryReactor* AuthService::AuthEnable(grpc::CallbackServerContext* c, const etcdserverpb::AuthEnableRequest*,
@@ -99,9 +94,8 @@ grpc::ServerUnaryReactor* AuthService::AuthDisable(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* AuthService::AuthStatus(grpc::CallbackServerContext* c, const etcdserverpb::AuthStatusRequest*,
                                                   etcdserverpb::AuthStatusResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
-  ctx->node->read_barrier([ctx, resp, reactor](Error e) {
+  member::when_readable(*ctx, member::ReadMode::kLinearizable, [ctx, resp, reactor](Error e) {
     if (e) return finish(reactor, e);
     resp->set_enabled(ctx->auth->enabled());
     resp->set_authrevision(ctx->auth->revision());
@@ -115,7 +109,6 @@ grpc::ServerUnaryReactor* AuthService::Authenticate(grpc::CallbackServerContext*
                                                     const etcdserverpb::AuthenticateRequest* req,
                                                     etcdserverpb::AuthenticateResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   run_bcrypt(reactor, [ctx, req, resp, reactor] {
     std::string token;

@@ -25,11 +25,11 @@
 #include "common/executor.h"
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
-class AuthService final : public StrictParsing<etcdserverpb::Auth> {
+class AuthService final : public RuledService<etcdserverpb::Auth> {
  public:
   explicit AuthService(Context* ctx);
 

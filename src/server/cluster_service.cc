@@ -65,7 +65,6 @@ grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerCo
     finish(reactor, e);
     return reactor;
   }
-  if (refuse_call(*ctx, c, reactor)) return reactor;
   if (forward_membership<Fwd>(ctx, reactor, req, resp, who, call)) return reactor;
   op(ctx, *req, resp, [reactor](Error e) { finish(reactor, e); });
   return reactor;
@@ -96,7 +95,6 @@ grpc::ServerUnaryReactor* ClusterService::MemberList(grpc::CallbackServerContext
                                                      const etcdserverpb::MemberListRequest*,
                                                      etcdserverpb::MemberListResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   list_members(*ctx_, resp->mutable_members());
   ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
   finish(reactor, {});
@@ -141,7 +139,6 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
     finish(reactor, e);
     return reactor;
   }
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   PeerUrls peer;
   if (Error e = parse_peer_urls({req->peerurls().begin(), req->peerurls().end()}, &peer)) {
     finish(reactor, e);
@@ -184,7 +181,6 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
     finish(reactor, e);
     return reactor;
   }
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   PeerUrls peer;
   if (Error e = parse_peer_urls({req->peerurls().begin(), req->peerurls().end()}, &peer)) {
     finish(reactor, e);

@@ -19,18 +19,18 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
-class ClusterService final : public StrictParsing<etcdserverpb::Cluster> {
+class ClusterService final : public RuledService<etcdserverpb::Cluster> {
  public:
-  explicit ClusterService(Context* ctx) : ctx_(ctx) {
-    strict_parsing("MemberAdd", &ClusterService::MemberAdd, {});
-    strict_parsing("MemberRemove", &ClusterService::MemberRemove, {});
-    strict_parsing("MemberUpdate", &ClusterService::MemberUpdate, {});
-    strict_parsing("MemberList", &ClusterService::MemberList, {});
-    strict_parsing("MemberPromote", &ClusterService::MemberPromote, {});
+  explicit ClusterService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
+    unary("MemberAdd", &ClusterService::MemberAdd, {});
+    unary("MemberRemove", &ClusterService::MemberRemove, {});
+    unary("MemberUpdate", &ClusterService::MemberUpdate, {});
+    unary("MemberList", &ClusterService::MemberList, {});
+    unary("MemberPromote", &ClusterService::MemberPromote, {});
   }
   grpc::ServerUnaryReactor* MemberList(grpc::CallbackServerContext* c, const etcdserverpb::MemberListRequest* req,
                                        etcdserverpb::MemberListResponse* resp) override;

@@ -9,6 +9,7 @@
 #include "auth/request_checks.h"
 #include "member/auth.h"
 #include "member/context.h"
+#include "member/answers.h"
 #include "member/pipeline.h"
 
 namespace etcdq::server {
@@ -17,16 +18,6 @@ using member::Context;
 using member::Limits;
 
 grpc::Status to_grpc(const Error& e);
-
-// etcd's unary interceptor (api/v3rpc/interceptor.go), run first by every
-// call but Status: a learner answers only Status and serializable Range
-// (`learner_ok`), everything else fails with
-// errors::not_supported_for_learner(); a call whose metadata carries
-// "hasleader: true" (clientv3.WithRequireLeader) fails with
-// errors::no_leader() while this member knows no leader. True when the
-// call was finished here.
-bool refuse_call(const Context& ctx, grpc::CallbackServerContext* call, grpc::ServerUnaryReactor* reactor,
-                 bool learner_ok = false);
 
 // What a call presents to say who makes it: the token in its "token"
 // metadata, as etcd's clients send it, or in "authorization" (the JSON
@@ -78,15 +69,21 @@ bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc:
 Error check_read_write(const Context* ctx, const grpc::ServerContextBase* call, std::string_view key,
                        std::string_view range_end);
 
-// A stream refused before it started (a learner's Watch or LeaseKeepAlive).
-template <typename Req, typename Resp>
-class RefusedStream final : public grpc::ServerBidiReactor<Req, Resp> {
- public:
-  explicit RefusedStream(const grpc::Status& s) { this->Finish(s); }
-  void OnDone() override { delete this; }
-};
-
 // Finishes a unary call with `e`, or OK.
 inline void finish(grpc::ServerUnaryReactor* r, const Error& e) { r->Finish(to_grpc(e)); }
+
+// Proposes `cmd` (member/answers.h) and answers the unary call with apply's
+// Resp in `resp`, or the error. `after` runs on success, before the answer.
+template <class Resp>
+void propose_and_answer(Context* ctx, apply::Command cmd, Resp* resp, grpc::ServerUnaryReactor* reactor,
+                        std::function<void()> after = {}) {
+  member::propose_for<Resp>(*ctx, std::move(cmd),
+                            [resp, reactor, after = std::move(after)](member::Answer<Resp>&& a) {
+                              if (a.error) return finish(reactor, a.error);
+                              if (after) after();
+                              resp->Swap(&a.response);
+                              finish(reactor, {});
+                            });
+}
 
 }  // namespace etcdq::server

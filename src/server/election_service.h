@@ -8,21 +8,24 @@
 //   Observe streams the leader's key-value at each change; Resign deletes
 //   the caller's key if it still leads.
 // Error codes are etcd's: these errors are plain ones there, so Unknown.
+// Like every client service, its calls (Observe too) pass etcd's
+// interceptor rules first (server/call_rules.h: learner, "hasleader").
 #pragma once
 
 #include "etcd/api/v3election/v3election.grpc.pb.h"
 #include "server/local_client.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
-class ElectionService final : public StrictParsing<v3electionpb::Election> {
+class ElectionService final : public RuledService<v3electionpb::Election> {
  public:
-  explicit ElectionService(LocalClient* client) : client_(client) {
-    strict_parsing("Campaign", &ElectionService::Campaign, {});
-    strict_parsing("Proclaim", &ElectionService::Proclaim, {});
-    strict_parsing("Leader", &ElectionService::Leader, {});
-    strict_parsing("Resign", &ElectionService::Resign, {});
+  explicit ElectionService(LocalClient* client) : RuledService(client->context()), client_(client) {
+    unary("Campaign", &ElectionService::Campaign, {});
+    unary("Proclaim", &ElectionService::Proclaim, {});
+    unary("Leader", &ElectionService::Leader, {});
+    unary("Resign", &ElectionService::Resign, {});
+    server_stream("Observe", &ElectionService::Observe);
   }
 
   grpc::ServerUnaryReactor* Campaign(grpc::CallbackServerContext* c, const v3electionpb::CampaignRequest* req,

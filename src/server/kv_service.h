@@ -1,25 +1,26 @@
 // etcd's KV service (Range, Put, DeleteRange, Txn, Compact) on the gRPC
-// callback API: no thread waits for a proposal. Writes are validated here
-// (etcd's v3rpc/key.go checks), proposed, and answered from the apply
-// result; reads are served from the newest published view once the read
-// barrier allows (serializable reads at once).
+// callback API: no thread waits for a proposal. Writes are proposed through
+// the member's pipeline (member/pipeline.h checks them) and answered from
+// the apply result (member/answers.h); Range and read-only Txns take the
+// member's read path (member/reads.h: serializable at once, linearizable
+// after the read barrier).
 #pragma once
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
-class KvService final : public StrictParsing<etcdserverpb::KV> {
+class KvService final : public RuledService<etcdserverpb::KV> {
  public:
-  explicit KvService(Context* ctx) : ctx_(ctx) {
+  explicit KvService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
     ParseLimits l = parse_limits(ctx->limits.max_txn_ops);
-    strict_parsing("Range", &KvService::Range, l);
-    strict_parsing("Put", &KvService::Put, l);
-    strict_parsing("DeleteRange", &KvService::DeleteRange, l);
-    strict_parsing("Txn", &KvService::Txn, l);
-    strict_parsing("Compact", &KvService::Compact, l);
+    unary("Range", &KvService::Range, l);
+    unary("Put", &KvService::Put, l);
+    unary("DeleteRange", &KvService::DeleteRange, l);
+    unary("Txn", &KvService::Txn, l);
+    unary("Compact", &KvService::Compact, l);
   }
 
   grpc::ServerUnaryReactor* Range(grpc::CallbackServerContext* c, const etcdserverpb::RangeRequest* req,

@@ -83,11 +83,12 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
 
 }  // namespace
 
-LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : ctx_(ctx), lessor_(lessor) {
-  strict_parsing("LeaseGrant", &LeaseService::LeaseGrant, {});
-  strict_parsing("LeaseRevoke", &LeaseService::LeaseRevoke, {});
-  strict_parsing("LeaseTimeToLive", &LeaseService::LeaseTimeToLive, {});
-  strict_parsing("LeaseLeases", &LeaseService::LeaseLeases, {});
+LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : RuledService(ctx), ctx_(ctx), lessor_(lessor) {
+  unary("LeaseGrant", &LeaseService::LeaseGrant, {});
+  unary("LeaseRevoke", &LeaseService::LeaseRevoke, {});
+  unary("LeaseTimeToLive", &LeaseService::LeaseTimeToLive, {});
+  unary("LeaseLeases", &LeaseService::LeaseLeases, {});
+  bidi("LeaseKeepAlive", &LeaseService::LeaseKeepAlive);
 }
 
 int64_t LeaseService::next_lease_id() {
@@ -101,7 +102,6 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
                                                    const etcdserverpb::LeaseGrantRequest* req,
                                                    etcdserverpb::LeaseGrantResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (req->ttl() > lease::kMaxLeaseTtlSeconds) {
     finish(reactor, errors::lease_ttl_too_large());
     return reactor;
@@ -110,13 +110,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* 
   *cmd.mutable_lease_grant() = *req;
   if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
   if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
-  Context* ctx = ctx_;
-  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
-    if (r.error) return finish(reactor, r.error);
-    if (auto* out = std::get_if<etcdserverpb::LeaseGrantResponse>(&r.response)) resp->Swap(out);
-    ctx->fill_header(resp->mutable_header());
-    finish(reactor, {});
-  });
+  propose_and_answer(ctx_, std::move(cmd), resp, reactor);
   return reactor;
 }
 
@@ -124,26 +118,15 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
                                                     const etcdserverpb::LeaseRevokeRequest* req,
                                                     etcdserverpb::LeaseRevokeResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   apply::Command cmd;
   *cmd.mutable_lease_revoke() = *req;
   if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
-  Context* ctx = ctx_;
-  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
-    if (r.error) return finish(reactor, r.error);
-    if (auto* out = std::get_if<etcdserverpb::LeaseRevokeResponse>(&r.response)) resp->Swap(out);
-    ctx->fill_header(resp->mutable_header());
-    finish(reactor, {});
-  });
+  propose_and_answer(ctx_, std::move(cmd), resp, reactor);
   return reactor;
 }
 
 grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
     grpc::CallbackServerContext* c) {
-  if (ctx_->node->progress().is_learner) {
-    return new RefusedStream<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
-        to_grpc(errors::not_supported_for_learner()));
-  }
   return new KeepAliveStream(ctx_, c, lessor_);
 }
 
@@ -168,7 +151,6 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                                                         const etcdserverpb::LeaseTimeToLiveRequest* req,
                                                         etcdserverpb::LeaseTimeToLiveResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   // Checked here, on the member the client called (it has the token); a
   // follower passes the checked user on (server/forwarded_calls.h).
   Context* cx = ctx_;
@@ -200,7 +182,6 @@ grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext*
                                                     const etcdserverpb::LeaseLeasesRequest*,
                                                     etcdserverpb::LeaseLeasesResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* cx = ctx_;
   if (Error e = check_caller(ctx_, c, [cx](const auth::Caller& who) { return member::require_user(*cx, who); })) {
     finish(reactor, e);

@@ -12,11 +12,11 @@
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "lease/lessor.h"
 #include "server/context.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
-class LeaseService final : public StrictParsing<etcdserverpb::Lease> {
+class LeaseService final : public RuledService<etcdserverpb::Lease> {
  public:
   LeaseService(Context* ctx, lease::Lessor* lessor);
 

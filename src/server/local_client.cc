@@ -1,11 +1,11 @@
 #include "server/local_client.h"
 
-#include "member/pipeline.h"
-
 #include <atomic>
+#include <memory>
 
-#include "apply/kv.h"
 #include "apply/validate.h"
+#include "member/answers.h"
+#include "member/reads.h"
 
 namespace etcdq::server {
 namespace {
@@ -58,21 +58,31 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
 
 template <typename Resp>
 void propose(LocalClient* c, apply::Command cmd, LocalClient::Done<Resp> done) {
-  Context* ctx = c->context();
   // The Lock and Election services checked their caller's permission over
   // every key the recipe touches on entry (server/context.h,
   // check_read_write): the recipe's own commands are internal.
   cmd.set_internal(true);
   // Through the proposal pipeline like every client write (its checks
   // include the quota that the recipes' puts are subject to, as in etcd).
-  member::propose(*ctx, std::move(cmd), [c, ctx, done](apply::Result&& r) {
-    Resp resp;
-    if (!r.error) {
-      if (auto* out = std::get_if<Resp>(&r.response)) resp.Swap(out);
-      ctx->fill_header(resp.mutable_header());
-    }
-    c->post([done, e = r.error, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });
+  member::propose_for<Resp>(*c->context(), std::move(cmd), [c, done](member::Answer<Resp>&& a) {
+    c->post([done, a = std::move(a)]() mutable { done(a.error, std::move(a.response)); });
   });
+}
+
+// A read for a recipe: linearizable, as clientv3's default; `done` on the
+// client's executor.
+template <typename Req, typename Resp>
+void read(LocalClient* c, Req req,
+          void (*serve)(member::Context&, member::ReadMode, const Req*, Resp*, std::function<Error()>,
+                        std::function<void(Error)>),
+          LocalClient::Done<Resp> done) {
+  auto shared = std::make_shared<Req>(std::move(req));
+  auto resp = std::make_shared<Resp>();
+  serve(*c->context(), member::ReadMode::kLinearizable, shared.get(), resp.get(), {},
+        [c, shared, resp, done](Error e) {
+          if (e) resp->Clear();
+          c->post([done, e, resp] { done(e, std::move(*resp)); });
+        });
 }
 
 }  // namespace
@@ -89,17 +99,8 @@ void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnRespon
     return;
   }
   if (apply::txn_is_read_only(req)) {
-    auto shared = std::make_shared<etcdserverpb::TxnRequest>(std::move(req));
-    ctx_->node->read_barrier([this, shared, done](Error e) {
-      etcdserverpb::TxnResponse resp;
-      if (!e) {
-        auto view = ctx_->store->view();
-        apply::ViewState s(*view, *ctx_->keys);
-        e = apply::txn(s, *shared, apply::Env{[](int64_t) { return false; }}, &resp);
-        if (!e) ctx_->fill_header(resp.mutable_header());
-      }
-      post([done, e, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });
-    });
+    read<etcdserverpb::TxnRequest, etcdserverpb::TxnResponse>(this, std::move(req), &member::read_txn,
+                                                                std::move(done));
     return;
   }
   apply::Command cmd;
@@ -108,17 +109,7 @@ void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnRespon
 }
 
 void LocalClient::range(etcdserverpb::RangeRequest req, Done<etcdserverpb::RangeResponse> done) {
-  auto shared = std::make_shared<etcdserverpb::RangeRequest>(std::move(req));
-  ctx_->node->read_barrier([this, shared, done](Error e) {
-    etcdserverpb::RangeResponse resp;
-    if (!e) {
-      auto view = ctx_->store->view();
-      apply::ViewState s(*view, *ctx_->keys);
-      e = apply::range(s, *shared, &resp);
-      if (!e) ctx_->fill_header(resp.mutable_header());
-    }
-    post([done, e, resp = std::move(resp)]() mutable { done(e, std::move(resp)); });
-  });
+  read<etcdserverpb::RangeRequest, etcdserverpb::RangeResponse>(this, std::move(req), &member::range, std::move(done));
 }
 
 void LocalClient::del(std::string key, Done<etcdserverpb::DeleteRangeResponse> done) {

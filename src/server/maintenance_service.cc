@@ -17,9 +17,24 @@
 #include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
 #include "server/downgrade.h"
-#include "server/etcd_snapshot.h"
+#include "etcd_snapshot/writer.h"
+#include "server/cluster_service.h"
 
 namespace etcdq::server {
+namespace {
+
+// The member's tables a snapshot holds beside the view
+// (etcd_snapshot/writer.h), read now.
+etcd_snapshot::Tables snapshot_tables(const Context& ctx) {
+  etcd_snapshot::Tables t;
+  t.alarms = ctx.alarms->list(0, etcdserverpb::NONE);
+  google::protobuf::RepeatedPtrField<etcdserverpb::Member> members;
+  list_members(ctx, &members);
+  t.members.assign(members.begin(), members.end());
+  return t;
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::StatusRequest*,
@@ -61,7 +76,6 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
                                                     const etcdserverpb::AlarmRequest* req,
                                                     etcdserverpb::AlarmResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   Context* ctx = ctx_;
   // etcd's authMaintenanceServer: GET needs a user, changes the root role
   // (checked again at apply, as the command's).
@@ -83,12 +97,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   apply::Command cmd;
   *cmd.mutable_alarm() = *req;
   if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
-  member::propose(*ctx, std::move(cmd), [ctx, resp, reactor](apply::Result&& r) {
-    if (r.error) return finish(reactor, r.error);
-    if (auto* out = std::get_if<etcdserverpb::AlarmResponse>(&r.response)) resp->Swap(out);
-    ctx->fill_header(resp->mutable_header());
-    finish(reactor, {});
-  });
+  propose_and_answer(ctx, std::move(cmd), resp, reactor);
   return reactor;
 }
 
@@ -96,7 +105,6 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
                                                          const etcdserverpb::DefragmentRequest*,
                                                          etcdserverpb::DefragmentResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -114,7 +122,6 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
                                                          const etcdserverpb::MoveLeaderRequest* req,
                                                          etcdserverpb::MoveLeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -163,7 +170,6 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
                                                      const etcdserverpb::HashKVRequest* req,
                                                      etcdserverpb::HashKVResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -195,7 +201,6 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* c, const etcdserverpb::HashRequest*,
                                                    etcdserverpb::HashResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
@@ -209,7 +214,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
   std::thread([ctx, reactor, resp, slot] {
     auto view = ctx->store->view();
     uint32_t hash = 0;
-    if (Error e = etcd_hash(*ctx, *view, &hash)) return finish(reactor, e);
+    if (Error e = etcd_snapshot::etcd_hash(snapshot_tables(*ctx), *view, &hash)) return finish(reactor, e);
     resp->set_hash(hash);
     resp->mutable_header()->set_revision(view->revision());
     ctx->fill_header(resp->mutable_header());
@@ -222,7 +227,6 @@ grpc::ServerUnaryReactor* MaintenanceService::Downgrade(grpc::CallbackServerCont
                                                         const etcdserverpb::DowngradeRequest* req,
                                                         etcdserverpb::DowngradeResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (refuse_call(*ctx_, c, reactor)) return reactor;
   // etcd's authMaintenanceServer: root only.
   if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
@@ -272,7 +276,7 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
   grpc::Status stream_file() {
     auto view = ctx_->store->view();
     auto start = std::chrono::steady_clock::now();
-    if (Error e = write_etcd_snapshot(*ctx_, *view, path_)) return to_grpc(e);
+    if (Error e = etcd_snapshot::write_etcd_snapshot(snapshot_tables(*ctx_), *view, path_)) return to_grpc(e);
     view.reset();  // the file holds it now; let RocksDB drop what it pinned
     std::ifstream in(path_, std::ios::binary);
     std::error_code ec;

@@ -3,8 +3,8 @@
 // (RocksDB compacts its files in the background; nothing stops meanwhile).
 // MoveLeader (on the leader: libraft's leadership transfer). HashKV and
 // Hash as etcd 3.4 computes them, over the state in etcd's layout
-// (mvcc/etcd_keys.h, server/etcd_snapshot.h). Snapshot streams etcd's
-// snapshot file (server/etcd_snapshot.h) as etcd 3.4 does
+// (mvcc/etcd_keys.h, etcd_snapshot/writer.h). Snapshot streams etcd's
+// snapshot file (etcd_snapshot/writer.h) as etcd 3.4 does
 // (etcdserver/api/v3rpc/maintenance.go): SnapshotResponse chunks of 32 KiB
 // with the bytes still to come, then one chunk with the sha256 of the
 // database (remaining_bytes 0). The file is built first, from one read
@@ -20,7 +20,7 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "server/context.h"
-#include "server/request_parsing.h"
+#include "server/ruled_service.h"
 
 namespace etcdq::server {
 
@@ -35,16 +35,18 @@ namespace etcdq::server {
 // cluster version derives from it too (server/downgrade.h).
 inline constexpr const char* kEtcdApiVersion = "3.6.0";
 
-class MaintenanceService final : public StrictParsing<etcdserverpb::Maintenance> {
+class MaintenanceService final : public RuledService<etcdserverpb::Maintenance> {
  public:
-  explicit MaintenanceService(Context* ctx) : ctx_(ctx) {
-    strict_parsing("Alarm", &MaintenanceService::Alarm, {});
-    strict_parsing("Status", &MaintenanceService::Status, {});
-    strict_parsing("Defragment", &MaintenanceService::Defragment, {});
-    strict_parsing("HashKV", &MaintenanceService::HashKV, {});
-    strict_parsing("MoveLeader", &MaintenanceService::MoveLeader, {});
-    strict_parsing("Hash", &MaintenanceService::Hash, {});
-    strict_parsing("Downgrade", &MaintenanceService::Downgrade, {});
+  explicit MaintenanceService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
+    unary("Alarm", &MaintenanceService::Alarm, {});
+    unary("Status", &MaintenanceService::Status, {});
+    unary("Defragment", &MaintenanceService::Defragment, {});
+    unary("HashKV", &MaintenanceService::HashKV, {});
+    unary("MoveLeader", &MaintenanceService::MoveLeader, {});
+    unary("Hash", &MaintenanceService::Hash, {});
+    unary("Downgrade", &MaintenanceService::Downgrade, {});
+    // etcd 3.6 lets a learner stream a snapshot (interceptor.go, snapshotMethod).
+    server_stream("Snapshot", &MaintenanceService::Snapshot, /*learner_ok=*/true);
     remove_leftover_snapshots();
   }
 

@@ -304,12 +304,9 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
                                                       const peer::QueueConsumersRequest* req,
                                                       peer::QueueConsumersResponse*) {
   auto* reactor = c->DefaultReactor();
-  // Only members' reports count (the scheduler bounds their size).
-  if (ctx_->queue_scheduler && is_member(req->member())) {
-    std::vector<queue::ConsumerRef> consumers;
-    for (const auto& r : req->consumers()) consumers.push_back({r.queue(), r.instance(), r.name()});
-    ctx_->queue_scheduler->reported(req->member(), req->report(), req->part(), req->parts(), std::move(consumers));
-  }
+  // Only members' reports count; the key-space plug-in they are for takes
+  // them (keyspace/kind.h, peer_report).
+  if (ctx_->plugins && is_member(req->member())) ctx_->plugins->peer_report(req->member(), *req);
   finish(reactor, {});
   return reactor;
 }

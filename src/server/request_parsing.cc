@@ -148,8 +148,16 @@ int service_method_index(std::string_view service, std::string_view method) {
   return m == nullptr ? -1 : m->index();
 }
 
+std::vector<std::string> service_method_names(std::string_view service) {
+  std::vector<std::string> out;
+  const auto* s = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(std::string(service));
+  if (s == nullptr) return out;
+  for (int i = 0; i < s->method_count(); ++i) out.push_back(s->method(i)->name());
+  return out;
+}
+
 void abort_bad_service_method(std::string_view service, std::string_view method) {
-  spdlog::critical("bug: {}/{} is not a unary method with those types", service, method);
+  spdlog::critical("bug: {}/{} is not a method of that kind with those types", service, method);
   std::abort();
 }
 

@@ -18,8 +18,8 @@
 //  - any other request that does not parse gets INTERNAL with etcd's form
 //    of the message (the reason is a best guess at gogoproto's words).
 //
-// Services call strict_parsing() for each unary method in their
-// constructor. Thread-safety: handlers are immutable once the server runs.
+// Services install each unary method through ruled_service.h, which
+// uses UnaryHandler. Thread-safety: handlers are immutable once the server runs.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -27,7 +27,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "apply/validate.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
@@ -107,48 +109,11 @@ class UnaryHandler final : public grpc::internal::MethodHandler {
   grpc::internal::CallbackUnaryHandler<Req, Resp> inner_;
 };
 
-// Mixed into a service: replaces the generated handler of each unary method
-// named with strict_parsing(), from the service's constructor.
-// `Grpc` is the generated service class (etcdserverpb::KV, ...).
-template <class Grpc>
-class StrictParsing : public Grpc::CallbackService {
- protected:
-  // `name` is the method's name in the .proto; aborts at start-up if it is
-  // not a unary method of this service taking Req and answering Resp.
-  template <class Self, class Req, class Resp>
-  void strict_parsing(std::string_view name,
-                      grpc::ServerUnaryReactor* (Self::*method)(grpc::CallbackServerContext*, const Req*, Resp*),
-                      ParseLimits limits) {
-    int index = method_index(Grpc::service_full_name(), name);
-    using Generated = grpc::internal::CallbackUnaryHandler<Req, Resp>;
-    if (index < 0 || dynamic_cast<Generated*>(this->GetHandler(index)) == nullptr) {
-      abort_bad_method(Grpc::service_full_name(), name);
-    }
-    Self* self = static_cast<Self*>(this);
-    this->MarkMethodCallback(index, new UnaryHandler<Req, Resp>(
-                                        [self, method](grpc::CallbackServerContext* c, const Req* req, Resp* resp) {
-                                          return (self->*method)(c, req, resp);
-                                        },
-                                        limits));
-  }
-
- private:
-  static int method_index(std::string_view service, std::string_view method);
-  [[noreturn]] static void abort_bad_method(std::string_view service, std::string_view method);
-};
-
 // The position of `method` in `service` of the generated descriptor pool
 // (gRPC registers methods in that order), or -1.
 int service_method_index(std::string_view service, std::string_view method);
+// The methods of `service` ("etcdserverpb.KV") in that order.
+std::vector<std::string> service_method_names(std::string_view service);
 [[noreturn]] void abort_bad_service_method(std::string_view service, std::string_view method);
-
-template <class G>
-int StrictParsing<G>::method_index(std::string_view service, std::string_view method) {
-  return service_method_index(service, method);
-}
-template <class G>
-void StrictParsing<G>::abort_bad_method(std::string_view service, std::string_view method) {
-  abort_bad_service_method(service, method);
-}
 
 }  // namespace etcdq::server

@@ -21,9 +21,9 @@ namespace etcdq::server {
 // Streams one HTTP/2 connection may have open at once, client and peer
 // servers alike (SETTINGS_MAX_CONCURRENT_STREAMS; clients queue calls past
 // it). etcd leaves it unbounded (math.MaxUint32); here each open stream is
-// a gRPC call of about 15 KB, so 100k streams opened and left waiting on
-// one connection grew a member by 2 GB. Streams a client reset do not
-// count: net/h2_guard.h paces those.
+// a gRPC call that holds memory, so streams opened and left waiting on one
+// connection grew a member by gigabytes (bench/RESULTS.md, "Measurements moved from headers"). Streams a
+// client reset do not count: net/h2_guard.h paces those.
 constexpr int kMaxConcurrentStreams = 4096;
 
 class ClientServer {

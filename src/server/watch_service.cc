@@ -11,7 +11,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/memory.h"
-#include "server/answer_gate.h"
 #include "server/watch_wire.h"
 
 namespace etcdq::server {
@@ -143,7 +142,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     // Also here: a create that ran beside close() or shutdown() may have
     // added its watch after they emptied the hub of this stream.
     ctx_->store->watch_hub().remove_all(this);
-    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    if (ctx_->plugins) ctx_->plugins->stream_closed(this);
     track_->close();  // nothing more is written here
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -376,7 +375,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // then: the write or Finish it names is reserved for it).
   Action shutdown() {
     ctx_->store->watch_hub().remove_all(this);
-    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    if (ctx_->plugins) ctx_->plugins->stream_closed(this);
     track_->close();  // its queue is dropped below
     std::lock_guard<std::mutex> lock(mu_);
     watchers_.clear();
@@ -479,9 +478,9 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     }
     perform(a);
     if (!added) return;
-    // A queue consumer (QUEUES.md) gets the messages the leader assigns it,
-    // not the changes of its key.
-    if (!ctx_->queue_host || !ctx_->queue_host->watch_created(this, id, c.key(), c.range_end())) {
+    // A key-space plug-in may take the watch (a queue consumer gets the
+    // messages the leader assigns it, not the changes of its key).
+    if (!ctx_->plugins || !ctx_->plugins->watch_created(this, id, c.key(), c.range_end())) {
       hub.add(this, id, spec);
     }
   }
@@ -489,7 +488,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void cancel(int64_t id) {
     auto& hub = ctx_->store->watch_hub();
     bool existed = hub.remove(this, id);
-    if (ctx_->queue_host && ctx_->queue_host->remove(this, id)) existed = true;
+    if (ctx_->plugins && ctx_->plugins->watch_canceled(this, id)) existed = true;
     WatchResponse r;
     r.set_watch_id(id);
     r.set_canceled(true);
@@ -643,7 +642,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   void close(grpc::Status s) {
     ctx_->store->watch_hub().remove_all(this);
-    if (ctx_->queue_host) ctx_->queue_host->remove_all(this);
+    if (ctx_->plugins) ctx_->plugins->stream_closed(this);
     Action a;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -709,13 +708,11 @@ bool WatchService::takes(size_t held, bool empty, size_t bytes, bool one_revisio
 }
 
 WatchService::WatchService(Context* ctx, std::chrono::milliseconds progress_interval)
-    : ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
-  ctx_->node->set_answer_route([this](std::function<void()>& answers) { return gate_.hold(answers); },
-                               [this] { gate_.drain(); });
+    : RuledService(ctx), ctx_(ctx), progress_interval_(progress_interval), progress_thread_([this] { progress_loop(); }) {
+  raw_bidi("Watch", &WatchService::Watch);
 }
 
 WatchService::~WatchService() {
-  ctx_->node->set_answer_route({}, {});  // before gate_ goes; what it holds is answered then
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -725,9 +722,6 @@ WatchService::~WatchService() {
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WatchService::Watch(grpc::CallbackServerContext* c) {
-  if (ctx_->node->progress().is_learner) {
-    return new RefusedStream<grpc::ByteBuffer, grpc::ByteBuffer>(to_grpc(errors::not_supported_for_learner()));
-  }
   auto* s = new WatchStream(this, ctx_, credentials_of(c), c);
   WatchStream::Action a;
   {

@@ -17,7 +17,7 @@
 // first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
 // writer thread (watch_writers.h). The answers to an entry's proposals
 // wait until the streams that took its events have written them, bounded
-// (answer_gate.h): watchers get a put's event before its writer gets the
+// (member/answer_gate.h): watchers get a put's event before its writer gets the
 // answer, as from etcd.
 //
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
@@ -37,15 +37,19 @@
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "mvcc/watch_hub.h"
-#include "server/answer_gate.h"
+#include "member/answer_gate.h"
 #include "server/context.h"
+#include "server/ruled_service.h"
 #include "server/watch_writers.h"
 
 namespace etcdq::server {
 
+using member::AnswerGate;
+
 class WatchStream;
 
-class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Watch<etcdserverpb::Watch::Service> {
+class WatchService final
+    : public RuledService<etcdserverpb::Watch, etcdserverpb::Watch::WithRawCallbackMethod_Watch<etcdserverpb::Watch::Service>> {
  public:
   // `progress_interval`: how often watchers with progress_notify get an
   // empty response while synced (etcd's default is 10 minutes).
@@ -156,7 +160,6 @@ class WatchService final : public etcdserverpb::Watch::WithRawCallbackMethod_Wat
   std::thread progress_thread_;  // progress notifications and trims
   // Answers of entries whose events streams are still writing; after the
   // route to it is unset (destructor), it answers what it holds.
-  AnswerGate gate_;
   WatchWriters writers_{kWriterThreads};  // last: stopped first, after its queue ran
 };
 

@@ -10,8 +10,8 @@
 //
 // Writes to `history` and `revlog` are not indexed: each revision adds new
 // keys there and apply almost never reads them back before the batch is
-// written, while indexing every write cost the apply thread about a tenth
-// of its time under queue load (bench/RESULTS.md, "Apply: unindexed
+// written, while indexing every write cost the apply thread a share of
+// its time under queue load (bench/RESULTS.md, "Apply: unindexed
 // history"). A read of those column families through the batch (a Txn's
 // range at a revision an earlier request of the same entry wrote) indexes
 // the batch's writes to that column family on the spot: slower, but it

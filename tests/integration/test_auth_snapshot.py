@@ -1,4 +1,4 @@
-"""etcd's snapshot file carries the auth state (src/server/etcd_snapshot.h):
+"""etcd's snapshot file carries the auth state (src/etcd_snapshot/writer.h):
 a snapshot saved from a member with auth on, restored with etcdutl and
 started with etcd 3.6 (the oracle), has auth enabled, the same users and roles,
 and accepts the root password (the bcrypt hash written by libcrypt verifies

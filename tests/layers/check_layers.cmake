@@ -13,15 +13,18 @@ set(CASES
   "common|common/error.h|storage/engine.h,mvcc/store.h"
   "bbolt|common/error.h|storage/engine.h,mvcc/store.h"
   "storage|common/error.h|mvcc/store.h,apply/applier.h"
-  "mvcc|storage/engine.h|lease/lessor.h,queue/book.h,apply/applier.h"
+  "mvcc|storage/engine.h|lease/lessor.h,keyspace/kind.h,queue/book.h,apply/applier.h"
   "lease|mvcc/store.h|queue/book.h,apply/applier.h"
-  "queue|mvcc/store.h|lease/lessor.h,auth/store.h,apply/applier.h"
-  "auth|queue/keys.h|lease/lessor.h,apply/applier.h"
-  "apply|queue/book.h|raft/node.h,server/server.h"
-  "raft|common/error.h|apply/applier.h,storage/engine.h,mvcc/store.h,member/member.h,server/server.h,http/server.h"
-  "member|raft/node.h|server/server.h,http/server.h,cli/flags.h"
+  "keyspace|mvcc/store.h|queue/book.h,auth/store.h,apply/applier.h"
+  "queue|keyspace/kind.h|lease/lessor.h,auth/store.h,apply/applier.h"
+  "auth|keyspace/registry.h|queue/keys.h,lease/lessor.h,apply/applier.h"
+  "apply|keyspace/registry.h|queue/book.h,raft/node.h,server/server.h"
+  "etcd_snapshot|bbolt/reader.h|member/identity.h,server/context.h,apply/applier.h,queue/book.h"
+  "raft|common/error.h|apply/applier.h,keyspace/registry.h,queue/book.h,storage/engine.h,mvcc/store.h,member/member.h,server/server.h,http/server.h"
+  "member|raft/node.h|server/server.h,http/server.h,host/host.h,cli/flags.h"
   "http|common/error.h|mvcc/store.h,server/server.h"
-  "server|member/member.h|http/server.h,cli/flags.h")
+  "server|member/member.h|host/host.h,http/server.h,cli/flags.h"
+  "host|server/server.h|cli/flags.h")
 
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(failures "")

@@ -1,6 +1,6 @@
-// AnswerGate's rules (server/answer_gate.h): an entry's answers wait for the
+// AnswerGate's rules (member/answer_gate.h): an entry's answers wait for the
 // watch streams that took its events, and for nothing else.
-#include "server/answer_gate.h"
+#include "member/answer_gate.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 namespace {
 
-using etcdq::server::AnswerGate;
+using etcdq::member::AnswerGate;
 using Track = AnswerGate::Track;
 using TrackPtr = std::shared_ptr<Track>;
 using namespace std::chrono_literals;

@@ -1,7 +1,8 @@
 // The apply chain (apply/chain.h) on a real RocksDB in a temporary
 // directory: the layers' order and what each refuses (etcd's corrupt and
-// capped appliers), the auth slot's place, and the queue layer as the only
-// way /q/ keys get their meaning.
+// capped appliers), the auth slot's place, and the queues' plug-in layer
+// (apply/plugin_layer.h, queue/key_space.h) as the only way /q/ keys get
+// their meaning.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "mvcc/writer.h"
+#include "queue/key_space.h"
 #include "queue/keys.h"
 #include "storage/iterator.h"
 
@@ -128,6 +130,7 @@ class ApplyChain : public ::testing::Test {
     return out;
   }
   bool exists(const std::string& key) { return !keys(key, "", apply::plain_keys()).empty(); }
+  queue::Book* book() { return queue::book_of(sm_->plugins()->find("queue")); }
   // Records the queue book keeps in the meta column family.
   size_t queue_records() {
     size_t n = 0;
@@ -146,7 +149,7 @@ TEST_F(ApplyChain, LayersRunCorruptCappedAuthQueueBackendTopFirst) {
   EXPECT_EQ(sm_->applier()->chain(), want);
 }
 
-TEST_F(ApplyChain, WithoutABookThereIsNoQueueLayerAndQueueKeysArePlain) {
+TEST_F(ApplyChain, WithoutPlugInsThereIsNoQueueLayerAndQueueKeysArePlain) {
   apply::Applier plain(sm_->store(), sm_->lessor(), sm_->alarms(), sm_->members(), nullptr);
   std::vector<std::string_view> want = {"corrupt", "capped", "auth", "backend"};
   EXPECT_EQ(plain.chain(), want);
@@ -246,8 +249,8 @@ class Recorder final : public apply::Layer {
     calls.push_back("alarm " + std::to_string(r.alarm()));
     return {};
   }
-  Error queue_assign(apply::ApplyCtx&, const apply::QueueAssign& a) override {
-    calls.push_back("queue_assign " + a.queue());
+  Error plugin_command(apply::ApplyCtx& c) override {
+    calls.push_back("plugin_command " + c.cmd.queue_assign().queue());
     return {};
   }
   Error member_attributes(apply::ApplyCtx&, const apply::MemberAttributes& m) override {
@@ -280,7 +283,7 @@ TEST_F(ApplyChain, AuthSlotHandsEveryCommandKindAndEntryHookToTheLayerBelow) {
   auth.committed(9);
   auth.restored();
   std::vector<std::string> want = {"begin_entry", "put k", "delete_range k", "txn 1", "compaction 3",
-                                   "lease_grant 5", "lease_revoke 5", "alarm 1", "queue_assign jobs",
+                                   "lease_grant 5", "lease_revoke 5", "alarm 1", "plugin_command jobs",
                                    "member_attributes m1", "before_commit", "committed 9", "restored"};
   EXPECT_EQ(below.calls, want);
 }
@@ -309,7 +312,8 @@ TEST_F(ApplyChain, ProduceGoesThroughTheQueueBookAndAPlainPutNeverTouchesIt) {
   ok(del("/plain"));
   ok(txn_put("/plain2", "1"));
   EXPECT_EQ(queue_records(), 0u);
-  EXPECT_TRUE(sm_->queues()->queues().empty());
+  ASSERT_NE(book(), nullptr);
+  EXPECT_TRUE(book()->queues().empty());
 
   ok(put("/q/jobs/p/t1", "x"));
   EXPECT_FALSE(exists("/q/jobs/p/t1"));  // a produce is not a plain key
@@ -320,7 +324,7 @@ TEST_F(ApplyChain, ProduceGoesThroughTheQueueBookAndAPlainPutNeverTouchesIt) {
   std::string msg2 = queue::message_key("jobs", 2, "t2");
   EXPECT_TRUE(exists(msg2));
   queue::QueueView v;
-  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  ASSERT_TRUE(book()->view("jobs", &v));
   EXPECT_EQ(v.counters.depth(), 2u);
   EXPECT_GT(queue_records(), 0u);
 
@@ -334,7 +338,7 @@ TEST_F(ApplyChain, ProduceGoesThroughTheQueueBookAndAPlainPutNeverTouchesIt) {
   ASSERT_FALSE(r.error);
   EXPECT_EQ(std::get<etcdserverpb::DeleteRangeResponse>(r.response).deleted(), 1);
   EXPECT_FALSE(exists(msg1));
-  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  ASSERT_TRUE(book()->view("jobs", &v));
   EXPECT_EQ(v.counters.depth(), 1u);
 }
 

@@ -18,6 +18,7 @@
 #include "auth/simple_tokens.h"
 #include "auth/store.h"
 #include "etcdq/command.pb.h"
+#include "keyspace/registry.h"
 
 namespace etcdq {
 namespace {
@@ -279,7 +280,7 @@ TEST_F(AuthStoreTest, QueueVerbsNeedThePermissionOfTheKeysTheyTouch) {
   EXPECT_FALSE(store()->check_op("u", rev, ack, "", auth::Access::kWrite));
   EXPECT_EQ(store()->check_op("u", rev, "/q/other/c/me", "", auth::Access::kRead), errors::permission_denied())
       << "another queue's messages";
-  EXPECT_TRUE(auth::Store::queue_touches("/plain", "", auth::Access::kRead).empty());
+  EXPECT_TRUE(keyspace::touches("/plain", "", /*write=*/false).empty());
   // A produce writes a message: WRITE on /q/{queue}/p/ alone is not enough.
   ASSERT_FALSE(apply(user_add("producer"), "root"));
   ASSERT_FALSE(apply(role_add("p"), "root"));

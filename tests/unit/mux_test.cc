@@ -20,11 +20,11 @@
 namespace etcdq::net {
 namespace {
 
-const std::string kPreface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+const std::string kHttp2Preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
 
 TEST(MuxSniff, TellsHttp2FromEverythingElse) {
-  EXPECT_EQ(sniff(kPreface.data(), kPreface.size()), Sniffed::kHttp2);
-  EXPECT_EQ(sniff((kPreface + "\x00\x00\x12\x04").data(), 28), Sniffed::kHttp2);
+  EXPECT_EQ(sniff(kHttp2Preface.data(), kHttp2Preface.size()), Sniffed::kHttp2);
+  EXPECT_EQ(sniff((kHttp2Preface + "\x00\x00\x12\x04").data(), 28), Sniffed::kHttp2);
   EXPECT_EQ(sniff("PRI * HTTP/2.0\r\n", 16), Sniffed::kNeedMore);
   EXPECT_EQ(sniff("P", 1), Sniffed::kNeedMore);
   EXPECT_EQ(sniff("GET /health HTTP/1.1\r\n", 22), Sniffed::kOther);
@@ -107,7 +107,7 @@ TEST(Mux, RoutesByTheFirstBytesAndConsumesNothing) {
   ASSERT_FALSE(mux.start());
 
   int a = connect_to(port);
-  send_all(a, kPreface + "grpc");
+  send_all(a, kHttp2Preface + "grpc");
   int b = connect_to(port);
   send_all(b, "GET /health HTTP/1.1\r\n\r\n");
   // The preface in three pieces, with pauses: routed once it is complete.
@@ -138,7 +138,7 @@ TEST(Mux, WithoutAnHttp1RouteSuchConnectionsAreClosed) {
   EXPECT_TRUE(closed_within(b, 2000));
   close(b);
   int a = connect_to(port);
-  send_all(a, kPreface);
+  send_all(a, kHttp2Preface);
   EXPECT_TRUE(got.wait(1, 0));
   close(a);
 }
@@ -160,7 +160,7 @@ TEST(Mux, APrefixedRouteTakesConnectionsThatOpenWithItsMagicOnly) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   send_all(a, "qRFT\x01");
   int b = connect_to(port);
-  send_all(b, kPreface);
+  send_all(b, kHttp2Preface);
   int c = connect_to(port);
   send_all(c, "etcdqXXX");  // starts like the magic, then is not it
   EXPECT_TRUE(closed_within(c, 2000));
@@ -210,7 +210,7 @@ TEST(Mux, SilentConnectionsCannotCrowdOutNewOnes) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_TRUE(closed_within(silent.front(), 2000));
   int a = connect_to(port);
-  send_all(a, kPreface);
+  send_all(a, kHttp2Preface);
   EXPECT_TRUE(got.wait(1, 0));
   close(a);
   for (int fd : silent) close(fd);

@@ -15,6 +15,7 @@
 #include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "queue/book.h"
+#include "queue/key_space.h"
 #include "queue/keys.h"
 
 namespace etcdq {
@@ -69,8 +70,10 @@ class QueueBook : public ::testing::Test {
     sm_.reset();
     ASSERT_FALSE(apply::StateMachine::open(dir_.string(), {}, &sm_));
     index_ = sm_->applier()->applied_index();
-    sm_->queues()->set_self(kSelf);
-    sm_->queues()->set_deliver([this](std::vector<queue::Delivery>&& d) {
+    book_ = queue::book_of(sm_->plugins()->find("queue"));
+    ASSERT_NE(book_, nullptr);
+    book_->set_self(kSelf);
+    book_->set_deliver([this](std::vector<queue::Delivery>&& d) {
       for (auto& x : d) delivered_.push_back(std::move(x));
     });
   }
@@ -112,6 +115,7 @@ class QueueBook : public ::testing::Test {
 
   fs::path dir_;
   std::unique_ptr<apply::StateMachine> sm_;
+  queue::Book* book_ = nullptr;  // the state's queue instance's
   uint64_t index_ = 0;
   std::vector<queue::Delivery> delivered_;
 };
@@ -137,7 +141,7 @@ TEST_F(QueueBook, FirstDeliveryIsWhatProduceStored_RememberedOrReadBackAfterARes
   expect_delivered_as_stored(queue::message_key("jobs", 4, "d"), "four");
 
   queue::QueueView v;
-  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  ASSERT_TRUE(book_->view("jobs", &v));
   EXPECT_EQ(v.counters.depth(), 4u);
   EXPECT_EQ(v.counters.delivered(), 3u);
   // 3 was skipped on the way to 4: it joined the handed-out set, undelivered.
@@ -181,7 +185,7 @@ TEST_F(QueueBook, DeletingAPlainKeyOfAMessagesIdxLeavesTheMessage_HandedOutRemem
   open();                                                // 3: neither
   entry({ack(queue::message_key("jobs", 3, "other"))});
   queue::QueueView v;
-  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  ASSERT_TRUE(book_->view("jobs", &v));
   EXPECT_EQ(v.counters.depth(), 3u);
   EXPECT_EQ(v.counters.acked(), 0u);
   entry({assign("jobs", 2, 0)});
@@ -190,7 +194,7 @@ TEST_F(QueueBook, DeletingAPlainKeyOfAMessagesIdxLeavesTheMessage_HandedOutRemem
   expect_delivered_as_stored(queue::message_key("jobs", 3, "c"), "three");
   // The messages' own acks still work.
   entry({ack(queue::message_key("jobs", 1, "a")), ack(queue::message_key("jobs", 2, "b"))});
-  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  ASSERT_TRUE(book_->view("jobs", &v));
   EXPECT_EQ(v.counters.depth(), 1u);
   EXPECT_EQ(v.counters.acked(), 2u);
 }
@@ -206,7 +210,7 @@ TEST_F(QueueBook, AMessageAckedBeforeItsAssignmentIsNotDelivered_RememberedOrNot
   entry({assign("jobs", 2, 0)});
   EXPECT_TRUE(delivered_.empty());
   queue::QueueView v;
-  EXPECT_FALSE(sm_->queues()->view("jobs", &v) && v.counters.depth() != 0);
+  EXPECT_FALSE(book_->view("jobs", &v) && v.counters.depth() != 0);
 }
 
 TEST_F(QueueBook, AStaleDecisionChangesNothing_AndTheRightOneStillDelivers) {
@@ -214,7 +218,7 @@ TEST_F(QueueBook, AStaleDecisionChangesNothing_AndTheRightOneStillDelivers) {
   entry({assign("jobs", 1, 3)});  // decided on a state where it was delivered 3 times
   EXPECT_TRUE(delivered_.empty());
   queue::QueueView v;
-  ASSERT_TRUE(sm_->queues()->view("jobs", &v));
+  ASSERT_TRUE(book_->view("jobs", &v));
   EXPECT_EQ(v.counters.delivered(), 0u);
   EXPECT_TRUE(v.handed_out.empty());
 

@@ -1,0 +1,269 @@
+#include "host/host.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "host/bootstrap_check.h"
+#include "host/tls.h"
+#include "http/server.h"
+#include "member/member.h"
+#include "net/grpc_fd_guard.h"
+#include "net/mux.h"
+#include "net/tls_context.h"
+#include "net/tls_listener.h"
+#include "net/tls_pump.h"
+#include "raft/forwarder.h"
+#include "raft/transport.h"
+#include "server/downgrade.h"
+#include "server/maintenance_service.h"
+#include "server/peer_server.h"
+#include "server/server.h"
+
+namespace etcdq::host {
+namespace {
+
+// (host, port) of the URLs with the given scheme.
+std::vector<std::pair<std::string, int>> addresses(const std::vector<Url>& urls, const std::string& scheme) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& u : urls) {
+    if (u.scheme == scheme) out.emplace_back(u.host, u.port);
+  }
+  return out;
+}
+
+// The client gRPC server's grace for in-flight calls at stop.
+constexpr int kClientGraceMs = 1000;
+
+}  // namespace
+
+Host::Host(Config cfg) : cfg_(std::move(cfg)) {}
+
+Host::~Host() { stop(); }
+
+Error Host::start(Config cfg, std::unique_ptr<Host>* out, bool* stopped) {
+  *stopped = false;
+  std::unique_ptr<Host> h(new Host(std::move(cfg)));
+  // etcd's memberInitialized: a data dir that held a member before (read
+  // before anything below creates it).
+  h->member_initialized_ = std::filesystem::exists(std::filesystem::path(h->cfg_.member.data_dir) / "member");
+  if (Error e = h->open_tls()) return e;
+  if (Error e = h->check_bootstrap()) return e;
+  if (Error e = h->open_member(stopped); e || *stopped) return e;
+  if (Error e = h->check_initial_corruption()) return e;
+  if (Error e = h->serve_peers()) return e;
+  if (!h->member_->join()) {
+    *stopped = true;
+    return {};
+  }
+  if (Error e = h->serve_clients()) return e;
+  *out = std::move(h);
+  return {};
+}
+
+Error Host::open_tls() {
+  if (cfg_.client_tls_wanted()) {
+    if (Error e = open_client_tls(cfg_, &client_tls_)) return e;
+  }
+  // libraft's outgoing connections run TLS in peer_dialer_; the Peer
+  // service's calls use gRPC's TLS credentials.
+  if (cfg_.peer_tls_wanted()) {
+    if (Error e = open_peer_tls(cfg_, &peer_tls_)) return e;
+    raft::Forwarder::set_peer_credentials(peer_channel_credentials(peer_tls_->options()));
+    peer_dialer_ = std::make_unique<net::TlsPump>(peer_tls_, net::TlsPump::Routes{}, "peer");
+    if (Error e = peer_dialer_->start()) return e;
+  }
+  return {};
+}
+
+// etcd's bootstrap checks and token provider, before anything is opened.
+Error Host::check_bootstrap() {
+  const Config& c = cfg_;
+  if (Error e = check_advertise_matches_cluster(c.member.name, c.initial_cluster, c.initial_advertise_peer_urls,
+                                                !member_initialized_)) {
+    return e;
+  }
+  if (c.jwt) {
+    std::unique_ptr<auth::JwtTokens> jwt;
+    if (Error e = auth::JwtTokens::create(*c.jwt, &jwt)) return e;
+    cfg_.member.jwt = std::move(jwt);
+  }
+  return {};
+}
+
+Error Host::open_member(bool* stopped) {
+  member::Options mo = cfg_.member;
+  mo.initial_cluster.clear();
+  for (const auto& entry : cfg_.initial_cluster) {
+    const std::string& name = entry.first;  // (clang 14 cannot capture a structured binding)
+    const Url& url = entry.second;
+    auto it = std::find_if(mo.initial_cluster.begin(), mo.initial_cluster.end(),
+                           [&name](const member::InitialMember& m) { return m.name == name; });
+    if (it == mo.initial_cluster.end()) {
+      mo.initial_cluster.push_back({name, {}, url.host_port()});
+      it = std::prev(mo.initial_cluster.end());
+    }
+    it->peer_urls.push_back(url.text);
+  }
+  if (peer_dialer_) {
+    mo.peer_tls_dial = [d = peer_dialer_.get()](int tcp, int plain, const std::string& host) {
+      d->dial(tcp, plain, host);
+    };
+  }
+  if (Error e = member::Member::open(std::move(mo), &member_, stopped)) return e;
+  return {};
+}
+
+Error Host::check_initial_corruption() {
+  // A new member has nothing to compare.
+  if (!cfg_.initial_corrupt_check || !member_initialized_) return {};
+  if (Error e = member_->initial_corruption_check()) {
+    spdlog::error("checkInitialHashKV failed: {}", e.message());
+    return Error(e.code(), "discovery failed: " + e.message());
+  }
+  return {};
+}
+
+// Member-only traffic on the peer URL only, one listener (net/mux.h):
+// HTTP/2 to the Peer service, libraft's raw connections (they open with
+// raft/transport.h's magic) to consensus.
+Error Host::serve_peers() {
+  peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
+  net::Mux::Routes routes;
+  routes.http2 = [this](int fd) { peer_server_->adopt(fd); };
+  routes.prefixed.push_back(
+      {std::string(raft::PeerTransport::kMagic), [this](int fd) { member_->adopt_raft_connection(fd); }});
+  std::vector<std::pair<std::string, int>> listen;
+  for (const auto& u : cfg_.listen_peer_urls) listen.emplace_back(u.host, u.port);
+  Error e;
+  // https:// peer URLs: the same routes behind TLS (net/tls_pump.h), and
+  // nothing in plaintext.
+  if (peer_tls_) {
+    net::TlsPump::Routes tr{routes.http2, nullptr, {}};
+    tr.prefixed.push_back({routes.prefixed[0].magic, routes.prefixed[0].route});
+    peer_tls_listener_ = std::make_unique<net::TlsListener>(peer_tls_, std::move(tr), "peer");
+    e = peer_tls_listener_->listen(listen);
+  } else {
+    // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
+    routes.http2 = net::guarded_route(routes.http2, "peer");
+    peer_mux_ = std::make_unique<net::Mux>(std::move(routes), "peer");
+    e = peer_mux_->listen(listen);
+  }
+  if (!e) e = peer_server_->start();
+  if (!e) e = peer_tls_listener_ ? peer_tls_listener_->start() : peer_mux_->start();
+  return e;
+}
+
+// The client URLs serve gRPC and HTTP/1.1 on one port, as etcd's do
+// (net/mux.h tells the two apart); with --listen-client-http-urls, HTTP
+// moves there and the client URLs serve gRPC only (etcd 3.5).
+Error Host::serve_clients() {
+  member::Member* m = member_.get();
+  client_server_ = std::make_unique<server::ClientServer>(&m->context(),
+                                                          std::chrono::milliseconds(cfg_.watch_progress_notify_ms));
+  if (Error e = client_server_->start({})) return e;
+  http::HttpOptions ho;
+  ho.health.has_leader = [m] { return m->has_leader(); };
+  ho.health.is_learner = [m] { return m->is_learner(); };
+  ho.health.alarms = [m] { return m->active_alarms(); };
+  ho.health.read = [m](bool serializable, std::function<void(std::string)> done) {
+    m->health_read(serializable, [done = std::move(done)](Error e) { done(e.message()); });
+  };
+  ho.health_read_timeout = m->request_timeout();
+  // The etcd version etcdq answers as, as Maintenance.Status does: clients
+  // decide what to send from it (etcdq's own is `etcdq --version`).
+  ho.server_version = server::kEtcdApiVersion;
+  ho.cluster_version = server::kEtcdApiVersion;
+  ho.storage_version = server::storage_version(server::kEtcdApiVersion);
+  // The JSON gateway calls the client server above (http/gateway.h).
+  ho.gateway_channel = client_server_->in_process_channel();
+  server::ClientServer* grpc_side = client_server_.get();
+  ho.grpc_unary_started = [grpc_side] { return grpc_side->unary_calls_started(); };
+  ho.max_request_bytes = static_cast<size_t>(cfg_.member.limits.max_request_bytes);
+  // --listen-metrics-urls: metrics and health only, as etcd's metrics
+  // listener (embed/etcd.go serveMetrics); no JSON gateway there.
+  http::HttpOptions metrics_opts = ho;
+  metrics_opts.gateway_channel = nullptr;
+  http_server_ = std::make_unique<http::HttpServer>(std::move(ho));
+  // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
+  // plain URL's would (each kind below gets a TlsListener of its own).
+  auto listen_tls = [this](const std::vector<Url>& urls, net::TlsPump::Routes routes, const char* role) -> Error {
+    auto tls = addresses(urls, "https");
+    if (tls.empty()) return {};
+    auto l = std::make_unique<net::TlsListener>(client_tls_, std::move(routes), role);
+    Error e = l->listen(tls);
+    if (!e) e = l->start();
+    tls_listeners_.push_back(std::move(l));
+    return e;
+  };
+  http::HttpServer* hs = http_server_.get();
+  {
+    auto listen_http = addresses(cfg_.listen_client_http_urls, "http");
+    if (Error e = http_server_->start(listen_http)) return e;
+    for (const auto& [host, port] : listen_http) {
+      spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
+    }
+    if (Error e = listen_tls(cfg_.listen_client_http_urls, {nullptr, [hs](int fd) { hs->adopt(fd); }, {}},
+                             "client HTTP")) {
+      return e;
+    }
+  }
+  if (!cfg_.listen_metrics_urls.empty()) {
+    metrics_server_ = std::make_unique<http::HttpServer>(std::move(metrics_opts));
+    auto listen_metrics = addresses(cfg_.listen_metrics_urls, "http");
+    http::HttpServer* ms = metrics_server_.get();
+    Error e = metrics_server_->start(listen_metrics);
+    if (!e) e = listen_tls(cfg_.listen_metrics_urls, {nullptr, [ms](int fd) { ms->adopt(fd); }, {}}, "metrics");
+    if (e) return e;
+    for (const auto& [host, port] : listen_metrics) {
+      spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
+    }
+  }
+
+  net::Mux::Routes routes;
+  routes.http2 = [grpc_side](int fd) { grpc_side->adopt(fd); };
+  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [hs](int fd) { hs->adopt(fd); };
+  net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
+  // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
+  // reads (net/grpc_fd_guard.h).
+  routes.http2 = net::guarded_route(routes.http2, "client");
+  client_mux_ = std::make_unique<net::Mux>(std::move(routes));
+  Error e = client_mux_->listen(addresses(cfg_.listen_client_urls, "http"));
+  if (!e) e = client_mux_->start();
+  if (!e) e = listen_tls(cfg_.listen_client_urls, std::move(tls_routes), "client");
+  if (e) return e;
+  spdlog::info("ready to serve client requests on {}", cfg_.listen_client_urls.front().text);
+  return {};
+}
+
+void Host::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // In-flight proposals finish and are answered; new ones get "server
+  // stopped"; then the servers close, and every watch stream ends with
+  // Unavailable (clients resume from their last revision).
+  if (client_mux_) client_mux_->stop();  // no new connections for the servers below
+  for (auto& l : tls_listeners_) l->stop_accepting();
+  if (http_server_) http_server_->stop();
+  if (metrics_server_) metrics_server_->stop();
+  if (member_) member_->stop();
+  // After consensus stopped: libraft talked to the others until then.
+  if (peer_mux_) peer_mux_->stop();
+  if (peer_tls_listener_) peer_tls_listener_->stop();
+  peer_server_.reset();
+  if (client_server_) client_server_->shutdown(kClientGraceMs);
+  for (auto& l : tls_listeners_) l->stop();  // after the servers ended their streams
+  // The services (watch progress, lock/election waits) use the member's
+  // parts: they go first.
+  client_server_.reset();
+  member_.reset();
+  peer_dialer_.reset();  // after libraft closed its connections
+}
+
+}  // namespace etcdq::host

@@ -1,0 +1,109 @@
+// One etcdq member and everything that reaches it, as etcd's embed.Etcd
+// (embed/etcd.go StartEtcd, Close): a Host owns the member (member/member.h),
+// every listener, the TLS contexts, and every server on them — the client
+// gRPC server (server/server.h), the HTTP servers (http/server.h: client
+// HTTP and metrics URLs), the peer gRPC server (server/peer_server.h) and
+// the peer URL's listener that also carries libraft's connections. main
+// (cli/main.cc) is flags → Config (host/config.h) → Host::start → a stop
+// signal → Host::stop.
+//
+// start() brings the member up in this order (each step's failure stops
+// what the earlier ones started, and is returned):
+//   1. tls        client and peer TLS contexts, every file read (host/tls.h),
+//                 and the dialer libraft's outgoing peer connections use;
+//      checks     etcd's bootstrap checks (host/bootstrap_check.h) and the
+//                 JWT keys (auth/jwt_tokens.h), refused before anything opens;
+//   2. member     Member::open: data dir, identity, state database, consensus;
+//   3. check      --experimental-initial-corrupt-check, on a data dir that
+//                 held a member before (etcd skips a new one), before any
+//                 peer or client is served, as etcd (embed/etcd.go);
+//   4. peers      the peer gRPC server, then the peer URLs' listener (one
+//                 port: HTTP/2 to the Peer service, libraft's raw
+//                 connections to consensus; https:// behind TLS): a cluster
+//                 elects its leader through it;
+//   5. join       Member::join: a leader, the log held at start applied, this
+//                 member's attributes published;
+//   6. clients    the client gRPC server, the HTTP servers, the client URLs'
+//                 listeners (gRPC and HTTP/1.1 on one port, net/mux.h).
+// Within steps 4 and 6 every listener binds (listen()) before it starts
+// accepting, and routes reach their server through the Host, so that
+// binding moves as a unit (etcd binds every URL before it creates the data
+// dir: configurePeerListeners, configureClientListeners).
+//
+// stop(): no new client connections, the HTTP servers stop, the member
+// stops (in-flight proposals finish and are answered, new ones get "server
+// stopped"), then the peer listener (libraft talked to the others until
+// then), the client gRPC server (every watch stream ends with Unavailable,
+// clients resume from their last revision), the TLS pumps, the member's
+// parts, and last the peer dialer (after libraft closed its connections).
+//
+// Thread-safety: start() and stop() from one thread (main's).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/error.h"
+#include "host/config.h"
+
+namespace etcdq::http {
+class HttpServer;
+}
+namespace etcdq::member {
+class Member;
+}
+namespace etcdq::net {
+class Mux;
+class TlsContext;
+class TlsListener;
+class TlsPump;
+}  // namespace etcdq::net
+namespace etcdq::server {
+class ClientServer;
+class PeerServer;
+}  // namespace etcdq::server
+
+namespace etcdq::host {
+
+class Host {
+ public:
+  // Errors: a TLS file, the data dir, the state database, the Raft log, the
+  // initial corruption check ("discovery failed: ..."), or a listen URL
+  // that cannot be bound (the message names it). *stopped: a stop was
+  // requested (member::Options::stop_requested) before the member served
+  // (not an error; *out is then empty).
+  static Error start(Config cfg, std::unique_ptr<Host>* out, bool* stopped);
+  ~Host();  // stop()
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // Idempotent.
+  void stop();
+
+ private:
+  explicit Host(Config cfg);
+  Error open_tls();
+  Error check_bootstrap();
+  Error open_member(bool* stopped);
+  Error check_initial_corruption();
+  Error serve_peers();
+  Error serve_clients();
+
+  Config cfg_;
+  bool member_initialized_ = false;  // etcd's memberInitialized: the data dir held a member
+  std::shared_ptr<net::TlsContext> client_tls_;
+  std::shared_ptr<net::TlsContext> peer_tls_;
+  std::unique_ptr<net::TlsPump> peer_dialer_;  // libraft's outgoing TLS
+  std::unique_ptr<member::Member> member_;
+  std::unique_ptr<server::PeerServer> peer_server_;
+  std::unique_ptr<net::Mux> peer_mux_;                  // http:// peer URLs
+  std::unique_ptr<net::TlsListener> peer_tls_listener_;  // https:// peer URLs
+  std::unique_ptr<server::ClientServer> client_server_;
+  std::unique_ptr<http::HttpServer> http_server_;     // client URLs' HTTP, or --listen-client-http-urls
+  std::unique_ptr<http::HttpServer> metrics_server_;  // --listen-metrics-urls
+  std::unique_ptr<net::Mux> client_mux_;              // http:// client URLs
+  std::vector<std::unique_ptr<net::TlsListener>> tls_listeners_;  // https:// client, HTTP, metrics URLs
+  bool stopped_ = false;
+};
+
+}  // namespace etcdq::host
