@@ -42,7 +42,7 @@ void decode_entry(std::string_view entry) {
 }
 
 // The leader packs forwarded commands back to back and pads the entry
-// (raft/node.cc, propose_entries); every member then reads them back.
+// (consensus/node.cc, propose_entries); every member then reads them back.
 void forwarded(std::string_view framed) {
   if (!etcdq::apply::well_framed_command(framed)) return;
   std::string other;

@@ -59,7 +59,7 @@ void check(bool ok) {
 struct Magic {
   std::string magic;
 };
-// The peer URL's prefixed route: libraft's connections (raft/transport.h,
+// The peer URL's prefixed route: libraft's connections (consensus/transport.h,
 // PeerTransport::kMagic).
 const std::vector<Magic> kPeerRoutes = {{"etcdqRFT"}};
 const std::vector<Magic> kClientRoutes = {};

@@ -1,4 +1,4 @@
-// Fuzzes the peer wire check (raft/wire_check.h), which sees every byte a
+// Fuzzes the peer wire check (consensus/wire_check.h), which sees every byte a
 // peer sends on a Raft stream before libraft does. The first byte picks how
 // the stream is cut into reads; the rest is the stream.
 //
@@ -15,11 +15,11 @@
 #include <string>
 #include <string_view>
 
-#include "raft/wire_check.h"
+#include "consensus/wire_check.h"
 
 namespace {
 
-using etcdq::raft::WireCheck;
+using etcdq::consensus::WireCheck;
 
 void check(bool ok) {
   if (!ok) std::abort();

@@ -98,7 +98,7 @@ struct Config {
   // (member/raft_log_dir.h). "": the default.
   std::string wal_dir;
   // --force-new-cluster: restart this member's data as a one-member
-  // cluster (raft/node.h, NodeOptions::force_new_cluster).
+  // cluster (consensus/node.h, NodeOptions::force_new_cluster).
   bool force_new_cluster = false;
   // --max-learners: learners the cluster may hold (etcd's default 1).
   int max_learners = 1;

@@ -1,5 +1,5 @@
 // The framing of a Raft log entry, shared by the layer that packs commands
-// into entries (raft/) and the one that applies them (apply/): a batch of
+// into entries (consensus/) and the one that applies them (apply/): a batch of
 // opaque commands, each as [u32 little-endian length][bytes], zero-padded to
 // a multiple of 8 bytes (libraft 0.15 cannot reload a log with other
 // sizes). A zero length ends the batch. What a command's bytes mean is

@@ -1,6 +1,6 @@
 // A fixed set of threads running posted tasks in order of posting (with one
 // thread, strictly one after another). Used to answer proposals off the
-// consensus thread (raft/node.cc), to run the in-process client's
+// consensus thread (consensus/node.cc), to run the in-process client's
 // callbacks (server/local_client.h), and bcrypt off gRPC's threads
 // (server/auth_service.h).
 //

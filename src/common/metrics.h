@@ -2,7 +2,7 @@
 // prometheus-cpp's core library (Debian's prometheus-cpp-dev): one
 // prometheus::Registry for the process that every layer registers its
 // families into (a counter kept where its cause happens: storage/ for
-// commit durations, raft/ for proposals, mvcc/ for puts, server/ for gRPC
+// commit durations, consensus/ for proposals, mvcc/ for puts, server/ for gRPC
 // calls), plus Sources that build families from live state at each scrape
 // (leadership, key counts, queues, process_*). scrape() renders both with
 // prometheus-cpp's TextSerializer: nothing here writes the text format.

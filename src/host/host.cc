@@ -19,8 +19,8 @@
 #include "net/tls_context.h"
 #include "net/tls_listener.h"
 #include "net/tls_pump.h"
-#include "raft/forwarder.h"
-#include "raft/transport.h"
+#include "consensus/forwarder.h"
+#include "consensus/transport.h"
 #include "server/downgrade.h"
 #include "server/maintenance_service.h"
 #include "server/peer_server.h"
@@ -75,7 +75,7 @@ Error Host::open_tls() {
   // service's calls use gRPC's TLS credentials.
   if (cfg_.peer_tls_wanted()) {
     if (Error e = open_peer_tls(cfg_, &peer_tls_)) return e;
-    raft::Forwarder::set_peer_credentials(peer_channel_credentials(peer_tls_->options()));
+    consensus::Forwarder::set_peer_credentials(peer_channel_credentials(peer_tls_->options()));
     peer_dialer_ = std::make_unique<net::TlsPump>(peer_tls_, net::TlsPump::Routes{}, "peer");
     if (Error e = peer_dialer_->start()) return e;
   }
@@ -132,13 +132,13 @@ Error Host::check_initial_corruption() {
 
 // Member-only traffic on the peer URL only, one listener (net/mux.h):
 // HTTP/2 to the Peer service, libraft's raw connections (they open with
-// raft/transport.h's magic) to consensus.
+// consensus/transport.h's magic) to consensus.
 Error Host::serve_peers() {
   peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
   net::Mux::Routes routes;
   routes.http2 = [this](int fd) { peer_server_->adopt(fd); };
   routes.prefixed.push_back(
-      {std::string(raft::PeerTransport::kMagic), [this](int fd) { member_->adopt_raft_connection(fd); }});
+      {std::string(consensus::PeerTransport::kMagic), [this](int fd) { member_->adopt_raft_connection(fd); }});
   std::vector<std::pair<std::string, int>> listen;
   for (const auto& u : cfg_.listen_peer_urls) listen.emplace_back(u.host, u.port);
   Error e;

@@ -5,7 +5,7 @@
 // Client: the context every https:// client, client HTTP and metrics URL
 // terminates TLS with. Peer: one key pair both ways, as etcd's rafthttp —
 // the peer URL's TLS listener and libraft's outgoing connections use the
-// context; the Peer service's calls a member makes (raft/forwarder.h) use
+// context; the Peer service's calls a member makes (consensus/forwarder.h) use
 // gRPC credentials from the same files.
 //
 // etcd's peer semantics (embed/etcd.go, transport/listener.go): the other

@@ -112,7 +112,7 @@ struct MemberServices {
   // The leader's Peer target when it is another member, else "".
   std::function<std::string()> leader_target;
   // Sends a report to the member at `target` over the peer API; fire and
-  // forget (raft/forwarder.h, report).
+  // forget (consensus/forwarder.h, report).
   std::function<void(const std::string& target, const google::protobuf::Message& report)> report;
   // Flags the operator gave that a plug-in reads, by name without the
   // dashes ("clickhouse-url" for --clickhouse-url); a missing one is "".

@@ -9,7 +9,7 @@
 //
 // How: while the apply thread runs an entry, each watch stream that queues
 // events notes (its Track, the seq of its last queued response)
-// (note(), thread-local, no lock). After the entry, raft::Node routes its
+// (note(), thread-local, no lock). After the entry, consensus::Node routes its
 // answers here (hold()): they wait until every noted stream has written
 // past its seq (Track::written()), or the stream closed — or kMaxHold
 // passed, whatever a stream does. A stream is not noted when its write
@@ -21,7 +21,7 @@
 // holds that entry's answers for at most kMaxHold.
 //
 // Answers released here run on the gate's own threads (the node runs the
-// others: raft/node.h, set_answer_route); after drain(), on whichever thread
+// others: consensus/node.h, set_answer_route); after drain(), on whichever thread
 // releases them. An entry's answers may so go out up to kMaxHold after a
 // later entry's, which were not held: those operations overlapped, so
 // any order is linearizable.
@@ -100,7 +100,7 @@ class AnswerGate {
   // Answers everything held and queued, on this thread, before it
   // returns; from then on held answers run as soon as they are released,
   // on the releasing thread, and hold() answers at once. The node calls it
-  // when it stops (raft::Node::set_answer_route), so that every proposal
+  // when it stops (consensus::Node::set_answer_route), so that every proposal
   // is answered by the time Node::stop() returns.
   void drain();
 
@@ -109,7 +109,7 @@ class AnswerGate {
   // nothing outside an entry's apply.
   static void note(const std::shared_ptr<Track>& t, uint64_t seq);
 
-  // Apply thread, after each applied entry (raft::Node's answer route):
+  // Apply thread, after each applied entry (consensus::Node's answer route):
   // takes `answers` (true) to run once the streams noted during the entry
   // have written their events, or leaves it (false, untouched) when none
   // need waiting for. `answers` may be empty (an entry with no answers of

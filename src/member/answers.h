@@ -3,7 +3,7 @@
 // management, the Lock and Election recipes).
 //
 // Thread-safety: any thread; `done` runs once, with an admission error on
-// the calling thread, else where raft::Node answers (member/pipeline.h).
+// the calling thread, else where consensus::Node answers (member/pipeline.h).
 #pragma once
 
 #include <functional>

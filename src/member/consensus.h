@@ -1,7 +1,7 @@
 // What the member's request paths need of consensus: the pipeline's
 // propose (member/pipeline.h), the read path's barrier (member/reads.h) and
 // this member's standing (term, leader, learner: headers and the gRPC
-// rules). raft::Node provides it (member/node_consensus.h); the unit tests
+// rules). consensus::Node provides it (member/node_consensus.h); the unit tests
 // of the pipeline and the read path (tests/unit/member_paths_test.cc)
 // provide a fake, so those paths are tested without a log or a network.
 //
@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "etcdq/command.pb.h"
 #include "member/fsm.h"
-#include "raft/node.h"
+#include "consensus/node.h"
 
 namespace etcdq::member {
 
@@ -33,7 +33,7 @@ class Consensus {
   // applied), or with the error that prevents it.
   virtual void read_barrier(std::function<void(Error)> fn) = 0;
   // Term, leader, indexes and whether this member is a learner, now.
-  virtual raft::Progress progress() = 0;
+  virtual consensus::Progress progress() = 0;
 };
 
 }  // namespace etcdq::member

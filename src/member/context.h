@@ -26,7 +26,7 @@
 #include "member/membership.h"
 #include "mvcc/store.h"
 #include "keyspace/registry.h"
-#include "raft/node.h"
+#include "consensus/node.h"
 #include "storage/checkpoints.h"
 
 namespace etcdq::member {
@@ -39,7 +39,7 @@ struct Limits {
 };
 
 struct Context {
-  raft::Node* node;
+  consensus::Node* node;
   // What the pipeline, the read path and the headers use of `node`
   // (member/consensus.h); a fake in the unit tests of those paths.
   Consensus* consensus = nullptr;

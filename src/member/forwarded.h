@@ -1,6 +1,6 @@
 // Commands another member forwarded to this one as leader (Peer.Propose):
 // decoded and checked here, once, before consensus copies their bytes into
-// the log unopened (raft::Node::propose_forwarded). The leader is the last
+// the log unopened (consensus::Node::propose_forwarded). The leader is the last
 // member that can keep a bad command out of the log: once committed, every
 // member must apply it (as skipped). A peer with a bad build, or anyone who
 // can reach the peer URL while it has no TLS, gets nothing past this.

@@ -4,12 +4,12 @@
 
 namespace etcdq::member {
 
-Error ApplierFsm::apply(uint64_t index, std::string_view entry, std::vector<raft::Applied>* applied) {
+Error ApplierFsm::apply(uint64_t index, std::string_view entry, std::vector<consensus::Applied>* applied) {
   std::vector<apply::Result> results;
   Error e = applier_->apply(index, entry, &results);
   applied->reserve(applied->size() + results.size());
   for (auto& r : results) {
-    raft::Applied a;
+    consensus::Applied a;
     a.origin = r.origin;
     a.proposal_id = r.proposal_id;
     auto outcome = std::make_unique<CommandOutcome>();
@@ -20,7 +20,7 @@ Error ApplierFsm::apply(uint64_t index, std::string_view entry, std::vector<raft
   return e;
 }
 
-Error ApplierFsm::take_snapshot(raft::SnapshotPoint* at) {
+Error ApplierFsm::take_snapshot(consensus::SnapshotPoint* at) {
   // libraft may drop log entries up to here once the snapshot is stored:
   // the state database must be durable up to the applied index first.
   if (Error e = applier_->make_durable()) return e;
@@ -45,9 +45,9 @@ Error ApplierFsm::restore(const Fetch& fetch, bool* damaged) {
       damaged);
 }
 
-void propose_command(raft::Node& node, apply::Command cmd, CommandDone done) {
+void propose_command(consensus::Node& node, apply::Command cmd, CommandDone done) {
   node.propose(
-      [&cmd](raft::ProposalTag tag) {
+      [&cmd](consensus::ProposalTag tag) {
         cmd.set_origin(tag.origin);
         cmd.set_proposal_id(tag.id);
         if (cmd.time_ms() == 0) {
@@ -57,7 +57,7 @@ void propose_command(raft::Node& node, apply::Command cmd, CommandDone done) {
         }
         return cmd.SerializeAsString();
       },
-      [done = std::move(done)](Error e, std::unique_ptr<raft::Outcome> outcome) {
+      [done = std::move(done)](Error e, std::unique_ptr<consensus::Outcome> outcome) {
         apply::Result r;
         if (outcome) {
           r = std::move(static_cast<CommandOutcome&>(*outcome).result);

@@ -1,4 +1,4 @@
-// raft::Fsm (raft/fsm.h) over etcdq's applier, and the one place where a
+// consensus::Fsm (consensus/fsm.h) over etcdq's applier, and the one place where a
 // command becomes the bytes consensus carries and an applied command's
 // result comes back to its proposer. Consensus moves bytes only; the
 // meaning of a command (proto/etcdq/command.proto) is apply/'s, and this
@@ -10,7 +10,7 @@
 // (storage/checkpoints.h) that Peer.FetchSnapshot streams to members that
 // install the snapshot.
 //
-// Thread-safety: ApplierFsm as raft::Fsm (the consensus thread);
+// Thread-safety: ApplierFsm as consensus::Fsm (the consensus thread);
 // propose_command() from any thread.
 #pragma once
 
@@ -18,30 +18,30 @@
 
 #include "apply/applier.h"
 #include "etcdq/command.pb.h"
-#include "raft/fsm.h"
-#include "raft/node.h"
+#include "consensus/fsm.h"
+#include "consensus/node.h"
 #include "storage/checkpoints.h"
 
 namespace etcdq::member {
 
 // What one applied command answers its proposer.
-struct CommandOutcome final : raft::Outcome {
+struct CommandOutcome final : consensus::Outcome {
   apply::Result result;
 };
 
-class ApplierFsm final : public raft::Fsm {
+class ApplierFsm final : public consensus::Fsm {
  public:
   // `checkpoints` may be null (no member ever installs from us: tests).
   // Both must outlive this.
   ApplierFsm(apply::Applier* applier, storage::Checkpoints* checkpoints)
       : applier_(applier), checkpoints_(checkpoints) {}
 
-  Error apply(uint64_t index, std::string_view entry, std::vector<raft::Applied>* applied) override;
+  Error apply(uint64_t index, std::string_view entry, std::vector<consensus::Applied>* applied) override;
   uint64_t applied_index() const override { return applier_->applied_index(); }
   bool restored_ahead_of(uint64_t log_last_index) const override {
     return applier_->restored_ahead_of(log_last_index);
   }
-  Error take_snapshot(raft::SnapshotPoint* at) override;
+  Error take_snapshot(consensus::SnapshotPoint* at) override;
   // The pairs' spaces are storage::Cf; any other number fails the restore
   // (errors::internal "bad column family in a snapshot").
   Error restore(const Fetch& fetch, bool* damaged) override;
@@ -58,8 +58,8 @@ using CommandDone = std::function<void(apply::Result&&)>;
 
 // Encodes `cmd` with the tag consensus gives it (its origin and proposal
 // id, and this member's clock as its time unless set) and proposes it, as
-// raft::Node::propose says. No check: member/pipeline.h admits commands
+// consensus::Node::propose says. No check: member/pipeline.h admits commands
 // first.
-void propose_command(raft::Node& node, apply::Command cmd, CommandDone done);
+void propose_command(consensus::Node& node, apply::Command cmd, CommandDone done);
 
 }  // namespace etcdq::member

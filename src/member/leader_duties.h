@@ -1,6 +1,6 @@
 // Leader-only work — lease expiry, the queue scheduler's assignments, the
 // ClickHouse sink, auto-compaction — starts when this member becomes leader and stops when it
-// stops leading, driven by raft::Node's role-change hook (braft's
+// stops leading, driven by consensus::Node's role-change hook (braft's
 // on_leader_start / on_leader_stop), never by polling is_leader.
 //
 // The hook runs on the consensus thread and must not block, so

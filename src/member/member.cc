@@ -26,8 +26,8 @@
 #include "mvcc/range.h"
 #include "member/metrics.h"
 #include "queue/key_space.h"
-#include "raft/node.h"
-#include "raft/snapshot_install.h"
+#include "consensus/node.h"
+#include "consensus/snapshot_install.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
 
@@ -73,7 +73,7 @@ CorruptionChecker::Hooks corruption_hooks(Context* ctx, std::chrono::millisecond
     };
     auto asked = std::make_shared<Asked>();
     // Right after start the configuration may still be loading.
-    std::vector<raft::MemberState> members = ctx->node->members();
+    std::vector<consensus::MemberState> members = ctx->node->members();
     for (int i = 0; i < 20 && members.empty() && !*stopping; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       members = ctx->node->members();
@@ -177,7 +177,7 @@ struct Member::Parts {
   // Holds answers until the watch streams wrote the entry's events
   // (member/answer_gate.h); outlives the node, whose stop drains it.
   AnswerGate gate;
-  std::unique_ptr<raft::Node> node;
+  std::unique_ptr<consensus::Node> node;
   std::unique_ptr<NodeConsensus> consensus;  // over `node`
   std::unique_ptr<AutoCompactor> auto_compactor;
   std::unique_ptr<PeerProber> prober;  // every member probes the others
@@ -200,7 +200,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
 
   // Members of the initial cluster, with etcd's ids.
   std::vector<uint64_t> ids;
-  std::vector<raft::Peer> peers;
+  std::vector<consensus::Peer> peers;
   const InitialMember* self = nullptr;
   auto derive = [&](const std::string& token) {
     ids.clear();
@@ -270,7 +270,7 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
   p.fsm = std::make_unique<ApplierFsm>(state.applier(), p.checkpoints.get());
 
-  raft::NodeOptions ro;
+  consensus::NodeOptions ro;
   if (Error e = choose_raft_log_dir(o.data_dir, o.wal_dir, &ro.dir)) return e;
   ro.id = ctx.self.id;
   ro.address = self->peer_address;
@@ -288,8 +288,8 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.pre_vote = o.pre_vote;
   ro.on_removed = o.on_removed;
   if (o.peer_tls_dial) {
-    ro.io = [dial = o.peer_tls_dial](uv_loop_t* loop, std::shared_ptr<raft::Forwarder> f) {
-      return raft::peer_uv_io(loop, std::move(f), dial);
+    ro.io = [dial = o.peer_tls_dial](uv_loop_t* loop, std::shared_ptr<consensus::Forwarder> f) {
+      return consensus::peer_uv_io(loop, std::move(f), dial);
     };
   }
   ro.install_plan_path = (fs::path(o.data_dir) / "member" / "install-plan").string();
@@ -297,15 +297,15 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.on_role_change = [duties](bool leading) { duties->role_changed(leading); };
 
   // A snapshot install that did not finish: fetch the state before libraft
-  // starts, from any member that has it (raft/snapshot_install.h).
-  raft::InstallPlan plan;
-  if (raft::read_plan(ro.install_plan_path, &plan)) {
+  // starts, from any member that has it (consensus/snapshot_install.h).
+  consensus::InstallPlan plan;
+  if (consensus::read_plan(ro.install_plan_path, &plan)) {
     spdlog::warn("a snapshot install did not finish: fetching the state at index {} or later before starting",
                  plan.min_index);
-    raft::Forwarder forwarder;
+    consensus::Forwarder forwarder;
     for (int attempt = 1;; ++attempt) {
       bool damaged = false;
-      Error e = raft::fetch_state(p.fsm.get(), forwarder, plan, &damaged);
+      Error e = consensus::fetch_state(p.fsm.get(), forwarder, plan, &damaged);
       if (!e) break;
       if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
       if (o.stop_requested && o.stop_requested()) {
@@ -316,10 +316,10 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
       }
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
-    raft::remove_plan(ro.install_plan_path);
+    consensus::remove_plan(ro.install_plan_path);
   }
 
-  p.node = std::make_unique<raft::Node>(ro, p.fsm.get());
+  p.node = std::make_unique<consensus::Node>(ro, p.fsm.get());
   if (Error e = p.node->start()) return e;
   AnswerGate* gate = &p.gate;
   p.node->set_answer_route([gate](std::function<void()>& answers) { return gate->hold(answers); },
@@ -413,7 +413,7 @@ bool Member::join() {
   // the queues' scheduler and ClickHouse sink.
   keyspace::MemberServices services;
   services.self = ctx.self.id;
-  raft::Node* n = p.node.get();
+  consensus::Node* n = p.node.get();
   Context* c = &ctx_;
   services.propose = [c](apply::Command cmd, std::function<void(Error)> done) {
     cmd.set_internal(true);  // a plug-in's own decisions (the leader's)

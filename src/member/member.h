@@ -54,7 +54,7 @@ struct Options {
   bool strict_reconfig_check = true;
   bool pre_vote = true;
   // etcd 3.6: --wal-dir (member/raft_log_dir.h; "": <data-dir>/member/raft),
-  // --force-new-cluster and --max-learners (raft/node.h), and
+  // --force-new-cluster and --max-learners (consensus/node.h), and
   // --snapshot-catchup-entries (0: etcdq's 2048).
   std::string wal_dir;
   bool force_new_cluster = false;
@@ -77,7 +77,7 @@ struct Options {
   // This member's removal from the cluster committed (on the consensus
   // thread; must not block): the caller shuts down.
   std::function<void()> on_removed;
-  // Peer TLS (raft/transport.h, PeerTransport::Options::tls_dial): libraft's
+  // Peer TLS (consensus/transport.h, PeerTransport::Options::tls_dial): libraft's
   // outgoing connections go through it. Empty: plain TCP.
   std::function<void(int tcp, int plain, const std::string& host)> peer_tls_dial;
 };
@@ -100,7 +100,7 @@ class Member {
 
   Context& context() { return ctx_; }
   // A connection the peer URL's listener routed to libraft (it opened with
-  // raft::PeerTransport::kMagic): taken over, from any thread, until the
+  // consensus::PeerTransport::kMagic): taken over, from any thread, until the
   // Member is destroyed (closed once consensus stopped).
   void adopt_raft_connection(int fd);
 
@@ -126,7 +126,7 @@ class Member {
   // whichever thread ended it. Blocks nothing: a caller that must not wait
   // longer than request_timeout() times it out itself (http/server.cc).
   void health_read(bool serializable, std::function<void(Error)> done);
-  // etcd's request timeout (raft/node.h), for callers that wait on the cluster.
+  // etcd's request timeout (consensus/node.h), for callers that wait on the cluster.
   std::chrono::milliseconds request_timeout();
 
   // Idempotent.

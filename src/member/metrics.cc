@@ -17,7 +17,7 @@ std::unique_ptr<metrics::SourceHandle> add_member_metrics(const Context* ctx, co
       metrics::add_sample(&f, v, std::move(labels));
       out->push_back(std::move(f));
     };
-    raft::Progress pr = ctx->node->progress();
+    consensus::Progress pr = ctx->node->progress();
     one("etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.", MetricType::Gauge,
         pr.leader_id != 0 ? 1 : 0);
     one("etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.", MetricType::Gauge,

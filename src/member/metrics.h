@@ -18,7 +18,7 @@
 //   and the key-space plug-ins' families (the queues': queue/metrics.h).
 //
 // Counters kept where their cause happens register themselves in their own
-// layers (raft/metrics.h, mvcc/metrics.h, lease, storage, server/).
+// layers (consensus/metrics.h, mvcc/metrics.h, lease, storage, server/).
 #pragma once
 
 #include <memory>

@@ -1,24 +1,24 @@
-// member/consensus.h and member/membership.h over the member's raft::Node.
+// member/consensus.h and member/membership.h over the member's consensus::Node.
 //
-// Thread-safety: as raft::Node's (any thread).
+// Thread-safety: as consensus::Node's (any thread).
 #pragma once
 
 #include "member/consensus.h"
 #include "member/membership.h"
-#include "raft/node.h"
+#include "consensus/node.h"
 
 namespace etcdq::member {
 
 class NodeConsensus final : public Consensus, public Membership {
  public:
   // `node` must outlive this.
-  explicit NodeConsensus(raft::Node* node) : node_(node) {}
+  explicit NodeConsensus(consensus::Node* node) : node_(node) {}
 
   void propose(apply::Command cmd, CommandDone done) override { propose_command(*node_, std::move(cmd), std::move(done)); }
   void read_barrier(std::function<void(Error)> fn) override { node_->read_barrier(std::move(fn)); }
-  raft::Progress progress() override { return node_->progress(); }
+  consensus::Progress progress() override { return node_->progress(); }
 
-  std::vector<raft::MemberState> members() override { return node_->members(); }
+  std::vector<consensus::MemberState> members() override { return node_->members(); }
   void add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done) override {
     node_->add_member(id, std::move(address), learner, std::move(done));
   }
@@ -33,7 +33,7 @@ class NodeConsensus final : public Consensus, public Membership {
   }
 
  private:
-  raft::Node* node_;
+  consensus::Node* node_;
 };
 
 }  // namespace etcdq::member

@@ -3,12 +3,12 @@
 #include <vector>
 
 #include "common/thread_name.h"
-#include "raft/metrics.h"
-#include "raft/node.h"
+#include "consensus/metrics.h"
+#include "consensus/node.h"
 
 namespace etcdq::member {
 
-PeerProber::PeerProber(raft::Node* node) : node_(node) {}
+PeerProber::PeerProber(consensus::Node* node) : node_(node) {}
 
 PeerProber::~PeerProber() { stop(); }
 
@@ -41,7 +41,7 @@ void PeerProber::run() {
 
 void PeerProber::probe_all() {
   uint64_t self = node_->id();
-  for (const raft::MemberState& m : node_->members()) {
+  for (const consensus::MemberState& m : node_->members()) {
     if (m.id == self || m.address.empty()) continue;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -54,7 +54,7 @@ void PeerProber::probe_all() {
         [sent, to](Error e, const peer::ConfigurationResponse&) {
           if (e) return;
           std::chrono::duration<double> rtt = std::chrono::steady_clock::now() - sent;
-          raft::peer_round_trip_seconds(to).Observe(rtt.count());
+          consensus::peer_round_trip_seconds(to).Observe(rtt.count());
         });
   }
 }

@@ -3,8 +3,8 @@
 // a small request to each peer's URL every few seconds). Every kInterval,
 // a thread sends each member in libraft's configuration but this one a
 // Peer.Configuration call (a small answer from the member's own state, no
-// log access, served on its peer URL: raft/forwarder.h) and records the
-// time from sending to the answer (raft/metrics.h). A call that fails or
+// log access, served on its peer URL: consensus/forwarder.h) and records the
+// time from sending to the answer (consensus/metrics.h). A call that fails or
 // takes more than kTimeout records nothing; the members' next probes go on.
 //
 // Thread-safety: start() and stop() from one thread (the member's owner).
@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-namespace etcdq::raft {
+namespace etcdq::consensus {
 class Node;
 }
 
@@ -31,7 +31,7 @@ class PeerProber {
   static constexpr std::chrono::seconds kTimeout{5};
 
   // `node` must outlive the prober (stop() first).
-  explicit PeerProber(raft::Node* node);
+  explicit PeerProber(consensus::Node* node);
   ~PeerProber();  // stop()
   PeerProber(const PeerProber&) = delete;
   PeerProber& operator=(const PeerProber&) = delete;
@@ -43,7 +43,7 @@ class PeerProber {
   void run();
   void probe_all();
 
-  raft::Node* node_;
+  consensus::Node* node_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

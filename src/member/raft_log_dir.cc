@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "raft/node.h"
+#include "consensus/node.h"
 
 namespace etcdq::member {
 
@@ -42,7 +42,7 @@ Error choose_raft_log_dir(const std::string& data_dir, const std::string& wal_di
   }
   const std::string wanted = absolute_path(wal_dir);
   const std::string current = recorded.empty() ? default_dir : recorded;
-  if (wanted != current && !raft::log_exists(wanted) && raft::log_exists(current)) {
+  if (wanted != current && !consensus::log_exists(wanted) && consensus::log_exists(current)) {
     return {Code::kInvalidArgument, "--wal-dir " + wal_dir + " holds no Raft log, but data dir " + data_dir +
                                         " keeps its log in " + current + ": move the files from there to " + wanted +
                                         (recorded.empty() ? " or start without --wal-dir" : " or give --wal-dir " + current)};

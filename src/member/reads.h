@@ -7,7 +7,7 @@
 // As etcd's (etcdserver/v3_server.go, Range and linearizableReadNotify):
 // a serializable read serves this member's applied state at once; a
 // linearizable one first waits for consensus's read barrier (leadership
-// confirmed, everything committed before the call applied: raft/node.h,
+// confirmed, everything committed before the call applied: consensus/node.h,
 // read_barrier), then serves locally. A permission `check` runs after that
 // wait, as etcd checks after its read index: a follower has then applied
 // every auth change the leader had, so a revoked permission (or auth just

@@ -2,7 +2,7 @@
 // (etcd's embed/serve.go puts gRPC and HTTP/1.1 on one listener with cmux):
 // each accepted connection is routed by its first bytes. One that opens with
 // a prefixed route's magic goes to that route (the peer URL: libraft's raw
-// connections, raft/transport.h); one that opens with HTTP/2's client
+// connections, consensus/transport.h); one that opens with HTTP/2's client
 // connection preface ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", RFC 9113 section
 // 3.4, which every gRPC client sends before anything else) to the HTTP/2
 // route (gRPC); anything else to the HTTP/1.1 route (health, version,

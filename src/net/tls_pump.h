@@ -15,7 +15,7 @@
 // stack. One OpenSSL termination serves both.
 //
 // On the peer URL the plaintext may also open with a prefixed route's magic
-// (libraft's connections, raft/transport.h): that route gets it, as
+// (libraft's connections, consensus/transport.h): that route gets it, as
 // net::Mux routes a plain connection. So every check of what a member says
 // comes after its certificate was verified (and passed allowed-cn /
 // allowed-hostname, TlsContext::check_identity).

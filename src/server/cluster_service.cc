@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "raft/forwarder.h"
+#include "consensus/forwarder.h"
 #include "server/peer_urls.h"
 #include "server/forwarded_calls.h"
 
@@ -14,7 +14,7 @@ namespace {
 
 // libraft knows a member by host:port; every member's peer URLs have this
 // member's scheme (the flags refuse a mix: https:// with peer TLS).
-std::string peer_url_of(const Context& ctx, const raft::MemberState& m) {
+std::string peer_url_of(const Context& ctx, const consensus::MemberState& m) {
   bool tls = !ctx.self.peer_urls.empty() && ctx.self.peer_urls.front().rfind("https://", 0) == 0;
   return (tls ? "https://" : "http://") + m.address;
 }
@@ -76,9 +76,9 @@ grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerCo
 // MembersByID): `etcdctl member list` prints them in that order and scripts
 // take the first line or diff the output.
 void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out) {
-  std::vector<raft::MemberState> members = ctx.membership->members();
+  std::vector<consensus::MemberState> members = ctx.membership->members();
   std::sort(members.begin(), members.end(),
-            [](const raft::MemberState& a, const raft::MemberState& b) { return a.id < b.id; });
+            [](const consensus::MemberState& a, const consensus::MemberState& b) { return a.id < b.id; });
   for (const auto& m : members) {
     auto* o = out->Add();
     o->set_id(m.id);

@@ -21,7 +21,7 @@
 #include <memory>
 
 #include "etcdq/peer.grpc.pb.h"
-#include "raft/forwarder.h"
+#include "consensus/forwarder.h"
 #include "server/context.h"
 
 namespace etcdq::server {
@@ -56,7 +56,7 @@ bool forward_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* re
                      std::chrono::milliseconds(ctx->node->options().request_timeout_ms()));
   start(stub.get(), cctx.get(), [ctx, reactor, resp, stub, cctx, with_revision](grpc::Status s) {
     if (s.ok()) ctx->fill_header(resp->mutable_header(), with_revision);
-    finish(reactor, raft::Forwarder::from_status(s));
+    finish(reactor, consensus::Forwarder::from_status(s));
   });
   return true;
 }

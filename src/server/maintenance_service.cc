@@ -45,7 +45,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
     finish(reactor, e);
     return reactor;
   }
-  raft::Progress p = ctx_->consensus->progress();
+  consensus::Progress p = ctx_->consensus->progress();
   resp->set_version(kEtcdApiVersion);
   resp->set_dbsize(ctx_->store->engine()->size_bytes());
   resp->set_dbsizeinuse(ctx_->store->engine()->in_use_bytes());

@@ -5,7 +5,7 @@
 // client server does not register it, so a client URL answers it as etcd
 // answers an unknown method. The peer URL's listener (net/mux.h, in main)
 // hands this server the connections that open with HTTP/2's preface and
-// libraft's raw connections (raft/transport.h) to the member: one listener,
+// libraft's raw connections (consensus/transport.h) to the member: one listener,
 // so that peer TLS covers all member traffic.
 //
 // The receive limit leaves room for a forwarded batch (up to 1 MiB of

@@ -1,6 +1,6 @@
 // Checkpoints of the state database, one per Raft snapshot: the state at
 // exactly the snapshot's applied index, which a member far behind (or new)
-// streams from the member that took it (raft/node.h, Peer.FetchSnapshot).
+// streams from the member that took it (consensus/node.h, Peer.FetchSnapshot).
 //
 // A checkpoint is RocksDB's: SST files hard-linked from the live database,
 // after a flush of the memtables. Taking one costs a memtable flush and a

@@ -20,7 +20,7 @@ namespace {
 // etcd's bbolt commit histogram (etcd's server/storage/backend/metrics.go):
 // here the time of RocksDB's Write of one batch, which etcdq does without
 // an fsync of its own (engine.h; the Raft log is the WAL, whose fsync is
-// etcd_disk_wal_fsync_duration_seconds, raft/metrics.h).
+// etcd_disk_wal_fsync_duration_seconds, consensus/metrics.h).
 prometheus::Histogram& commit_seconds() {
   static prometheus::Histogram& h = metrics::histogram(
       "etcd_disk_backend_commit_duration_seconds", "The latency distributions of commit called by backend.",

@@ -5,7 +5,7 @@ writes, every member is killed, and one of them is started alone with
 itself as the only member (same member id, same cluster id), takes writes
 as a one-member cluster, and stays one after a restart without the flag.
 (etcd rewrites its membership to itself the same way; etcdq appends a Raft
-configuration of this member alone to its log, raft/node.h.)
+configuration of this member alone to its log, consensus/node.h.)
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_force_new_cluster.py
 """

@@ -118,7 +118,7 @@ class HealthTest(ClusterTestCase):
         survivor = c[0].client_port
         self.assertEqual(get(survivor, "/readyz")[0], 200)
         c.kill9(1, 2)
-        request_timeout_s = (5000 + 2 * c.election_ms) / 1000.0   # raft/node.h
+        request_timeout_s = (5000 + 2 * c.election_ms) / 1000.0   # consensus/node.h
         idle = [socket.create_connection(("127.0.0.1", survivor), timeout=5) for _ in range(300)]
         slow = [socket.create_connection(("127.0.0.1", survivor), timeout=5) for _ in range(50)]
         for s in slow:

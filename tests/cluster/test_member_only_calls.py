@@ -6,7 +6,7 @@ On the client URL (1 and 3 members), every member-only RPC — each Peer method,
 and the gRPC stream that once carried libraft's traffic — with forged,
 malformed and oversized inputs gets exactly etcd's answer for a method it does
 not have (UNIMPLEMENTED, "unknown service ..."), and libraft's raw connection
-(raft/transport.h: magic, hello, messages) is not libraft's there; nothing
+(consensus/transport.h: magic, hello, messages) is not libraft's there; nothing
 enters the log, every member stays up, and the hash of the key space is the
 same before and after.
 
@@ -41,13 +41,13 @@ from cluster import ClusterTestCase, harness, is_reference_etcd, main, rpc_pb2, 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 PEER = "/etcdq.peer.Peer/"
 RAFT_STREAM = "/etcdq.peer.RaftTransport/Stream"  # gone: libraft's traffic is raw TCP now
-RAFT_MAGIC = b"etcdqRFT"  # raft/transport.h
+RAFT_MAGIC = b"etcdqRFT"  # consensus/transport.h
 HELLO_TIMEOUT_S = 5  # PeerTransport::Options::handshake_timeout
 MAX_INCOMING = 64  # PeerTransport::kMaxIncoming
 
 
 def raft_hello(member_id, address, version=1):
-    """raft/transport.h's hello: magic, version, id, padded address length, address."""
+    """consensus/transport.h's hello: magic, version, id, padded address length, address."""
     padded = (len(address) + 1 + 7) // 8 * 8
     return RAFT_MAGIC + struct.pack("<QQQ", version, member_id, padded) + address + b"\0" * (padded - len(address))
 
@@ -482,7 +482,7 @@ class PeerUrlChecksWhatPeersSend(ClusterTestCase):
     def test_z_a_flood_of_bad_connections_is_logged_within_a_bound(self):
         # Each refused Raft connection is a warning; a client opening them in
         # a loop once wrote one line each. Now at most 100 per 10 s
-        # (raft/inbound.h warn_peer_connection): 400 in a row add at most
+        # (consensus/inbound.h warn_peer_connection): 400 in a row add at most
         # two windows' worth, and the member serves on. (Named to run last in
         # its class: it uses up member 0's warning budget for 10 s.)
         c = self.c

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Peer TLS (etcd's --peer-* flags; src/cli/peer_tls.h, src/raft/transport.h,
+"""Peer TLS (etcd's --peer-* flags; src/cli/peer_tls.h, src/consensus/transport.h,
 src/net/tls_pump.h): all member traffic over mutually authenticated TLS.
 
 - A 3-member cluster whose peer and client URLs are all https:// with

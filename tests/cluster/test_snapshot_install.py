@@ -199,7 +199,7 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
     rejected one, so the leader stepped back one index a heartbeat until it
     ran off its own log (the snapshot's trailing entries) and sent the
     snapshot again. etcdq wraps progressToProbe at link time to probe from
-    one past the snapshot (src/raft/libraft_patches.cc, patch 1), and the follower
+    one past the snapshot (src/consensus/libraft_patches.cc, patch 1), and the follower
     accepts the first probe."""
     # Under the sanitizers the timing is not checked (below), and each trial
     # takes 13 s there (a 16 MB lag). Two: the slow case above needs a leader

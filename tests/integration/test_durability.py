@@ -192,7 +192,7 @@ class DurabilityTest(harness.MemberTestCase):
 
     @unittest.skipIf(harness.is_reference_etcd(), "libraft's log segments are etcdq's (etcd has its WAL)")
     def test_log_segments_are_written_synced_and_buffered(self):
-        # raft/libraft_patches.cc (patch 3): libraft appends to its open segment with
+        # consensus/libraft_patches.cc (patch 3): libraft appends to its open segment with
         # buffered O_DSYNC writes (each synced before it is reported), not
         # O_DIRECT kernel AIO, whose sync the kernel defers to a per-CPU
         # worker that a busy host leaves waiting. Read from the running

@@ -5,11 +5,11 @@ libraft 0.15 calls its I/O's close callback once its request queues are empty
 and again from a log segment writer whose handles closed later. We used to
 free raft_uv's state in the first call, so the second read freed memory: CI's
 ASan build stopped with a SEGV in libraft's ioCloseCb at a SIGTERM under writes
-(about one stop in five here). src/raft/io.h (UvIo) now lets the callback
+(about one stop in five here). src/consensus/io.h (UvIo) now lets the callback
 through once and frees that state only after the loop has ended.
 
 The late call comes when libraft writes its log through libuv's thread pool,
-as it now does on every file system (src/raft/libraft_patches.cc, patch 3; before, only
+as it now does on every file system (src/consensus/libraft_patches.cc, patch 3; before, only
 where there was no direct I/O: tmpfs, overlayfs in containers). The data dir
 goes on /dev/shm when there is one: each write there is short, so a SIGTERM
 more often lands between a write and its close.

@@ -18,10 +18,10 @@ set(CASES
   "keyspace|mvcc/store.h|queue/book.h,auth/store.h,apply/applier.h"
   "queue|keyspace/kind.h|lease/lessor.h,auth/store.h,apply/applier.h"
   "auth|keyspace/registry.h|queue/keys.h,lease/lessor.h,apply/applier.h"
-  "apply|keyspace/registry.h|queue/book.h,raft/node.h,server/server.h"
+  "apply|keyspace/registry.h|queue/book.h,consensus/node.h,server/server.h"
   "etcd_snapshot|bbolt/reader.h|member/identity.h,server/context.h,apply/applier.h,queue/book.h"
-  "raft|common/error.h|apply/applier.h,keyspace/registry.h,queue/book.h,storage/engine.h,mvcc/store.h,member/member.h,server/server.h,http/server.h"
-  "member|raft/node.h|server/server.h,http/server.h,host/host.h,cli/flags.h"
+  "consensus|common/error.h|apply/applier.h,keyspace/registry.h,queue/book.h,storage/engine.h,mvcc/store.h,member/member.h,server/server.h,http/server.h"
+  "member|consensus/node.h|server/server.h,http/server.h,host/host.h,cli/flags.h"
   "http|common/error.h|mvcc/store.h,server/server.h"
   "server|member/member.h|host/host.h,http/server.h,cli/flags.h"
   "host|server/server.h|cli/flags.h")

@@ -1,5 +1,5 @@
 # Proves that the libraft the build links is one the patches in
-# src/raft/libraft_patches.cc fit (libraft_patches.h says why each needs
+# src/consensus/libraft_patches.cc fit (libraft_patches.h says why each needs
 # this): Debian's libraft-dev 0.15.0, and in its libraft.a each wrapped
 # function is defined in the object the patch names and called from another
 # object (ld's --wrap redirects only references between objects: a call
@@ -10,7 +10,7 @@
 #   cmake -DNM=<nm> -DLIB=<libraft.a> -DVERSION=<pkg-config version> -P check_patches.cmake
 
 if(NOT VERSION STREQUAL "0.15.0")
-  message(FATAL_ERROR "libraft ${VERSION}: the patches in src/raft/libraft_patches.cc fit 0.15.0 only; "
+  message(FATAL_ERROR "libraft ${VERSION}: the patches in src/consensus/libraft_patches.cc fit 0.15.0 only; "
                       "re-read each against the new source before changing this check")
 endif()
 execute_process(COMMAND ${NM} -A ${LIB} RESULT_VARIABLE rc OUTPUT_VARIABLE syms ERROR_VARIABLE err)

@@ -48,11 +48,11 @@ struct Member {
       auto* self = static_cast<Member*>(f->data);
       *result = nullptr;
       std::vector<apply::Result> results;
-      // As raft/node.cc: the entry's index is the next one to apply.
+      // As consensus/node.cc: the entry's index is the next one to apply.
       Error e = self->applier->apply(self->applier->applied_index() + 1,
                                      std::string_view(static_cast<const char*>(buf->base), buf->len), &results);
       if (e) {
-        ++self->apply_failures;  // raft/node.cc would stop the member here
+        ++self->apply_failures;  // consensus/node.cc would stop the member here
         return RAFT_IOERR;
       }
       for (auto& r : results) self->errors += r.error ? 1 : 0;

@@ -1,4 +1,4 @@
-// raft::Node's roles (batching, forwarding, read index, leader changes,
+// consensus::Node's roles (batching, forwarding, read index, leader changes,
 // restarts) in a 3-member cluster inside this process: each member is a
 // real Node with its consensus thread, its libuv loop and its log in a
 // temporary directory, applying through member::ApplierFsm into a real
@@ -40,7 +40,7 @@
 #include "member/context.h"
 #include "member/forwarded.h"
 #include "member/fsm.h"
-#include "raft/node.h"
+#include "consensus/node.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
 
@@ -85,7 +85,7 @@ struct StateMachine {
 // What the leader's Peer service does with a forwarded call: every command
 // decoded and admitted once (member/forwarded.h), or the whole call refused
 // with the first error, before consensus copies the bytes into the log.
-void propose_checked(raft::Node& leader, std::vector<std::string> commands, std::function<void(Error)> done) {
+void propose_checked(consensus::Node& leader, std::vector<std::string> commands, std::function<void(Error)> done) {
   static member::Context ctx{};  // admit_forwarded reads only its limits (the defaults, as etcd's)
   for (const auto& c : commands) {
     apply::Command cmd;
@@ -112,10 +112,10 @@ std::string framed(const std::string& bytes) {
 
 class Cluster;
 
-// Peer calls (raft/forwarder.h) made straight on the target member's Node,
+// Peer calls (consensus/forwarder.h) made straight on the target member's Node,
 // as its Peer service would (server/peer_service.cc), and failing as the
 // gRPC one does when the network between the two is cut.
-class InProcessForwarder final : public raft::Forwarder {
+class InProcessForwarder final : public consensus::Forwarder {
  public:
   InProcessForwarder(Cluster* cluster, uint64_t self) : cluster_(cluster), self_(self) {}
   void propose(const std::string& target, std::vector<std::string> commands, Timeout,
@@ -161,7 +161,7 @@ class Cluster {
   void start(unsigned i) {
     auto m = std::make_shared<Running>();
     m->sm = std::make_unique<StateMachine>(dir_ / std::to_string(i) / "state");
-    raft::NodeOptions o;
+    consensus::NodeOptions o;
     o.dir = (dir_ / std::to_string(i) / "raft").string();
     o.id = id(i);
     o.address = address(i);
@@ -173,7 +173,7 @@ class Cluster {
     o.io = net_->io_factory(id(i));
     o.forwarder = std::make_shared<InProcessForwarder>(this, id(i));
     o.on_removed = [this, i] { removed_[i] = true; };
-    m->node = std::make_shared<raft::Node>(o, m->sm->fsm.get());
+    m->node = std::make_shared<consensus::Node>(o, m->sm->fsm.get());
     ASSERT_FALSE(m->node->start()) << "member " << i;
     std::lock_guard<std::mutex> lock(mu_);
     members_[i] = m;
@@ -197,11 +197,11 @@ class Cluster {
     return members_[i] != nullptr;
   }
 
-  std::shared_ptr<raft::Node> node(unsigned i) {
+  std::shared_ptr<consensus::Node> node(unsigned i) {
     std::lock_guard<std::mutex> lock(mu_);
     return members_[i] ? members_[i]->node : nullptr;
   }
-  std::shared_ptr<raft::Node> node_at(const std::string& address) {
+  std::shared_ptr<consensus::Node> node_at(const std::string& address) {
     for (unsigned i = 0; i < kMembers; ++i) {
       if (Cluster::address(i) == address) return node(i);
     }
@@ -290,9 +290,9 @@ class Cluster {
         if (alive(i)) live.push_back(i);
       }
       bool same = true;
-      raft::Progress first = node(live[0])->progress();
+      consensus::Progress first = node(live[0])->progress();
       for (unsigned i : live) {
-        raft::Progress p = node(i)->progress();
+        consensus::Progress p = node(i)->progress();
         same = same && p.applied_index == first.applied_index && p.applied_index == p.commit_index &&
                p.commit_index == first.commit_index;
       }
@@ -307,7 +307,7 @@ class Cluster {
  private:
   struct Running {
     std::unique_ptr<StateMachine> sm;
-    std::shared_ptr<raft::Node> node;
+    std::shared_ptr<consensus::Node> node;
     ~Running() {
       node.reset();  // stopped before the state machine it applies to goes
       sm.reset();
@@ -326,7 +326,7 @@ class Cluster {
 
 void InProcessForwarder::propose(const std::string& target, std::vector<std::string> commands, Timeout,
                                  std::function<void(Error)> done) {
-  std::shared_ptr<raft::Node> to = cluster_->node_at(target);
+  std::shared_ptr<consensus::Node> to = cluster_->node_at(target);
   // A call that never reaches the target is refused unproposed.
   if (!to || cluster_->net().blocked(self_, to->id()) || cluster_->net().blocked(to->id(), self_)) {
     done(errors::not_leader());
@@ -336,7 +336,7 @@ void InProcessForwarder::propose(const std::string& target, std::vector<std::str
 }
 
 void InProcessForwarder::read_index(const std::string& target, Timeout, std::function<void(Error, uint64_t)> done) {
-  std::shared_ptr<raft::Node> to = cluster_->node_at(target);
+  std::shared_ptr<consensus::Node> to = cluster_->node_at(target);
   if (!to || cluster_->net().blocked(self_, to->id()) || cluster_->net().blocked(to->id(), self_)) {
     done(errors::leader_changed(), 0);
     return;
@@ -345,12 +345,12 @@ void InProcessForwarder::read_index(const std::string& target, Timeout, std::fun
 }
 
 void InProcessForwarder::removed(const std::string& target, uint64_t) {
-  if (std::shared_ptr<raft::Node> to = cluster_->node_at(target)) to->removed_by_leader();
+  if (std::shared_ptr<consensus::Node> to = cluster_->node_at(target)) to->removed_by_leader();
 }
 
 Error InProcessForwarder::fetch_snapshot(const std::string& target, uint64_t index,
                                         const std::function<Error(const peer::SnapshotChunk&)>& fn) {
-  std::shared_ptr<raft::Node> to = cluster_->node_at(target);
+  std::shared_ptr<consensus::Node> to = cluster_->node_at(target);
   if (!to || cluster_->net().blocked(self_, to->id()) || cluster_->net().blocked(to->id(), self_)) {
     return errors::leader_changed();
   }
@@ -452,14 +452,14 @@ TEST_F(ConsensusClusterTest, ConcurrentProposalsShareLogEntries) {
 }
 
 // The leader stopped while proposals stream in: libraft hears of log writes
-// in the check phase after raft_uv started the next one (raft/node_impl.h,
+// in the check phase after raft_uv started the next one (consensus/node_impl.h,
 // `written`), so a stop can find written appends not yet reported. Each
 // proposal is answered (applied or stopped), and every one answered as
 // applied is on the members after the leader restarts from its log.
 TEST_F(ConsensusClusterTest, LeaderStoppedUnderProposalsAnswersEachAndKeepsWhatItAcknowledged) {
   unsigned l = cluster_->wait_leader();
   ASSERT_LT(l, kMembers);
-  std::shared_ptr<raft::Node> leader = cluster_->node(l);
+  std::shared_ptr<consensus::Node> leader = cluster_->node(l);
   // Proposals stream in until the stop has returned: some are in the log
   // or in flight when it starts, the last ones are refused.
   constexpr int kMaxProposals = 200000;

@@ -1,10 +1,10 @@
 // Where the leader resumes probing a follower it was sending a snapshot to
-// (raft/libraft_patches.h, patch 1). These call libraft's own progressToProbe by
+// (consensus/libraft_patches.h, patch 1). These call libraft's own progressToProbe by
 // name, as libraft's replication code does: that the call lands on the
 // wrapper proves the link's --wrap as much as the outcome.
 #include <gtest/gtest.h>
 
-#include "raft/libraft_patches.h"
+#include "consensus/libraft_patches.h"
 
 // libraft 0.15's internal entry point (progress.h), wrapped at link time.
 extern "C" void progressToProbe(struct raft* r, unsigned i);

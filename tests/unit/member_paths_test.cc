@@ -37,7 +37,7 @@ class FakeConsensus final : public member::Consensus {
 
   void propose(Command cmd, member::CommandDone done) override { proposed_.emplace_back(std::move(cmd), std::move(done)); }
   void read_barrier(std::function<void(Error)> fn) override { barriers_.push_back(std::move(fn)); }
-  raft::Progress progress() override { return progress_; }
+  consensus::Progress progress() override { return progress_; }
 
   // Applies every queued proposal, one entry each, in order, and answers it.
   void commit() {
@@ -67,7 +67,7 @@ class FakeConsensus final : public member::Consensus {
 
   const std::deque<std::pair<Command, member::CommandDone>>& proposed() const { return proposed_; }
   size_t barriers_waiting() const { return barriers_.size(); }
-  raft::Progress progress_{.term = 7, .leader_id = 1, .is_leader = true};
+  consensus::Progress progress_{.term = 7, .leader_id = 1, .is_leader = true};
 
  private:
   apply::Applier* applier_;

@@ -1,9 +1,9 @@
-// An in-process network for raft::Node (test double, header-only): the
+// An in-process network for consensus::Node (test double, header-only): the
 // test decides which member hears which, without a socket or a port.
 //
 // Why raft_uv with an in-memory transport rather than libraft's fixture
 // (raft/fixture.h, whose stub I/O apply_cluster_test.cc uses): the fixture
-// steps one libraft instance by hand and cannot run raft::Node, whose roles
+// steps one libraft instance by hand and cannot run consensus::Node, whose roles
 // live on its own consensus thread and libuv loop. Replacing only the
 // raft_uv_transport (NodeOptions::io) keeps everything else real: the
 // consensus thread, its loop and timers, the log and its fsyncs in a
@@ -43,16 +43,16 @@ extern "C" {
 #include <utility>
 #include <vector>
 
-#include "raft/io.h"
-#include "raft/uv_bridge.h"
+#include "consensus/io.h"
+#include "consensus/uv_bridge.h"
 
 namespace etcdq::testing {
 
 class MemoryNetwork;
 
 // One member's raft_uv_transport: connections come from the network
-// (raft::UvBridge says which of its methods run on which thread).
-class MemoryEndpoint : public raft::UvBridge, public std::enable_shared_from_this<MemoryEndpoint> {
+// (consensus::UvBridge says which of its methods run on which thread).
+class MemoryEndpoint : public consensus::UvBridge, public std::enable_shared_from_this<MemoryEndpoint> {
  public:
   MemoryEndpoint(uv_loop_t* loop, std::weak_ptr<MemoryNetwork> net) : UvBridge(loop), net_(std::move(net)) {}
 
@@ -116,7 +116,7 @@ class MemoryNetwork : public std::enable_shared_from_this<MemoryNetwork> {
   }
 
   // NodeOptions::io for member `id`: raft_uv with this network.
-  raft::IoFactory io_factory(uint64_t id);
+  consensus::IoFactory io_factory(uint64_t id);
 
   void add(const std::shared_ptr<MemoryEndpoint>& e) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -272,7 +272,7 @@ inline void MemoryEndpoint::before_close() {
 
 // raft_uv over a MemoryEndpoint, with the network's append hook for this
 // member wrapped around libraft's log appends.
-class MemoryIo final : public raft::RaftIo {
+class MemoryIo final : public consensus::RaftIo {
  public:
   MemoryIo(uv_loop_t* loop, std::shared_ptr<MemoryNetwork> net, uint64_t id)
       : net_(std::move(net)), id_(id), endpoint_(std::make_shared<MemoryEndpoint>(loop, net_)),
@@ -330,13 +330,13 @@ class MemoryIo final : public raft::RaftIo {
   std::shared_ptr<MemoryNetwork> net_;
   uint64_t id_;
   std::shared_ptr<MemoryEndpoint> endpoint_;
-  raft::UvIo uv_;
+  consensus::UvIo uv_;
   AppendFn append_ = nullptr;
 };
 
-inline raft::IoFactory MemoryNetwork::io_factory(uint64_t id) {
+inline consensus::IoFactory MemoryNetwork::io_factory(uint64_t id) {
   std::weak_ptr<MemoryNetwork> weak = shared_from_this();
-  return [weak, id](uv_loop_t* loop, std::shared_ptr<raft::Forwarder>) -> std::unique_ptr<raft::RaftIo> {
+  return [weak, id](uv_loop_t* loop, std::shared_ptr<consensus::Forwarder>) -> std::unique_ptr<consensus::RaftIo> {
     return std::make_unique<MemoryIo>(loop, weak.lock(), id);
   };
 }

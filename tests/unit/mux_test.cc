@@ -145,7 +145,7 @@ TEST(Mux, WithoutAnHttp1RouteSuchConnectionsAreClosed) {
 
 TEST(Mux, APrefixedRouteTakesConnectionsThatOpenWithItsMagicOnly) {
   // The peer URL: libraft's raw connections open with a magic of their own
-  // (raft/transport.h), gRPC with the preface; anything else is closed.
+  // (consensus/transport.h), gRPC with the preface; anything else is closed.
   Routed got;
   std::vector<std::string> raw;
   Mux::Routes routes = got.routes(false);

@@ -1,10 +1,10 @@
-// raft::PeerTransport's incoming side (raft/transport.h) on real loopback
+// consensus::PeerTransport's incoming side (consensus/transport.h) on real loopback
 // TCP, spoken by hand as a member (or a stranger) would: what libraft reads
 // is exactly the checked bytes after a good hello; garbage, oversized
 // framing and bad hellos are cut off; a connection that says nothing after
 // the magic is closed; many connections stay bounded. libraft itself is
 // played by the test (raft_uv_transport's callbacks on a loop thread).
-#include "raft/transport.h"
+#include "consensus/transport.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-namespace etcdq::raft {
+namespace etcdq::consensus {
 namespace {
 
 using namespace std::chrono_literals;
@@ -299,4 +299,4 @@ TEST(PeerTransport, ManyConnectionsStayBoundedAndANewMemberStillGetsIn) {
 }
 
 }  // namespace
-}  // namespace etcdq::raft
+}  // namespace etcdq::consensus

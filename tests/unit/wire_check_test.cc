@@ -1,4 +1,4 @@
-// The check in front of libraft on a Raft stream (raft/wire_check.h):
+// The check in front of libraft on a Raft stream (consensus/wire_check.h):
 // messages libraft 0.15 encodes pass, however the stream splits them;
 // framings libraft would misread are refused before they are complete.
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "raft/wire_check.h"
+#include "consensus/wire_check.h"
 
-namespace etcdq::raft {
+namespace etcdq::consensus {
 namespace {
 
 void put64(std::string *b, uint64_t v) {
@@ -291,4 +291,4 @@ TEST(WireCheck, NothingPassesAfterTheFirstRefusal) {
 }
 
 } // namespace
-} // namespace etcdq::raft
+} // namespace etcdq::consensus

@@ -1,5 +1,5 @@
 // How libraft's log segments are written, as the link leaves it: written
-// with zeros before libraft appends to them (raft/libraft_patches.h, patch 2), and
+// with zeros before libraft appends to them (consensus/libraft_patches.h, patch 2), and
 // appended with buffered synced writes, not direct AIO, on the loop's own
 // thread when it takes them (patches 3-5).
 // posix_fallocate is called by name, as libraft's uv_fs.c does: the link's
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "raft/libraft_patches.h"
+#include "consensus/libraft_patches.h"
 #include "test_files.h"
 
 extern "C" {
@@ -154,7 +154,7 @@ TEST_F(WrittenSegments, ProbeErrorsStand) {
 
 // An InlineWrites that records what libraft's appends offer it and keeps
 // their completions for the test to run.
-struct RecordingInline final : etcdq::raft::InlineWrites {
+struct RecordingInline final : etcdq::consensus::InlineWrites {
   bool accept = true;
   std::vector<size_t> offered;
   std::vector<std::pair<uv_work_t*, uv_after_work_cb>> done;
@@ -236,7 +236,7 @@ class UvLog {
 // Both are in the closed segment once libraft closed the log.
 TEST_F(WrittenSegments, AppendsTakenByTheLoopAreWrittenBeforeTheyComplete) {
   RecordingInline rec;
-  etcdq::raft::set_inline_writes(&rec);
+  etcdq::consensus::set_inline_writes(&rec);
   {
     UvLog log(dir_);
     ASSERT_EQ(log.n_entries, 0u);
@@ -261,7 +261,7 @@ TEST_F(WrittenSegments, AppendsTakenByTheLoopAreWrittenBeforeTheyComplete) {
     EXPECT_EQ(rec.offered.size(), 2u);
     EXPECT_EQ(rec.done.size(), 1u) << "a refused write was run on the loop";
   }
-  etcdq::raft::set_inline_writes(nullptr);
+  etcdq::consensus::set_inline_writes(nullptr);
   // Closed with both (libraft renames the open segment on close).
   std::string log;
   for (const auto& e : fs::directory_iterator(dir_)) {

@@ -1,0 +1,81 @@
+// The state machine as consensus sees it: bytes in log order, snapshots as
+// a stream of pairs, and nothing else (braft's StateMachine, ClickHouse
+// Keeper's KeeperStateMachine). Consensus never opens a command: what an
+// entry's bytes mean, and what applying them answers, is the Fsm's
+// (member/fsm.h implements it with apply::Applier; a test may put any
+// deterministic state machine behind it).
+//
+// Thread-safety: every method is called on the consensus thread (or, for
+// restore, by main() before the node starts); implementations need no lock
+// of their own against Node.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace etcdq::consensus {
+
+// What applying one command gave the member that proposed it. Consensus
+// carries it unopened from Fsm::apply to that proposal's ProposalDone
+// (consensus/node.h), as braft hands a task's Closure back to its state machine:
+// the Fsm derives its own type from this one.
+class Outcome {
+ public:
+  virtual ~Outcome() = default;
+};
+
+// One applied command's outcome, with the tag its proposer gave it
+// (Node::propose): the proposing node's origin and its proposal id.
+struct Applied {
+  uint64_t origin = 0;
+  uint64_t proposal_id = 0;
+  std::unique_ptr<Outcome> outcome;
+};
+
+// Where the state stood when a snapshot was taken.
+struct SnapshotPoint {
+  uint64_t applied_index = 0;
+  int64_t revision = 0;  // the state's own version there (logged only)
+};
+
+class Fsm {
+ public:
+  // Takes one pair of the state: `space` is the Fsm's own numbering of its
+  // key spaces (column families), key and value its bytes. Errors stop the
+  // stream.
+  using PairSink = std::function<Error(uint32_t space, std::string_view key, std::string_view value)>;
+  // Streams a snapshot's pairs into the sink it is given.
+  using Fetch = std::function<Error(const PairSink&)>;
+
+  virtual ~Fsm() = default;
+
+  // Applies the committed entry at `index` (commands framed as
+  // common/entry_frames.h says) and appends each command's outcome to
+  // `applied`, tagged as it was proposed. Entries at or below
+  // applied_index() are skipped. A malformed command is an outcome, not an
+  // error. Errors: the state database failed; the member must stop, as
+  // continuing would diverge from the log.
+  virtual Error apply(uint64_t index, std::string_view entry, std::vector<Applied>* applied) = 0;
+  // The last log index whose entry is reflected in the state (0: none).
+  virtual uint64_t applied_index() const = 0;
+  // True when the state was restored from a snapshot above `log_last_index`
+  // and nothing applied since: a log that ends below it is not damaged.
+  virtual bool restored_ahead_of(uint64_t log_last_index) const = 0;
+
+  // Before libraft takes a snapshot (and may drop entries up to it): makes
+  // the state durable up to applied_index() and keeps the state at that
+  // index for members that will install it (streamed by Peer.FetchSnapshot).
+  // Fills `at`. Errors: the database's; the snapshot is then skipped.
+  virtual Error take_snapshot(SnapshotPoint* at) = 0;
+  // Replaces the whole state with a snapshot's, streamed by `fetch`. On
+  // error, *damaged tells whether the old state was already partly replaced
+  // (the member must then stop).
+  virtual Error restore(const Fetch& fetch, bool* damaged) = 0;
+};
+
+}  // namespace etcdq::consensus

@@ -1,0 +1,217 @@
+// The libraft patches (consensus/libraft_patches.h): one section a patch, each
+// saying what it replaces and why.
+#include "consensus/libraft_patches.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+// ==== 1. progressToProbe ======================================================
+// Where a leader resumes replication to a follower after a snapshot: one
+// index past the snapshot, as libraft intends, not at the snapshot.
+//
+// libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
+// libraft.a) moves a follower it is sending a snapshot to back to probing
+// when a send to it fails (replication.c, sendAppendEntriesCb) or once it
+// reports the snapshot's index (the AppendEntries result). progressToProbe
+// (progress.c) then sets next index = max(match + 1, snapshot index), while
+// its comment says it probes from snapshot index + 1. A follower killed as
+// its install started and restarted at once holds only that snapshot: it has
+// no entry at the probe's previous index (snapshot index - 1) and rejects;
+// its last index is above the rejected one, so the leader steps back one
+// index a heartbeat until it runs off its own log and sends the snapshot
+// again (--snapshot-count heartbeats: 2.5-3 s here, up to 2048 heartbeats).
+// Upstream's HEAD still has it.
+//
+// The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
+// -Wl,--wrap=progressToProbe, so libraft's calls to progressToProbe from its
+// other objects reach __wrap_progressToProbe below, which calls the original
+// (__real_progressToProbe) and, when the follower left the snapshot state,
+// raises its next index to snapshot index + 1. A follower that has the
+// snapshot then accepts the first probe; one that lacks it rejects at the
+// snapshot's index with its own last index, which the leader jumps back to
+// (sending the snapshot again if its log no longer reaches there). The one call inside
+// progress.c itself (progressMaybeDecrement, from pipeline state, where the
+// original is right) is not redirected: the linker wraps only references
+// between objects.
+//
+// Relies on libraft 0.15's layout: struct raft_progress (public, raft.h) and
+// its snapshot state's value, 2 (PROGRESS__SNAPSHOT, libraft's internal
+// progress.h). CMakeLists.txt refuses any libraft other than 0.15.0.
+
+namespace {
+// libraft 0.15's progress state for "sending a snapshot" (src/progress.h).
+constexpr unsigned short kProgressSnapshot = 2;
+}  // namespace
+
+extern "C" void __wrap_progressToProbe(struct raft* r, unsigned i) {
+  struct raft_progress* p = &r->leader_state.progress[i];
+  const bool was_snapshot = p->state == kProgressSnapshot;
+  const raft_index snapshot_index = p->snapshot_index;  // the original clears it
+  __real_progressToProbe(r, i);
+  if (was_snapshot && p->next_index < snapshot_index + 1) {
+    p->next_index = snapshot_index + 1;
+  }
+}
+
+// ==== 2. posix_fallocate ======================================================
+// Log segments whose blocks are written before libraft appends to them, so
+// that an append is an overwrite the kernel can do without blocking.
+//
+// libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
+// libraft.a) creates each open segment (8 MiB) with posix_fallocate
+// (uv_fs.c, UvFsAllocateFile, in its thread pool) and appends to it with
+// O_DSYNC writes from libuv's thread pool (patch 3). ext4 leaves
+// fallocated blocks unwritten: the first write into each 4 KiB block must
+// convert its extent, a metadata change that the synced write then commits
+// to the journal (a jbd2 commit, and its wake-ups, on top of the data's
+// flush) for every append that reaches a new block (a quarter of them at
+// 10 clients, nearly all at 1000). (Before patch 3, appends were
+// direct AIO tried with RWF_NOWAIT, which the kernel refused over unwritten
+// blocks: the first reason for this file.)
+//
+// The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
+// -Wl,--wrap=posix_fallocate, so libraft's call reaches
+// __wrap_posix_fallocate below, which reserves the space as before
+// (__real_posix_fallocate: ENOSPC is still reported at creation), writes
+// zeros over it and drops those pages from the page cache (8 MiB of zeros
+// a segment need not stay in memory; appends write whole 4 KiB blocks, so
+// none is read back). The file reads the same (an
+// unwritten extent reads as zeros) and libraft's own fallback when
+// fallocate is unsupported also writes it; the segment is only written
+// earlier, in libraft's pool, before any entry goes to it. Only references from the static libraft.a and our
+// own objects are redirected (none of ours calls it); RocksDB and the other
+// shared libraries keep glibc's.
+
+namespace {
+// The zeros written at a time: 8 synced writes (libraft opens the segment
+// O_DSYNC, so each is a journal commit) for an 8 MiB segment, off the
+// consensus thread. Never written to: in .bss, so reading it maps the zero
+// page and costs no memory.
+constexpr size_t kChunkBytes = 1 << 20;
+alignas(4096) char kZeros[kChunkBytes];
+}  // namespace
+
+extern "C" int __wrap_posix_fallocate(int fd, off_t offset, off_t len) {
+  if (int rv = __real_posix_fallocate(fd, offset, len); rv != 0) return rv;
+  off_t at = offset;
+  const off_t end = offset + len;
+  while (at < end) {
+    size_t n = static_cast<size_t>(end - at) < kChunkBytes ? static_cast<size_t>(end - at) : kChunkBytes;
+    ssize_t w = ::pwrite(fd, kZeros, n, at);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return EIO;
+    at += w;
+  }
+  // The zeros went through the page cache, where they need not stay:
+  // appends write whole blocks, so none is read back. O_DSYNC left the
+  // pages clean, so they can go. Advice only: a failure costs memory the
+  // kernel reclaims anyway, not a wrong append.
+  (void)::posix_fadvise(fd, offset, len, POSIX_FADV_DONTNEED);
+  return 0;
+}
+
+// ==== 3. UvFsProbeCapabilities ================================================
+// How libraft writes the Raft log: buffered writes to its O_DSYNC segment
+// files, as etcd's WAL writes and fdatasyncs; not direct kernel AIO. An
+// idle consensus thread writes a small append itself, otherwise a thread of
+// libuv's pool does (below).
+//
+// libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
+// libraft.a) probes the data dir at start (uv_fs.c, UvFsProbeCapabilities)
+// and, where the file system offers them, appends with O_DIRECT kernel AIO
+// submitted from the consensus thread (uv_writer.c). Segments are opened
+// O_DSYNC, and for an asynchronous direct write the kernel does that sync
+// after the data landed, on its per-CPU "dio" workqueue (iomap's deferred
+// completion): a kernel worker bound to one core and scheduled like any
+// task, woken for every append. On a host whose cores are busy with other
+// work that wake-up waits for the core's next scheduler tick: with two busy
+// processes on the two cores, 3 s of one-client puts spent 1.76 s waiting
+// for that worker to run, and etcdq made 280-370 puts/s against etcd's
+// 1,100 (bench/RESULTS.md, "Log writes on a busy host").
+//
+// The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
+// -Wl,--wrap=UvFsProbeCapabilities, so libraft's probe reaches
+// __wrap_UvFsProbeCapabilities below, which runs the probe (its checks and
+// errors stand) and then reports neither direct nor asynchronous I/O. libraft
+// then submits each append from libuv's thread pool (uv_queue_work), where
+// a buffered write to an O_DSYNC file is written and synced inside the
+// submitting call, on that pool thread (a user thread any core can run):
+// 1,117-1,199 puts/s in the same test, 2-2.4x at 10 clients. On a quiet
+// host it costs a few percent at 10-1000 clients (the page cache copy and
+// the pool's hand-off). Durability is unchanged: an append is reported only
+// once the synced write returned.
+//
+// The probe itself still tries a direct and an asynchronous write, and
+// refuses a file system that offers no direct I/O at all (ramfs), as
+// before; tmpfs passes it.
+
+extern "C" int __wrap_UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, char* errmsg) {
+  int rv = __real_UvFsProbeCapabilities(dir, direct, async, errmsg);
+  if (rv != 0) return rv;
+  *direct = 0;     // buffered writes, 4 KiB blocks (uv.c: block size 4096 without direct I/O)
+  *async = false;  // submitted from libuv's thread pool, synced there
+  return 0;
+}
+
+// ==== 4. UvWriterSubmit and 5. uv_queue_work ==================================
+// Appends on an idle consensus thread. The pool's hand-off costs two
+// cross-thread wake-ups an append (the pool thread's, then the loop's),
+// which at one client was about a sixth of a put's time on this kind of VM.
+// etcd's raft loop writes and fsyncs its WAL itself (raftNode's Ready
+// handling, server/etcdserver/raft.go), so a slow disk holds up etcd's
+// loop as it holds up this one. The link also wraps UvWriterSubmit (the
+// append's write, uv_append.c) and uv_queue_work: while a thread has an
+// InlineWrites registered and it takes the write (InlineWrites::take),
+// libraft's work function runs right there, synchronously, and its
+// completion is handed to InlineWrites::completed, which runs it on a
+// later loop iteration, as libuv would have (libraft never sees a
+// completion inside its own submit). Any other work, and every write the
+// thread does not take, goes to libuv's pool as before.
+//
+// What changes: while such a write waits for the disk the loop does
+// nothing else, as etcd's raftNode loop while it saves to its WAL (etcd's
+// raft state machine ticks on in another goroutine; ours is this loop):
+// a linearizable read or a status waits for it too. consensus::Node takes writes
+// only on a member that is its own quorum (a single member), where the
+// read could not be served from a stalled log anyway; in a cluster every
+// write goes to the pool, as before, so a stalled disk never stops a
+// member's ticks, heartbeats or votes.
+namespace etcdq::consensus {
+namespace {
+thread_local InlineWrites* t_inline = nullptr;
+// Inside __wrap_UvWriterSubmit: the bytes of the append being submitted.
+thread_local bool t_submitting = false;
+thread_local size_t t_submit_bytes = 0;
+}  // namespace
+
+void set_inline_writes(InlineWrites* w) { t_inline = w; }
+}  // namespace etcdq::consensus
+
+extern "C" int __wrap_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
+                                     size_t offset, UvWriterReqCb cb) {
+  using namespace etcdq::consensus;
+  size_t bytes = 0;
+  for (unsigned i = 0; i < n; ++i) bytes += bufs[i].len;
+  t_submitting = true;
+  t_submit_bytes = bytes;
+  int rv = __real_UvWriterSubmit(w, req, bufs, n, offset, cb);
+  t_submitting = false;
+  return rv;
+}
+
+extern "C" int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after) {
+  using namespace etcdq::consensus;
+  if (!t_submitting || t_inline == nullptr || !t_inline->take(t_submit_bytes)) {
+    return __real_uv_queue_work(loop, req, work, after);
+  }
+  t_submitting = false;
+  req->loop = loop;  // as uv_queue_work sets it; libraft reads only `data`
+  work(req);         // the write and its sync (uvWriterWorkCb)
+  t_inline->completed(req, after);
+  return 0;
+}

@@ -1,0 +1,89 @@
+// Every patch etcdq makes to libraft, in one place. libraft is Debian's
+// libraft-dev, exactly 0.15.0, linked statically from its libraft.a
+// (CMakeLists.txt, target etcdq_libraft). Each patch replaces one function
+// at link time: the link passes -Wl,--wrap=<name>, so every reference to
+// <name> from another object file (libraft's, or ours) reaches
+// __wrap_<name> below, and __real_<name> is the original. References inside
+// the object that defines the function are not redirected. So a patch fits
+// only a libraft whose objects are laid out as 0.15.0's are (which object
+// defines and which calls each function) and whose internals it relies on
+// are 0.15.0's; the test libraft.patches_fit (tests/libraft/) checks the
+// linked libraft.a for both, and src/consensus/libraft_patches_test.cc checks the
+// patched behaviour against the original.
+//
+// The patches (consensus/libraft_patches.cc, each with the reason in full):
+//   1. progressToProbe (progress.c): a leader resumes replication one
+//      index past a snapshot it sent, not at it.
+//   2. posix_fallocate (as uv_os.c calls it): log segments are written
+//      with zeros before libraft appends to them.
+//   3. UvFsProbeCapabilities (uv_fs.c): buffered log writes synced on
+//      libuv's pool, not O_DIRECT kernel AIO.
+//   4. UvWriterSubmit (uv_writer.c) and 5. uv_queue_work (libuv, as
+//      libraft's objects call it): an idle consensus thread writes a small
+//      append itself (InlineWrites below).
+#pragma once
+
+extern "C" {
+#include <raft.h>
+}
+#include <sys/types.h>
+#include <uv.h>
+
+#include <cstddef>
+
+namespace etcdq::consensus {
+
+// Patches 4 and 5: the consensus loop's side of the inline appends
+// (consensus::Node).
+class InlineWrites {
+ public:
+  // Whether an append's write of `bytes` runs on this thread now. Called
+  // on the loop's thread, inside libraft's submit.
+  virtual bool take(size_t bytes) = 0;
+  // The write ran: `after(work, 0)` must run on a later iteration of the
+  // same loop, before libraft's writer can close.
+  virtual void completed(uv_work_t* work, uv_after_work_cb after) = 0;
+
+ protected:
+  ~InlineWrites() = default;
+};
+
+// Registers `w` for the calling thread (the loop's), or none (nullptr).
+// Thread-local: one loop a thread.
+void set_inline_writes(InlineWrites* w);
+
+}  // namespace etcdq::consensus
+
+extern "C" {
+// 1. libraft's own function (progress.c), reached under this name by the
+// wrap. What libraft's progressToProbe calls reach: r is a leader, i a
+// server's index in its configuration (libraft's caller checked both).
+// Called on the consensus thread only; touches only progress entry i.
+void __real_progressToProbe(struct raft* r, unsigned i);
+void __wrap_progressToProbe(struct raft* r, unsigned i);
+
+// 2. posix_fallocate's contract: 0, or an error number (errno is not set).
+// Called by libraft's pool threads; touches only `fd`.
+int __wrap_posix_fallocate(int fd, off_t offset, off_t len);
+int __real_posix_fallocate(int fd, off_t offset, off_t len);
+
+// 3. libraft's own probe (uv_fs.c): 0 with *direct (the direct I/O block
+// size, or 0) and *async set, or a RAFT_* error with a message in errmsg
+// (RAFT_ERRMSG_BUF_SIZE bytes). The wrap returns the probe's result, with
+// *direct = 0 and *async = false on success. libraft calls it once, from
+// raft_init (consensus::Node::start), before any write.
+int __real_UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, char* errmsg);
+int __wrap_UvFsProbeCapabilities(const char* dir, size_t* direct, bool* async, char* errmsg);
+
+// 4. libraft's append write (uv_writer.c; its structs stay opaque here).
+struct UvWriter;
+struct UvWriterReq;
+using UvWriterReqCb = void (*)(struct UvWriterReq*, int);
+int __real_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
+                          size_t offset, UvWriterReqCb cb);
+int __wrap_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
+                          size_t offset, UvWriterReqCb cb);
+// 5. libuv's, as libraft's calls reach it.
+int __real_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);
+int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);
+}

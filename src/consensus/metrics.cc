@@ -1,0 +1,62 @@
+#include "consensus/metrics.h"
+
+#include <fmt/format.h>
+
+namespace etcdq::consensus {
+
+RaftMetrics& raft_metrics() {
+  static RaftMetrics m{
+      metrics::counter("etcd_server_leader_changes_seen_total", "The number of leader changes seen."),
+      metrics::counter("etcd_server_proposals_failed_total", "The total number of failed proposals seen."),
+      metrics::gauge("etcd_server_proposals_pending", "The current number of pending proposals to commit."),
+      metrics::histogram("etcd_disk_wal_fsync_duration_seconds", "The latency distributions of fsync called by WAL.",
+                         metrics::disk_seconds_buckets()),
+  };
+  return m;
+}
+
+namespace {
+
+struct PeerFamilies {
+  prometheus::Family<prometheus::Counter>& received = prometheus::BuildCounter()
+                                                          .Name("etcd_network_peer_received_bytes_total")
+                                                          .Help("The total number of bytes received from peers.")
+                                                          .Register(metrics::registry());
+  prometheus::Family<prometheus::Counter>& failures = prometheus::BuildCounter()
+                                                          .Name("etcd_network_peer_sent_failures_total")
+                                                          .Help("The total number of send failures from peers.")
+                                                          .Register(metrics::registry());
+  prometheus::Family<prometheus::Histogram>& rtt = prometheus::BuildHistogram()
+                                                       .Name("etcd_network_peer_round_trip_time_seconds")
+                                                       .Help("Round-Trip-Time histogram between peers")
+                                                       .Register(metrics::registry());
+};
+
+PeerFamilies& peer_families() {
+  static PeerFamilies* f = new PeerFamilies;
+  return *f;
+}
+
+// Go's types.ID.String(): hex, no padding.
+std::string id_label(uint64_t id) { return fmt::format("{:x}", id); }
+
+}  // namespace
+
+prometheus::Counter& peer_received_bytes(uint64_t from) {
+  return peer_families().received.Add({{"From", id_label(from)}});
+}
+
+prometheus::Counter& peer_sent_failures(uint64_t to) { return peer_families().failures.Add({{"To", id_label(to)}}); }
+
+prometheus::Histogram& peer_round_trip_seconds(uint64_t to) {
+  // prometheus.ExponentialBuckets(0.0001, 2, 16), as etcd.
+  static const prometheus::Histogram::BucketBoundaries buckets = [] {
+    prometheus::Histogram::BucketBoundaries b;
+    double v = 0.0001;
+    for (int i = 0; i < 16; ++i, v *= 2) b.push_back(v);
+    return b;
+  }();
+  return peer_families().rtt.Add({{"To", id_label(to)}}, buckets);
+}
+
+}  // namespace etcdq::consensus

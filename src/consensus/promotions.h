@@ -1,0 +1,39 @@
+// Internal to consensus/: voters this leader added that are still spares, one
+// role of consensus::Node. libraft cannot add a voter at once (it is added as a
+// spare, then promoted once caught up) and gives up promoting a member that
+// does not start within its catch-up rounds, so the promotion is retried,
+// once a second, until it is a voter (consensus/membership.cc).
+//
+// Threads: the consensus thread only.
+#pragma once
+
+extern "C" {
+#include <raft.h>
+}
+
+#include <chrono>
+#include <set>
+
+#include "consensus/node.h"
+
+namespace etcdq::consensus {
+
+class Promotions {
+ public:
+  explicit Promotions(Node::Impl& node) : n_(node) {}
+
+  // `id` was added as a voter: promote it once it can be.
+  void want_voter(raft_id id) { want_voter_.insert(id); }
+  // Starts the next promotion due, if none is in flight and a second passed
+  // since the last try. A member that is no longer leader forgets them all
+  // (a new leader does not know them; MemberPromote does not apply to spares).
+  void try_next(std::chrono::steady_clock::time_point now);
+
+ private:
+  Node::Impl& n_;
+  std::set<raft_id> want_voter_;
+  std::chrono::steady_clock::time_point next_try_{};
+  bool promoting_ = false;
+};
+
+}  // namespace etcdq::consensus

@@ -1,0 +1,81 @@
+#include "consensus/snapshot_install.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace etcdq::consensus {
+
+Error write_plan(const std::string& path, const InstallPlan& plan) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << plan.min_index << "\n";
+    for (const auto& t : plan.targets) out << t << "\n";
+    out.flush();
+    if (!out) return errors::internal("cannot write " + tmp);
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return errors::internal("cannot write " + path + ": " + ec.message());
+  int dfd = ::open(std::filesystem::path(path).parent_path().c_str(), O_RDONLY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return {};
+}
+
+bool read_plan(const std::string& path, InstallPlan* plan) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  try {
+    plan->min_index = std::stoull(line);
+  } catch (...) {
+    return false;
+  }
+  plan->targets.clear();
+  while (std::getline(in, line)) {
+    if (!line.empty()) plan->targets.push_back(line);
+  }
+  return true;
+}
+
+void remove_plan(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+}
+
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged) {
+  Error last = errors::internal("no member to fetch the state from");
+  *damaged = false;
+  for (const auto& target : plan.targets) {
+    spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
+    last = fsm->restore(
+        [&](const Fsm::PairSink& sink) {
+          return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
+            for (const auto& p : c.pairs()) {
+              if (Error e = sink(p.cf(), p.key(), p.value())) return e;
+            }
+            return {};
+          });
+        },
+        damaged);
+    if (!last) return {};
+    spdlog::warn("fetching the state from {} failed: {}", target, last.message());
+  }
+  return last;
+}
+
+}  // namespace etcdq::consensus

@@ -1,0 +1,43 @@
+// Installing another member's state (a libraft snapshot this member is too
+// far behind for), so that no failure leaves libraft running on a state
+// that does not match its log.
+//
+// Before the state is touched, an install plan is written to the data dir
+// (the least index the state must reach, and every member that may have
+// it). Any member's checkpoint at or above that index will do: entries
+// between the snapshot's index and the state's are skipped when libraft
+// replays them. If no member can be reached, or the transfer fails, the
+// member stops; at its next start, main() finds the plan and fetches the
+// state before libraft starts (retrying until a member answers), so a
+// member never runs with a partial state or a state behind its log.
+//
+// Thread-safety: none; called by the consensus thread or by main() before
+// the node starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "consensus/forwarder.h"
+#include "consensus/fsm.h"
+
+namespace etcdq::consensus {
+
+struct InstallPlan {
+  uint64_t min_index = 0;            // the state must be at this applied index or later
+  std::vector<std::string> targets;  // Peer targets (host:port), the snapshot's taker first
+};
+
+// The plan's file in the data dir. Errors: the file system's.
+Error write_plan(const std::string& path, const InstallPlan& plan);
+bool read_plan(const std::string& path, InstallPlan* plan);
+void remove_plan(const std::string& path);
+
+// One pass over the plan's targets: fetches the newest checkpoint at or
+// above min_index from the first that has one, into `fsm`. Errors: the
+// last target's; *damaged as Fsm::restore says.
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged);
+
+}  // namespace etcdq::consensus

@@ -1,0 +1,136 @@
+// Libraft's snapshot hooks and installing another member's state.
+// On the consensus thread (consensus/node_impl.h).
+#include "consensus/node_impl.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/entry_frames.h"
+#include "consensus/snapshot_install.h"
+
+namespace etcdq::consensus {
+
+// Our state is older than a snapshot libraft installs: stream the state at
+// its index from the member that took it, replacing ours.
+Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
+  InstallPlan plan;
+  plan.min_index = meta.applied_index();
+  auto add = [&](const std::string& t) {
+    if (!t.empty() && std::find(plan.targets.begin(), plan.targets.end(), t) == plan.targets.end()) {
+      plan.targets.push_back(t);
+    }
+  };
+  // The state is fetched over the Peer service on peer URLs: the taker's
+  // first, then the leader's, then every other member's.
+  add(peer_target(meta.source_member()));
+  add(leader_target());
+  for (unsigned i = 0; i < raft.configuration.n; ++i) {
+    const auto& srv = raft.configuration.servers[i];
+    if (srv.id != raft.id && srv.address != nullptr) add(srv.address);
+  }
+  if (!opts->install_plan_path.empty()) {
+    if (Error e = write_plan(opts->install_plan_path, plan)) {
+      // Without the plan a crash midway could not be recovered; and
+      // libraft must not go on from this snapshot without its state.
+      spdlog::critical("cannot record the snapshot install, stopping: {}", e.message());
+      std::_Exit(70);
+    }
+  }
+  spdlog::info("installing the snapshot at index {} (revision {}) taken by member {:x}", meta.applied_index(),
+               meta.revision(), meta.source_member());
+  // Until some member can send the state: its peers may be restarting.
+  // libraft must not go on from the snapshot's index without it (libraft
+  // 0.15 does not undo a snapshot whose restore failed), so this thread
+  // waits here; linearizable reads wait with it, serializable reads see
+  // the old state. A failed attempt, even one that replaced part of the
+  // state, is simply made again: restore starts from an empty state.
+  auto backoff = kInstallRetryFirst;
+  for (int attempt = 1;; ++attempt) {
+    bool damaged = false;
+    Error e = fetch_state(sm, *forwarder, plan, &damaged);
+    if (!e) {
+      if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
+      return {};
+    }
+    if (attempt == 1 || attempt % 10 == 0) {
+      spdlog::warn("no member could send the state at index {} yet (attempt {}): {}; trying again",
+                   meta.applied_index(), attempt, e.message());
+    }
+    auto until = SteadyClock::now() + backoff;
+    while (SteadyClock::now() < until) {
+      if (stop_requested_now()) {
+        // Stopping cannot wait for peers that may never come back; the
+        // plan makes the next start fetch the state before libraft runs.
+        spdlog::warn("stopped while installing the snapshot at index {}; the next start fetches the state first",
+                     meta.applied_index());
+        spdlog::default_logger()->flush();
+        std::_Exit(0);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    backoff = std::min(backoff * 2, kInstallRetryMax);
+    // Members may have been added or moved since: ask every one we know.
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      const auto& srv = raft.configuration.servers[i];
+      if (srv.id == raft.id || srv.address == nullptr) continue;
+      if (std::find(plan.targets.begin(), plan.targets.end(), srv.address) == plan.targets.end()) {
+        plan.targets.push_back(srv.address);
+      }
+    }
+  }
+}
+
+int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs) {
+  Impl* self = static_cast<Impl*>(fsm->data);
+  // libraft may drop log entries up to here once the snapshot is stored:
+  // the state machine makes itself durable and keeps the state first.
+  SnapshotPoint at;
+  if (Error e = self->sm->take_snapshot(&at)) {
+    spdlog::error("snapshot skipped: {}", e.message());
+    return RAFT_IOERR;
+  }
+  consensus::SnapshotMeta meta;
+  meta.set_applied_index(at.applied_index);
+  meta.set_revision(at.revision);
+  meta.set_source_member(self->opts->id);
+  std::string payload;
+  append_framed(&payload, meta.SerializeAsString());
+  pad_entry(&payload);
+  auto* b = static_cast<struct raft_buffer*>(raft_malloc(sizeof(struct raft_buffer)));
+  if (b == nullptr) return RAFT_NOMEM;
+  b->len = payload.size();
+  b->base = raft_malloc(b->len);
+  if (b->base == nullptr) {
+    raft_free(b);
+    return RAFT_NOMEM;
+  }
+  std::memcpy(b->base, payload.data(), b->len);
+  *bufs = b;
+  *n_bufs = 1;
+  return 0;
+}
+
+int Node::Impl::fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf) {
+  Impl* self = static_cast<Impl*>(fsm->data);
+  std::string_view rest(static_cast<const char*>(buf->base), buf->len), bytes;
+  bool corrupt = false;
+  consensus::SnapshotMeta meta;
+  if (!next_framed(&rest, &bytes, &corrupt) ||
+      !meta.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    // libraft 0.15 stored the snapshot before this call and does not undo
+    // it: going on would claim its index (a forged one wins elections and
+    // spreads to every member). Stop this member only, as etcd's raft
+    // panics on a snapshot it cannot read.
+    spdlog::critical("cannot read a Raft snapshot's metadata ({} bytes), stopping", buf->len);
+    std::_Exit(70);
+  }
+  if (meta.applied_index() > self->sm->applied_index()) {
+    if (Error e = self->install(meta)) {
+      spdlog::error("cannot install the snapshot at index {}: {}", meta.applied_index(), e.message());
+      return RAFT_IOERR;
+    }
+  }
+  raft_free(buf->base);  // the fsm owns it once restore succeeds
+  return 0;
+}
+}  // namespace etcdq::consensus
