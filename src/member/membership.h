@@ -1,7 +1,7 @@
 // Membership as the member's services see it (etcd's membership changes
 // through EtcdServer's AddMember, RemoveMember, PromoteMember and
 // MoveLeader): the configuration consensus holds, and changes to it, done
-// on the leader. raft::Node provides it (member/node_consensus.h).
+// on the leader. consensus::Node provides it (member/node_consensus.h).
 //
 // Thread-safety: any thread. `done` runs once, on consensus's thread once
 // the change committed, or with the error that stopped it
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "raft/node.h"
+#include "consensus/node.h"
 
 namespace etcdq::member {
 
@@ -23,7 +23,7 @@ class Membership {
   virtual ~Membership() = default;
 
   // Voters and learners in the configuration, now.
-  virtual std::vector<raft::MemberState> members() = 0;
+  virtual std::vector<consensus::MemberState> members() = 0;
   // A learner is added as one; a voter is caught up first (raft/node.h).
   virtual void add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done) = 0;
   virtual void promote_member(uint64_t id, std::function<void(Error)> done) = 0;

@@ -76,7 +76,7 @@ class FakeConsensus final : public member::Consensus {
   std::vector<std::function<void(Error)>> barriers_;
 };
 
-Command put(const std::string& k, const std::string& v) {
+Command put_command(const std::string& k, const std::string& v) {
   Command c;
   c.mutable_put()->set_key(k);
   c.mutable_put()->set_value(v);
@@ -118,7 +118,7 @@ class MemberPaths : public ::testing::Test {
   void put_committed(const std::string& k, const std::string& v) {
     member::Answer<etcdserverpb::PutResponse> a;
     bool answered;
-    propose(put(k, v), &a, &answered);
+    propose(put_command(k, v), &a, &answered);
     consensus_->commit();
     ASSERT_TRUE(answered);
     ASSERT_FALSE(a.error) << a.error.message();
@@ -133,7 +133,7 @@ class MemberPaths : public ::testing::Test {
 TEST_F(MemberPaths, AdmittedPutReachesConsensusOnceAndIsAnsweredWithItsHeader) {
   member::Answer<etcdserverpb::PutResponse> a;
   bool answered;
-  propose(put("k", "v"), &a, &answered);
+  propose(put_command("k", "v"), &a, &answered);
   EXPECT_FALSE(answered) << "answered before consensus applied it";
   ASSERT_EQ(consensus_->proposed().size(), 1u);
   EXPECT_EQ(consensus_->proposed()[0].first.put().key(), "k");
@@ -149,7 +149,7 @@ TEST_F(MemberPaths, AdmittedPutReachesConsensusOnceAndIsAnsweredWithItsHeader) {
 TEST_F(MemberPaths, RequestRulesRefuseBeforeConsensus) {
   member::Answer<etcdserverpb::PutResponse> a;
   bool answered;
-  propose(put("", "v"), &a, &answered);
+  propose(put_command("", "v"), &a, &answered);
   ASSERT_TRUE(answered);
   EXPECT_EQ(a.error.message(), errors::empty_key().message());
   EXPECT_TRUE(consensus_->proposed().empty());
@@ -159,12 +159,12 @@ TEST_F(MemberPaths, TooLargeRequestRefusedBeforeConsensus) {
   ctx_.limits.max_request_bytes = 64;
   member::Answer<etcdserverpb::PutResponse> a;
   bool answered;
-  propose(put("k", std::string(100, 'x')), &a, &answered);
+  propose(put_command("k", std::string(100, 'x')), &a, &answered);
   ASSERT_TRUE(answered);
   EXPECT_EQ(a.error.message(), errors::request_too_large().message());
   EXPECT_TRUE(consensus_->proposed().empty());
   // Just under: admitted.
-  propose(put("k", "v"), &a, &answered);
+  propose(put_command("k", "v"), &a, &answered);
   EXPECT_FALSE(answered);
   EXPECT_EQ(consensus_->proposed().size(), 1u);
 }
@@ -173,7 +173,7 @@ TEST_F(MemberPaths, QuotaExceededRaisesNoSpaceThroughConsensusAndRefusesOnlyWhat
   ctx_.limits.quota_bytes = 1;
   member::Answer<etcdserverpb::PutResponse> a;
   bool answered;
-  propose(put("k", "v"), &a, &answered);
+  propose(put_command("k", "v"), &a, &answered);
   ASSERT_TRUE(answered);
   EXPECT_EQ(a.error.message(), errors::no_space().message());
   // The alarm, not the put, went to consensus, as an internal command.
@@ -198,14 +198,14 @@ TEST_F(MemberPaths, QuotaExceededRaisesNoSpaceThroughConsensusAndRefusesOnlyWhat
 
 TEST_F(MemberPaths, ForwardedCommandsSkipTheQuotaButNotTheRequestRules) {
   ctx_.limits.quota_bytes = 1;
-  EXPECT_FALSE(member::admit(ctx_, put("k", "v"), member::Source::kForwarded));
-  EXPECT_EQ(member::admit(ctx_, put("", "v"), member::Source::kForwarded).message(), errors::empty_key().message());
+  EXPECT_FALSE(member::admit(ctx_, put_command("k", "v"), member::Source::kForwarded));
+  EXPECT_EQ(member::admit(ctx_, put_command("", "v"), member::Source::kForwarded).message(), errors::empty_key().message());
 }
 
 TEST_F(MemberPaths, AnApplyResultOfTheWrongTypeIsAnInternalError) {
   member::Answer<etcdserverpb::PutResponse> a;
   bool answered;
-  propose(put("k", "v"), &a, &answered);
+  propose(put_command("k", "v"), &a, &answered);
   apply::Result wrong;
   wrong.response = etcdserverpb::DeleteRangeResponse();
   consensus_->answer_first(std::move(wrong));
@@ -217,7 +217,7 @@ TEST_F(MemberPaths, AnApplyResultOfTheWrongTypeIsAnInternalError) {
 TEST_F(MemberPaths, ConsensusErrorsReachTheCallerWithoutAHeader) {
   member::Answer<etcdserverpb::PutResponse> a;
   bool answered;
-  propose(put("k", "v"), &a, &answered);
+  propose(put_command("k", "v"), &a, &answered);
   apply::Result failed;
   failed.error = errors::stopped();
   consensus_->answer_first(std::move(failed));
