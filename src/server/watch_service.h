@@ -165,8 +165,8 @@ class WatchService final
   bool trim_wanted_ = false;
   size_t closed_peaks_ = 0;  // peak bytes of the streams closed since the last trim was wanted
   std::thread progress_thread_;  // progress notifications and trims
-  // Answers of entries whose events streams are still writing; after the
-  // route to it is unset (destructor), it answers what it holds.
+  // The threads that start writes of idle streams the apply thread hands
+  // over (server/watch_writers.h).
   WatchWriters writers_{kWriterThreads};  // last: stopped first, after its queue ran
 };
 
