@@ -19,8 +19,8 @@ namespace etcdq::member {
 // Decodes `framed` (exactly one frame around one command that parses
 // completely: apply::decode_forwarded) into `*cmd` and admits it as a
 // forwarded command (member/pipeline.h: the command's own rules, with a
-// key-space plug-in's decisions and lease expiries refused as the leader's
-// own, apply/command_check.h, and size).
+// key-space plug-in's decisions refused as the leader's own,
+// apply/command_check.h, and size).
 // Errors: InvalidArgument "etcdserver: malformed command: ..." for bytes
 // that are not one such command; otherwise admit()'s.
 Error admit_forwarded(Context& ctx, const std::string& framed, apply::Command* cmd);
