@@ -27,7 +27,7 @@
 // any order is linearizable.
 //
 // The member owns one gate and routes its node's answers through it for
-// the node's whole life (member.cc); watch streams (server/watch_service.cc)
+// the node's whole life (member.cc); watch streams (server/watch_stream.cc)
 // note what they queued and report what they wrote through their Track.
 //
 // Thread-safety: note() and hold() on the apply (consensus) thread; a

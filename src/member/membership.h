@@ -24,7 +24,7 @@ class Membership {
 
   // Voters and learners in the configuration, now.
   virtual std::vector<consensus::MemberState> members() = 0;
-  // A learner is added as one; a voter is caught up first (raft/node.h).
+  // A learner is added as one; a voter is caught up first (consensus/node.h).
   virtual void add_member(uint64_t id, std::string address, bool learner, std::function<void(Error)> done) = 0;
   virtual void promote_member(uint64_t id, std::function<void(Error)> done) = 0;
   virtual void remove_member(uint64_t id, std::function<void(Error)> done) = 0;

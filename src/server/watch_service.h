@@ -24,7 +24,7 @@
 // decoding and checks (watch_request.h), its watchers (stream_watchers.h),
 // its queued responses and their bytes (watch_outbox.h: the one place
 // events become bytes), its flow control (watch_flow.h), the reactor. This service owns what all
-// streams share: the total bound, the writer threads, the answer gate,
+// streams share: the total bound, the writer threads,
 // progress notifications and the eviction of streams that do not read.
 //
 // Responses follow etcd's v3rpc/watch.go: `created` first (header revision
