@@ -68,6 +68,7 @@ Error check_command(const Command& cmd, const CommandLimits& limits, bool forwar
     case Command::kUserDelete:
     case Command::kUserGrantRole:
     case Command::kUserRevokeRole:
+      return {};
     case Command::kRoleAdd:
       if (cmd.role_add().name().size() > auth::kMaxNameBytes) return auth::name_too_long("role");
       return {};

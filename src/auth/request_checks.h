@@ -52,8 +52,8 @@ bool is_auth_management(const apply::Command& cmd);
 
 // The whole rule for one command from the log, as the apply chain runs it:
 // OK for internal commands and while auth is disabled; otherwise the rule
-// of its kind, above. Member attributes and queue assignments are always
-// internal; LeaseGrant needs only a known user.
+// of its kind, above. Member attributes and key-space plug-ins' decisions are
+// always internal; LeaseGrant needs only a known user.
 Error check_command(const Store& s, const apply::Command& cmd, const LeaseKeys& leases);
 
 }  // namespace etcdq::auth

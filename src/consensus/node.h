@@ -218,7 +218,7 @@ class Node {
   // answers as a task (empty when it has none of this member's); it either
   // takes the task (true) to run it itself, or leaves it (false) to the
   // node, which runs it at once (on a completion thread, or on the
-  // consensus thread when nothing else is due: Node::propose). The server holds them
+  // consensus thread when nothing else is due: Node::propose). The member holds them
   // until the entry's watch events are written (member/answer_gate.h), so
   // watchers get a put's event before the writer gets its answer, as from
   // etcd. An answer so held may go out after a later entry's: those

@@ -1,7 +1,7 @@
 // The one way a write enters the log from this member: every proposal —
 // KV, Txn, Compact, Lease grant and revoke (also the leader's expiries),
-// Alarm, Lock and Election recipes, queue assignments, the ClickHouse sink's
-// deletes, member attributes — and every command another member forwards
+// Alarm, Lock and Election recipes, key-space plug-ins' own commands and
+// deletes (keyspace/kind.h), member attributes — and every command another member forwards
 // is admitted here, with the same checks in the same order:
 //
 //   1. the command's own rules (apply/command_check.h: etcd's request
