@@ -1,9 +1,15 @@
 #include "member/auth.h"
 
+#include <algorithm>
+
 #include "auth/bcrypt.h"
 #include "mvcc/range.h"
 
 namespace etcdq::member {
+
+bool auth_enabled(const Context& ctx) { return ctx.auth != nullptr && ctx.auth->enabled(); }
+
+uint64_t auth_revision(const Context& ctx) { return ctx.auth == nullptr ? 0 : ctx.auth->revision(); }
 
 Error caller_of_token(const Context& ctx, std::string_view token, auth::Caller* out) {
   *out = {};
@@ -62,6 +68,22 @@ Error check_read(const Context& ctx, const auth::Caller& c, std::string_view key
   return ctx.auth->check_op(c.user, c.revision, key, range_end, auth::Access::kRead);
 }
 
+Error check_range(const Context& ctx, const auth::Caller& c, const etcdserverpb::RangeRequest& r) {
+  if (ctx.auth == nullptr) return {};
+  return auth::check_range(*ctx.auth, c, r);
+}
+
+Error check_read_txn(const Context& ctx, const auth::Caller& c, const etcdserverpb::TxnRequest& r) {
+  if (ctx.auth == nullptr) return {};
+  return auth::check_txn(*ctx.auth, c, r, nullptr);
+}
+
+Error check_read_write(const Context& ctx, const auth::Caller& c, std::string_view key, std::string_view range_end) {
+  if (Error e = check_read(ctx, c, key, range_end)) return e;
+  if (ctx.auth == nullptr) return {};
+  return ctx.auth->check_op(c.user, c.revision, key, range_end, auth::Access::kWrite);
+}
+
 Error check_admin(const Context& ctx, const auth::Caller& c) {
   if (ctx.auth == nullptr) return {};
   return ctx.auth->check_admin(c.user);
@@ -102,6 +124,33 @@ Error authenticate(const Context& ctx, std::string_view user, std::string_view p
   if (!ctx.auth->user(user, &u)) return errors::auth_failed();
   *token = ctx.tokens->assign(user, u.password(), ctx.node->progress().applied_index);
   return {};
+}
+
+void disable_tokens(Context& ctx) {
+  if (ctx.tokens) ctx.tokens->disable_all();
+}
+
+void auth_status(const Context& ctx, etcdserverpb::AuthStatusResponse* resp) {
+  resp->set_enabled(ctx.auth->enabled());
+  resp->set_authrevision(ctx.auth->revision());
+}
+
+Error user_get(const Context& ctx, const etcdserverpb::AuthUserGetRequest& r, etcdserverpb::AuthUserGetResponse* resp) {
+  return ctx.auth->user_get(r, resp);
+}
+
+void user_list(const Context& ctx, etcdserverpb::AuthUserListResponse* resp) { ctx.auth->user_list(resp); }
+
+Error role_get(const Context& ctx, const etcdserverpb::AuthRoleGetRequest& r, etcdserverpb::AuthRoleGetResponse* resp) {
+  return ctx.auth->role_get(r, resp);
+}
+
+void role_list(const Context& ctx, etcdserverpb::AuthRoleListResponse* resp) { ctx.auth->role_list(resp); }
+
+bool has_role(const Context& ctx, std::string_view user, std::string_view role) {
+  authpb::User u;
+  if (!ctx.auth->user(user, &u)) return false;
+  return std::find(u.roles().begin(), u.roles().end(), role) != u.roles().end();
 }
 
 Error hash_password(const Context& ctx, std::string_view password, std::string* hash) {

@@ -17,7 +17,7 @@ using apply::Command;
 template <typename Resp>
 void propose_management(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor,
                         Command cmd, Resp* resp, std::function<void()> after = {}) {
-  auth::Caller caller;
+  member::Caller caller;
   if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
   member::stamp(&cmd, caller);
   propose_and_answer(ctx, std::move(cmd), resp, reactor, std::move(after));
@@ -38,7 +38,7 @@ grpc::ServerUnaryReactor* propose_request(Context* ctx, grpc::CallbackServerCont
 // Serves an auth read after the read barrier, with the caller known.
 template <typename Read>
 void serve_auth_read(Context* ctx, grpc::CallbackServerContext* c, grpc::ServerUnaryReactor* reactor, Read read) {
-  auth::Caller caller;
+  member::Caller caller;
   if (Error e = caller_of(*ctx, c, &caller)) return finish(reactor, e);
   member::when_readable(*ctx, member::ReadMode::kLinearizable, [reactor, read, caller = std::move(caller)](Error e) {
     if (e) return finish(reactor, e);
@@ -83,11 +83,9 @@ grpc::ServerUnaryReactor* AuthService::AuthDisable(grpc::CallbackServerContext* 
   auto* reactor = c->DefaultReactor();
   Command cmd;
   cmd.mutable_auth_disable();
-  auth::SimpleTokens* tokens = ctx_->tokens;
+  Context* ctx = ctx_;
   // etcd's tokenProvider.disable(): every token of this member dies.
-  propose_management(ctx_, c, reactor, std::move(cmd), resp, [tokens] {
-    if (tokens) tokens->disable_all();
-  });
+  propose_management(ctx_, c, reactor, std::move(cmd), resp, [ctx] { member::disable_tokens(*ctx); });
   return reactor;
 }
 
@@ -97,8 +95,7 @@ grpc::ServerUnaryReactor* AuthService::AuthStatus(grpc::CallbackServerContext* c
   Context* ctx = ctx_;
   member::when_readable(*ctx, member::ReadMode::kLinearizable, [ctx, resp, reactor](Error e) {
     if (e) return finish(reactor, e);
-    resp->set_enabled(ctx->auth->enabled());
-    resp->set_authrevision(ctx->auth->revision());
+    member::auth_status(*ctx, resp);
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
   });
@@ -163,10 +160,10 @@ grpc::ServerUnaryReactor* AuthService::UserGet(grpc::CallbackServerContext* c, c
                                                etcdserverpb::AuthUserGetResponse* resp) {
   auto* reactor = c->DefaultReactor();
   Context* ctx = ctx_;
-  serve_auth_read(ctx, c, reactor, [ctx, req, resp](const auth::Caller& caller) {
+  serve_auth_read(ctx, c, reactor, [ctx, req, resp](const member::Caller& caller) {
     // etcd: root, or the user asking about itself.
     if (Error e = member::check_admin(*ctx, caller); e && caller.user != req->name()) return e;
-    Error e = ctx->auth->user_get(*req, resp);
+    Error e = member::user_get(*ctx, *req, resp);
     if (!e) ctx->fill_header(resp->mutable_header());
     return e;
   });
@@ -177,9 +174,9 @@ grpc::ServerUnaryReactor* AuthService::UserList(grpc::CallbackServerContext* c, 
                                                 etcdserverpb::AuthUserListResponse* resp) {
   auto* reactor = c->DefaultReactor();
   Context* ctx = ctx_;
-  serve_auth_read(ctx, c, reactor, [ctx, resp](const auth::Caller& caller) {
+  serve_auth_read(ctx, c, reactor, [ctx, resp](const member::Caller& caller) {
     if (Error e = member::check_admin(*ctx, caller)) return e;
-    ctx->auth->user_list(resp);
+    member::user_list(*ctx, resp);
     ctx->fill_header(resp->mutable_header());
     return Error();
   });
@@ -230,16 +227,12 @@ grpc::ServerUnaryReactor* AuthService::RoleGet(grpc::CallbackServerContext* c, c
                                                etcdserverpb::AuthRoleGetResponse* resp) {
   auto* reactor = c->DefaultReactor();
   Context* ctx = ctx_;
-  serve_auth_read(ctx, c, reactor, [ctx, req, resp](const auth::Caller& caller) {
+  serve_auth_read(ctx, c, reactor, [ctx, req, resp](const member::Caller& caller) {
     // etcd: root, or a user that has the role.
     if (Error e = member::check_admin(*ctx, caller)) {
-      authpb::User u;
-      if (!ctx->auth->user(caller.user, &u) ||
-          std::find(u.roles().begin(), u.roles().end(), req->role()) == u.roles().end()) {
-        return e;
-      }
+      if (!member::has_role(*ctx, caller.user, req->role())) return e;
     }
-    Error e = ctx->auth->role_get(*req, resp);
+    Error e = member::role_get(*ctx, *req, resp);
     if (!e) ctx->fill_header(resp->mutable_header());
     return e;
   });
@@ -250,9 +243,9 @@ grpc::ServerUnaryReactor* AuthService::RoleList(grpc::CallbackServerContext* c, 
                                                 etcdserverpb::AuthRoleListResponse* resp) {
   auto* reactor = c->DefaultReactor();
   Context* ctx = ctx_;
-  serve_auth_read(ctx, c, reactor, [ctx, resp](const auth::Caller& caller) {
+  serve_auth_read(ctx, c, reactor, [ctx, resp](const member::Caller& caller) {
     if (Error e = member::check_admin(*ctx, caller)) return e;
-    ctx->auth->role_list(resp);
+    member::role_list(*ctx, resp);
     ctx->fill_header(resp->mutable_header());
     return Error();
   });

@@ -3,7 +3,7 @@
 namespace etcdq::server {
 
 MemberRole role_of(const Context& ctx) {
-  consensus::Progress p = ctx.consensus->progress();
+  auto p = ctx.consensus->progress();
   return MemberRole{p.is_learner, p.leader_id != 0};
 }
 

@@ -5,26 +5,19 @@
 #include <memory>
 #include <vector>
 
-#include "consensus/forwarder.h"
+#include "member/cluster.h"
 #include "server/peer_urls.h"
 #include "server/forwarded_calls.h"
 
 namespace etcdq::server {
 namespace {
 
-// libraft knows a member by host:port; every member's peer URLs have this
-// member's scheme (the flags refuse a mix: https:// with peer TLS).
-std::string peer_url_of(const Context& ctx, const consensus::MemberState& m) {
-  bool tls = !ctx.self.peer_urls.empty() && ctx.self.peer_urls.front().rfind("https://", 0) == 0;
-  return (tls ? "https://" : "http://") + m.address;
-}
-
 // A follower's membership call goes to the leader's Peer service with the
 // caller it checked (server/forwarded_calls.h). `call(async, cctx, fwd,
 // resp, done)` starts the Peer stub's method for the forwarded request Fwd.
 template <typename Fwd, typename Req, typename Resp, typename Call>
 bool forward_membership(Context* ctx, grpc::ServerUnaryReactor* reactor, const Req* req, Resp* resp,
-                        const auth::Caller& who, Call call) {
+                        const member::Caller& who, Call call) {
   return forward_to_leader(ctx, reactor, resp, /*with_revision=*/false,
                            [req, resp, who, call](peer::Peer::Stub* stub, grpc::ClientContext* cctx, auto done) {
                              auto fwd = std::make_shared<Fwd>();
@@ -37,8 +30,8 @@ bool forward_membership(Context* ctx, grpc::ServerUnaryReactor* reactor, const R
 
 // The root role, checked on the member the client called (etcd's
 // checkMembershipOperationPermission); `who` gets the caller.
-Error check_membership_caller(Context* ctx, grpc::CallbackServerContext* c, auth::Caller* who) {
-  return check_caller(ctx, c, [ctx, who](const auth::Caller& w) {
+Error check_membership_caller(Context* ctx, grpc::CallbackServerContext* c, member::Caller* who) {
+  return check_caller(ctx, c, [ctx, who](const member::Caller& w) {
     *who = w;
     return member::check_admin(*ctx, w);
   });
@@ -49,7 +42,7 @@ template <typename Resp>
 std::function<void(Error)> members_after(Context* ctx, Resp* resp, std::function<void(Error)> done) {
   return [ctx, resp, done = std::move(done)](Error e) {
     if (e) return done(e);
-    list_members(*ctx, resp->mutable_members());
+    member::list_members(*ctx, resp->mutable_members());
     ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
     done({});
   };
@@ -60,7 +53,7 @@ template <typename Fwd, typename Req, typename Resp, typename Call, typename Op>
 grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerContext* c, const Req* req,
                                             Resp* resp, Call call, Op op) {
   auto* reactor = c->DefaultReactor();
-  auth::Caller who;
+  member::Caller who;
   if (Error e = check_membership_caller(ctx, c, &who)) {
     finish(reactor, e);
     return reactor;
@@ -72,30 +65,11 @@ grpc::ServerUnaryReactor* change_membership(Context* ctx, grpc::CallbackServerCo
 
 }  // namespace
 
-// Sorted by member id, as etcd's RaftCluster.Members() (membership/cluster.go:
-// MembersByID): `etcdctl member list` prints them in that order and scripts
-// take the first line or diff the output.
-void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out) {
-  std::vector<consensus::MemberState> members = ctx.membership->members();
-  std::sort(members.begin(), members.end(),
-            [](const consensus::MemberState& a, const consensus::MemberState& b) { return a.id < b.id; });
-  for (const auto& m : members) {
-    auto* o = out->Add();
-    o->set_id(m.id);
-    o->add_peerurls(peer_url_of(ctx, m));
-    o->set_islearner(m.learner);
-    if (auto a = ctx.members->get(m.id)) {
-      o->set_name(a->name());
-      for (const auto& u : a->client_urls()) o->add_clienturls(u);
-    }
-  }
-}
-
 grpc::ServerUnaryReactor* ClusterService::MemberList(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::MemberListRequest*,
                                                      etcdserverpb::MemberListResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  list_members(*ctx_, resp->mutable_members());
+  member::list_members(*ctx_, resp->mutable_members());
   ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
   finish(reactor, {});
   return reactor;
@@ -114,7 +88,7 @@ void member_add(Context* ctx, const etcdserverpb::MemberAddRequest& req, etcdser
     m->set_id(id);
     for (const auto& u : urls) m->add_peerurls(u);
     m->set_islearner(learner);
-    list_members(*ctx, resp->mutable_members());
+    member::list_members(*ctx, resp->mutable_members());
     ctx->fill_header(resp->mutable_header(), /*with_revision=*/false);
     done({});
   });
@@ -134,7 +108,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberAdd(grpc::CallbackServerContext*
                                                     const etcdserverpb::MemberAddRequest* req,
                                                     etcdserverpb::MemberAddResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  auth::Caller who;
+  member::Caller who;
   if (Error e = check_membership_caller(ctx_, c, &who)) {
     finish(reactor, e);
     return reactor;
@@ -176,7 +150,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
                                                        etcdserverpb::MemberUpdateResponse* resp) {
   auto* reactor = c->DefaultReactor();
   // Nothing changes (libraft cannot move a member): answered here.
-  auth::Caller who;
+  member::Caller who;
   if (Error e = check_membership_caller(ctx_, c, &who)) {
     finish(reactor, e);
     return reactor;
@@ -202,7 +176,7 @@ grpc::ServerUnaryReactor* ClusterService::MemberUpdate(grpc::CallbackServerConte
     finish(reactor, errors::member_not_found());
     return reactor;
   }
-  list_members(*ctx_, resp->mutable_members());
+  member::list_members(*ctx_, resp->mutable_members());
   ctx_->fill_header(resp->mutable_header(), /*with_revision=*/false);
   finish(reactor, {});
   return reactor;

@@ -50,9 +50,6 @@ class ClusterService final : public RuledService<etcdserverpb::Cluster> {
   Context* ctx_;
 };
 
-// Every member, as MemberList answers (also used by MemberAdd and friends).
-void list_members(const Context& ctx, google::protobuf::RepeatedPtrField<etcdserverpb::Member>* out);
-
 // The leader's part of MemberAdd, MemberRemove and MemberPromote, checks
 // done: `done` once the configuration changed (with `resp` filled) or the
 // change failed. Call on the leader only.

@@ -28,23 +28,23 @@ int socket_fd_of(const grpc::ServerContextBase* call) {
   return peer.rfind("fd:", 0) == 0 ? std::atoi(peer.c_str() + 3) : -1;
 }
 
-Error caller_of(const Context& ctx, const Credentials& cred, auth::Caller* out) {
+Error caller_of(const Context& ctx, const Credentials& cred, member::Caller* out) {
   *out = {};
-  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+  if (!member::auth_enabled(ctx)) return {};
   if (cred.has_token) return member::caller_of_token(ctx, cred.token, out);
   if (!cred.common_name.empty()) return member::caller_of_cert_common_name(ctx, cred.common_name, out);
   return {};
 }
 
-Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out) {
+Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, member::Caller* out) {
   *out = {};
-  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+  if (!member::auth_enabled(ctx)) return {};
   return caller_of(ctx, credentials_of(call), out);
 }
 
 bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc::ServerUnaryReactor* reactor,
                   apply::Command* cmd) {
-  auth::Caller who;
+  member::Caller who;
   if (Error e = caller_of(*ctx, call, &who)) {
     reactor->Finish(to_grpc(e));
     return false;
@@ -55,9 +55,8 @@ bool stamp_caller(const Context* ctx, const grpc::ServerContextBase* call, grpc:
 
 Error check_read_write(const Context* ctx, const grpc::ServerContextBase* call, std::string_view key,
                        std::string_view range_end) {
-  return check_caller(ctx, call, [&](const auth::Caller& who) -> Error {
-    if (Error e = member::check_read(*ctx, who, key, range_end)) return e;
-    return ctx->auth->check_op(who.user, who.revision, key, range_end, auth::Access::kWrite);
+  return check_caller(ctx, call, [&](const member::Caller& who) -> Error {
+    return member::check_read_write(*ctx, who, key, range_end);
   });
 }
 

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 
-#include "auth/request_checks.h"
 #include "member/auth.h"
 #include "member/context.h"
 #include "member/answers.h"
@@ -40,21 +39,21 @@ int socket_fd_of(const grpc::ServerContextBase* call);
 // Who presents `cred` (member/auth.h). Auth off: an empty caller. Errors:
 // invalid_auth_token() (a bad or expired token); a certificate whose Common
 // Name is no user: auth_failed().
-Error caller_of(const Context& ctx, const Credentials& cred, auth::Caller* out);
+Error caller_of(const Context& ctx, const Credentials& cred, member::Caller* out);
 // caller_of(credentials_of(call)).
-Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, auth::Caller* out);
+Error caller_of(const Context& ctx, const grpc::ServerContextBase* call, member::Caller* out);
 
 // caller_of, then `check(caller)` when auth is on; the first error.
 template <typename Check>
 Error check_caller(const Context* ctx, const Credentials& cred, Check check) {
-  if (ctx->auth == nullptr || !ctx->auth->enabled()) return {};
-  auth::Caller who;
+  if (!member::auth_enabled(*ctx)) return {};
+  member::Caller who;
   if (Error e = caller_of(*ctx, cred, &who)) return e;
   return check(who);
 }
 template <typename Check>
 Error check_caller(const Context* ctx, const grpc::ServerContextBase* call, Check check) {
-  if (ctx->auth == nullptr || !ctx->auth->enabled()) return {};
+  if (!member::auth_enabled(*ctx)) return {};
   return check_caller(ctx, credentials_of(call), check);
 }
 

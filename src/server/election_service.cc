@@ -254,7 +254,7 @@ grpc::ServerUnaryReactor* ElectionService::Leader(grpc::CallbackServerContext* c
                                                   const v3electionpb::LeaderRequest* req,
                                                   v3electionpb::LeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (Error e = check_caller(client_->context(), c, [&](const auth::Caller& who) {
+  if (Error e = check_caller(client_->context(), c, [&](const member::Caller& who) {
         return member::check_read(*client_->context(), who, req->name() + "/", prefix_end(req->name() + "/"));
       })) {
     reactor->Finish(to_grpc(e));
@@ -279,7 +279,7 @@ class RefusedObserve final : public grpc::ServerWriteReactor<v3electionpb::Leade
 
 grpc::ServerWriteReactor<v3electionpb::LeaderResponse>* ElectionService::Observe(
     grpc::CallbackServerContext* c, const v3electionpb::LeaderRequest* req) {
-  if (Error e = check_caller(client_->context(), c, [&](const auth::Caller& who) {
+  if (Error e = check_caller(client_->context(), c, [&](const member::Caller& who) {
         return member::check_read(*client_->context(), who, req->name() + "/", prefix_end(req->name() + "/"));
       })) {
     return new RefusedObserve(to_grpc(e));

@@ -2,10 +2,10 @@
 
 namespace etcdq::server {
 
-Error check_forwarded_revision(const Context& ctx, const auth::Caller& who) {
-  if (ctx.auth == nullptr || !ctx.auth->enabled()) return {};
+Error check_forwarded_revision(const Context& ctx, const member::Caller& who) {
+  if (!member::auth_enabled(ctx)) return {};
   if (who.user.empty() || who.revision == 0) return errors::user_empty();
-  if (who.revision < ctx.auth->revision()) return errors::auth_old_revision();
+  if (who.revision < member::auth_revision(ctx)) return errors::auth_old_revision();
   return {};
 }
 

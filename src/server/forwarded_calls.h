@@ -21,22 +21,22 @@
 #include <memory>
 
 #include "etcdq/peer.grpc.pb.h"
-#include "consensus/forwarder.h"
+#include "member/leader.h"
 #include "server/context.h"
 
 namespace etcdq::server {
 
 // What the leader needs of a caller the follower checked.
-inline void set_forwarded_auth(const auth::Caller& who, peer::ForwardedAuth* out) {
+inline void set_forwarded_auth(const member::Caller& who, peer::ForwardedAuth* out) {
   out->set_user(who.user);
   out->set_revision(who.revision);
 }
-inline auth::Caller caller_of_forwarded(const peer::ForwardedAuth& a) { return {a.user(), a.revision()}; }
+inline member::Caller caller_of_forwarded(const peer::ForwardedAuth& a) { return {a.user(), a.revision()}; }
 
 // On the leader, before the checks a local call gets: with auth enabled,
 // errors::user_empty() without a user, errors::auth_old_revision() when
 // the auth store moved past the revision the follower checked at.
-Error check_forwarded_revision(const Context& ctx, const auth::Caller& who);
+Error check_forwarded_revision(const Context& ctx, const member::Caller& who);
 
 // Returns false on the leader (the caller answers itself). Otherwise
 // finishes `reactor`: errors::no_leader() when no leader is known, or the
@@ -45,18 +45,17 @@ Error check_forwarded_revision(const Context& ctx, const auth::Caller& who);
 template <typename Resp, typename Start>
 bool forward_to_leader(Context* ctx, grpc::ServerUnaryReactor* reactor, Resp* resp, bool with_revision, Start start) {
   if (ctx->consensus->progress().is_leader) return false;
-  std::string target = ctx->node->leader_target();
-  if (target.empty()) {
-    finish(reactor, errors::no_leader());
+  member::leader::Route route;
+  if (Error e = member::leader::route(*ctx, &route)) {
+    finish(reactor, e);
     return true;
   }
-  auto stub = std::shared_ptr<peer::Peer::Stub>(peer::Peer::NewStub(ctx->node->forwarder().channel(target)));
+  auto stub = std::shared_ptr<peer::Peer::Stub>(peer::Peer::NewStub(route.channel));
   auto cctx = std::make_shared<grpc::ClientContext>();
-  cctx->set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(ctx->node->options().request_timeout_ms()));
+  cctx->set_deadline(std::chrono::system_clock::now() + route.timeout);
   start(stub.get(), cctx.get(), [ctx, reactor, resp, stub, cctx, with_revision](grpc::Status s) {
     if (s.ok()) ctx->fill_header(resp->mutable_header(), with_revision);
-    finish(reactor, consensus::Forwarder::from_status(s));
+    finish(reactor, member::leader::from_status(s));
   });
   return true;
 }

@@ -2,9 +2,8 @@
 
 #include <utility>
 
-#include "apply/validate.h"
+#include "member/kv.h"
 #include "member/reads.h"
-#include "mvcc/compactor.h"
 
 namespace etcdq::server {
 
@@ -13,14 +12,14 @@ using apply::Command;
 grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* c, const etcdserverpb::RangeRequest* req,
                                            etcdserverpb::RangeResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (Error e = apply::validate_range(*req)) {
+  if (Error e = member::kv::validate(*req)) {
     finish(reactor, e);
     return reactor;
   }
   // etcd checks a read before serving it (v3_server.go's Range).
   Context* ctx = ctx_;
   auto check = [ctx, req, cred = credentials_of(c)] {
-    return check_caller(ctx, cred, [&](const auth::Caller& who) { return auth::check_range(*ctx->auth, who, *req); });
+    return check_caller(ctx, cred, [&](const member::Caller& who) { return member::check_range(*ctx, who, *req); });
   };
   member::range(*ctx, member::read_mode(*req), req, resp, check, [reactor](Error e) { finish(reactor, e); });
   return reactor;
@@ -50,17 +49,17 @@ grpc::ServerUnaryReactor* KvService::DeleteRange(grpc::CallbackServerContext* c,
 grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* c, const etcdserverpb::TxnRequest* req,
                                          etcdserverpb::TxnResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (apply::txn_is_read_only(*req)) {
+  if (member::kv::is_read_only(*req)) {
     // etcd serves a txn without writes as a read, not through the log (a
     // write is checked by the proposal pipeline).
-    if (Error e = apply::validate_txn(*req, ctx_->limits.max_txn_ops)) {
+    if (Error e = member::kv::validate(*ctx_, *req)) {
       finish(reactor, e);
       return reactor;
     }
     Context* ctx = ctx_;
     auto check = [ctx, req, cred = credentials_of(c)] {
       return check_caller(ctx, cred,
-                          [&](const auth::Caller& who) { return auth::check_txn(*ctx->auth, who, *req, nullptr); });
+                          [&](const member::Caller& who) { return member::check_read_txn(*ctx, who, *req); });
     };
     member::read_txn(*ctx, member::read_mode(*req), req, resp, check, [reactor](Error e) { finish(reactor, e); });
     return reactor;
@@ -86,9 +85,7 @@ grpc::ServerUnaryReactor* KvService::Compact(grpc::CallbackServerContext* c,
         resp->Swap(&a.response);
         if (a.wait_compaction == 0) return finish(reactor, {});
         // physical=true: answer when the superseded versions are gone.
-        ctx->store->compactor().when_finished(a.wait_compaction, [reactor](bool done) {
-          finish(reactor, done ? Error() : errors::stopped());
-        });
+        member::kv::when_compacted(*ctx, a.wait_compaction, [reactor](Error e) { finish(reactor, e); });
       });
   return reactor;
 }

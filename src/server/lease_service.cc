@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "mvcc/range.h"
+#include "member/leases.h"
 #include "member/pipeline.h"
 #include "server/forwarded_calls.h"
 
@@ -20,8 +20,7 @@ using etcdserverpb::LeaseKeepAliveResponse;
 // ends the stream with etcd's error, as v3rpc's leaseKeepAlive returns it.
 class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse> {
  public:
-  KeepAliveStream(Context* ctx, grpc::CallbackServerContext* call, lease::Lessor* lessor)
-      : ctx_(ctx), call_(call), lessor_(lessor) {
+  KeepAliveStream(Context* ctx, grpc::CallbackServerContext* call) : ctx_(ctx), call_(call) {
     StartRead(&req_);
   }
 
@@ -32,7 +31,7 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
     }
     Context* cx = ctx_;
     int64_t id = req_.id();
-    if (Error e = check_caller(ctx_, call_, [cx, id](const auth::Caller& who) {
+    if (Error e = check_caller(ctx_, call_, [cx, id](const member::Caller& who) {
           return member::check_lease_renew(*cx, who, id);
         })) {
       Finish(to_grpc(e));
@@ -60,7 +59,7 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
           });
       return;
     }
-    resp_.set_ttl(lessor_->renew(req_.id()));
+    resp_.set_ttl(member::leases::renew(*ctx_, req_.id()));
     ctx_->fill_header(resp_.mutable_header());
     StartWrite(&resp_);
   }
@@ -76,14 +75,13 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
  private:
   Context* ctx_;
   grpc::CallbackServerContext* call_;
-  lease::Lessor* lessor_;
   LeaseKeepAliveRequest req_;
   LeaseKeepAliveResponse resp_;
 };
 
 }  // namespace
 
-LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : RuledService(ctx), ctx_(ctx), lessor_(lessor) {
+LeaseService::LeaseService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
   unary("LeaseGrant", &LeaseService::LeaseGrant, {});
   unary("LeaseRevoke", &LeaseService::LeaseRevoke, {});
   unary("LeaseTimeToLive", &LeaseService::LeaseTimeToLive, {});
@@ -91,24 +89,17 @@ LeaseService::LeaseService(Context* ctx, lease::Lessor* lessor) : RuledService(c
   bidi("LeaseKeepAlive", &LeaseService::LeaseKeepAlive);
 }
 
-int64_t LeaseService::next_lease_id() {
-  for (;;) {
-    int64_t id = ctx_->lease_ids->next();
-    if (!lessor_->exists(id)) return id;
-  }
-}
-
 grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* c,
                                                    const etcdserverpb::LeaseGrantRequest* req,
                                                    etcdserverpb::LeaseGrantResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (req->ttl() > lease::kMaxLeaseTtlSeconds) {
+  if (req->ttl() > member::leases::kMaxTtlSeconds) {
     finish(reactor, errors::lease_ttl_too_large());
     return reactor;
   }
   apply::Command cmd;
   *cmd.mutable_lease_grant() = *req;
-  if (req->id() == 0) cmd.mutable_lease_grant()->set_id(next_lease_id());
+  if (req->id() == 0) cmd.mutable_lease_grant()->set_id(member::leases::next_id(*ctx_));
   if (!stamp_caller(ctx_, c, reactor, &cmd)) return reactor;
   propose_and_answer(ctx_, std::move(cmd), resp, reactor);
   return reactor;
@@ -127,24 +118,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
 
 grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
     grpc::CallbackServerContext* c) {
-  return new KeepAliveStream(ctx_, c, lessor_);
-}
-
-void lease_time_to_live(const Context& ctx, const etcdserverpb::LeaseTimeToLiveRequest& req,
-                        etcdserverpb::LeaseTimeToLiveResponse* resp) {
-  resp->set_id(req.id());
-  auto info = ctx.lessor->info(req.id());
-  if (!info) {
-    resp->set_ttl(-1);  // etcd answers an unknown lease with TTL -1, not an error
-  } else {
-    resp->set_ttl(info->remaining_seconds);
-    resp->set_grantedttl(info->granted_ttl);
-    if (req.keys()) {
-      auto view = ctx.store->view();
-      for (auto& k : mvcc::keys_of_lease(*view, req.id())) resp->add_keys(std::move(k));
-    }
-  }
-  ctx.fill_header(resp->mutable_header());
+  return new KeepAliveStream(ctx_, c);
 }
 
 grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerContext* c,
@@ -154,8 +128,8 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
   // Checked here, on the member the client called (it has the token); a
   // follower passes the checked user on (server/forwarded_calls.h).
   Context* cx = ctx_;
-  auth::Caller who;
-  if (Error e = check_caller(ctx_, c, [cx, req, &who](const auth::Caller& w) -> Error {
+  member::Caller who;
+  if (Error e = check_caller(ctx_, c, [cx, req, &who](const member::Caller& w) -> Error {
         who = w;
         return member::check_lease_time_to_live(*cx, w, req->id(), req->keys());
       })) {
@@ -173,7 +147,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseTimeToLive(grpc::CallbackServerCont
                         })) {
     return reactor;
   }
-  lease_time_to_live(*ctx_, *req, resp);
+  member::leases::time_to_live(*ctx_, *req, resp);
   finish(reactor, {});
   return reactor;
 }
@@ -183,11 +157,11 @@ grpc::ServerUnaryReactor* LeaseService::LeaseLeases(grpc::CallbackServerContext*
                                                     etcdserverpb::LeaseLeasesResponse* resp) {
   auto* reactor = c->DefaultReactor();
   Context* cx = ctx_;
-  if (Error e = check_caller(ctx_, c, [cx](const auth::Caller& who) { return member::require_user(*cx, who); })) {
+  if (Error e = check_caller(ctx_, c, [cx](const member::Caller& who) { return member::require_user(*cx, who); })) {
     finish(reactor, e);
     return reactor;
   }
-  for (int64_t id : lessor_->ids()) resp->add_leases()->set_id(id);
+  for (int64_t id : member::leases::ids(*ctx_)) resp->add_leases()->set_id(id);
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});
   return reactor;

@@ -1,5 +1,5 @@
 // etcd's Lease service. Grant and Revoke go through the log; KeepAlive and
-// TimeToLive use the leader's clocks (lease/lessor.h). Expiry is leader-only
+// TimeToLive use the leader's clocks (member/leases.h). Expiry is leader-only
 // work outside the service (lease/expiry.h).
 #pragma once
 
@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
-#include "lease/lessor.h"
 #include "server/context.h"
 #include "server/ruled_service.h"
 
@@ -18,7 +17,7 @@ namespace etcdq::server {
 
 class LeaseService final : public RuledService<etcdserverpb::Lease> {
  public:
-  LeaseService(Context* ctx, lease::Lessor* lessor);
+  explicit LeaseService(Context* ctx);
 
   grpc::ServerUnaryReactor* LeaseGrant(grpc::CallbackServerContext* c, const etcdserverpb::LeaseGrantRequest* req,
                                        etcdserverpb::LeaseGrantResponse* resp) override;
@@ -33,15 +32,7 @@ class LeaseService final : public RuledService<etcdserverpb::Lease> {
                                         etcdserverpb::LeaseLeasesResponse* resp) override;
 
  private:
-  int64_t next_lease_id();
-
   Context* ctx_;
-  lease::Lessor* lessor_;
 };
-
-// The leader's answer to LeaseTimeToLive (its lease clock), checks done:
-// TTL -1 for an unknown lease, as etcd; `resp`'s header filled.
-void lease_time_to_live(const Context& ctx, const etcdserverpb::LeaseTimeToLiveRequest& req,
-                        etcdserverpb::LeaseTimeToLiveResponse* resp);
 
 }  // namespace etcdq::server

@@ -3,24 +3,26 @@
 #include <atomic>
 #include <memory>
 
-#include "apply/validate.h"
 #include "member/answers.h"
+#include "member/kv.h"
+#include "member/leases.h"
 #include "member/reads.h"
+#include "member/watches.h"
 
 namespace etcdq::server {
 namespace {
 
-class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
+class InternalWatch final : public LocalClient::Watch, public member::WatchSink,
                             public std::enable_shared_from_this<InternalWatch> {
  public:
   InternalWatch(LocalClient* client, std::function<void(std::vector<mvccpb::Event>&&)> fn)
       : client_(client), fn_(std::move(fn)) {}
 
-  void start(const mvcc::WatchSpec& spec) { client_->context()->store->watch_hub().add(this, 0, spec); }
+  void start(const member::WatchSpec& spec) { member::watches::add(*client_->context(), this, 0, spec); }
 
   // Hub lock held: hand the events to the executor. A recipe watches one
   // key or a small prefix, so the queue stays small.
-  bool offer(const mvcc::WatchBatch& b) override {
+  bool offer(const member::WatchBatch& b) override {
     auto self = weak_from_this().lock();
     if (!self) return true;  // being destroyed: it is about to leave the hub
     auto events = std::make_shared<std::vector<mvccpb::Event>>();
@@ -46,7 +48,7 @@ class InternalWatch final : public LocalClient::Watch, public mvcc::WatchSink,
 
   void cancel() override {
     if (canceled_.exchange(true)) return;
-    client_->context()->store->watch_hub().remove(this, 0);
+    member::watches::remove(*client_->context(), this, 0);
   }
   ~InternalWatch() override { cancel(); }
 
@@ -94,11 +96,11 @@ LocalClient::~LocalClient() = default;
 void LocalClient::post(std::function<void()> fn) { executor_.post(std::move(fn)); }
 
 void LocalClient::txn(etcdserverpb::TxnRequest req, Done<etcdserverpb::TxnResponse> done) {
-  if (Error e = apply::validate_txn(req, ctx_->limits.max_txn_ops)) {
+  if (Error e = member::kv::validate(*ctx_, req)) {
     post([done, e] { done(e, {}); });
     return;
   }
-  if (apply::txn_is_read_only(req)) {
+  if (member::kv::is_read_only(req)) {
     read<etcdserverpb::TxnRequest, etcdserverpb::TxnResponse>(this, std::move(req), &member::read_txn,
                                                                 std::move(done));
     return;
@@ -117,7 +119,7 @@ void LocalClient::del(std::string key, Done<etcdserverpb::DeleteRangeResponse> d
   cmd.mutable_delete_range()->set_key(std::move(key));
   // As the KV service checks it: clientv3 inside etcd's Lock service gets
   // "key is not provided" for Unlock("").
-  if (Error e = apply::validate_delete_range(cmd.delete_range())) {
+  if (Error e = member::kv::validate(cmd.delete_range())) {
     post([done, e] { done(e, {}); });
     return;
   }
@@ -127,14 +129,14 @@ void LocalClient::del(std::string key, Done<etcdserverpb::DeleteRangeResponse> d
 void LocalClient::lease_grant(int64_t ttl, Done<etcdserverpb::LeaseGrantResponse> done) {
   apply::Command cmd;
   cmd.mutable_lease_grant()->set_ttl(ttl);
-  cmd.mutable_lease_grant()->set_id(ctx_->lease_ids->next());
+  cmd.mutable_lease_grant()->set_id(member::leases::next_id(*ctx_));
   propose<etcdserverpb::LeaseGrantResponse>(this, std::move(cmd), std::move(done));
 }
 
 std::shared_ptr<LocalClient::Watch> LocalClient::watch(std::string key, std::string end, int64_t start_rev,
                                                        std::function<void(std::vector<mvccpb::Event>&&)> on_events) {
   auto w = std::make_shared<InternalWatch>(this, std::move(on_events));
-  mvcc::WatchSpec spec;
+  member::WatchSpec spec;
   spec.key = std::move(key);
   spec.end = std::move(end);
   spec.start_revision = start_rev;

@@ -12,7 +12,6 @@
 
 #include "common/executor.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
-#include "mvcc/watch_hub.h"
 #include "server/context.h"
 
 namespace etcdq::server {

@@ -12,43 +12,29 @@
 #include <mutex>
 #include <thread>
 
-#include "bbolt/snapshot_file.h"
+#include "member/maintenance.h"
 #include "member/pipeline.h"
-#include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
 #include "server/downgrade.h"
-#include "etcd_snapshot/writer.h"
-#include "server/cluster_service.h"
 
 namespace etcdq::server {
-namespace {
 
-// The member's tables a snapshot holds beside the view
-// (etcd_snapshot/writer.h), read now.
-etcd_snapshot::Tables snapshot_tables(const Context& ctx) {
-  etcd_snapshot::Tables t;
-  t.alarms = ctx.alarms->list(0, etcdserverpb::NONE);
-  google::protobuf::RepeatedPtrField<etcdserverpb::Member> members;
-  list_members(ctx, &members);
-  t.members.assign(members.begin(), members.end());
-  return t;
-}
-
-}  // namespace
+namespace maintenance = member::maintenance;
 
 grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::StatusRequest*,
                                                      etcdserverpb::StatusResponse* resp) {
   auto* reactor = c->DefaultReactor();
   // etcd's requireAuthInfo: any user.
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::require_user(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::require_user(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
   }
-  consensus::Progress p = ctx_->consensus->progress();
+  auto p = ctx_->consensus->progress();
+  maintenance::DbSize size = maintenance::db_size(*ctx_);
   resp->set_version(kEtcdApiVersion);
-  resp->set_dbsize(ctx_->store->engine()->size_bytes());
-  resp->set_dbsizeinuse(ctx_->store->engine()->in_use_bytes());
+  resp->set_dbsize(size.bytes);
+  resp->set_dbsizeinuse(size.in_use_bytes);
   resp->set_leader(p.leader_id);
   resp->set_raftindex(p.commit_index);
   resp->set_raftterm(p.term);
@@ -63,7 +49,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
   resp->mutable_downgradeinfo()->set_enabled(false);
   // etcd (3.5 and 3.6) lists a missing leader first, then the alarms.
   if (p.leader_id == 0) resp->add_errors(errors::no_leader().message());
-  for (const auto& a : ctx_->alarms->list(0, etcdserverpb::NONE)) {
+  for (const auto& a : maintenance::alarms(*ctx_, 0, etcdserverpb::NONE)) {
     resp->add_errors("memberID:" + std::to_string(a.memberid()) + " alarm:" + etcdserverpb::AlarmType_Name(a.alarm()) +
                      " ");
   }
@@ -79,7 +65,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   Context* ctx = ctx_;
   // etcd's authMaintenanceServer: GET needs a user, changes the root role
   // (checked again at apply, as the command's).
-  if (Error e = check_caller(ctx_, c, [ctx, req](const auth::Caller& who) {
+  if (Error e = check_caller(ctx_, c, [ctx, req](const member::Caller& who) {
         return req->action() == etcdserverpb::AlarmRequest::GET ? member::require_user(*ctx, who)
                                                                  : member::check_admin(*ctx, who);
       })) {
@@ -89,7 +75,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   // etcd 3.5 fills the whole header, revision included (v3rpc/
   // maintenance.go Alarm; 3.4 sent none).
   if (req->action() == etcdserverpb::AlarmRequest::GET) {
-    for (auto& m : ctx->alarms->list(req->memberid(), req->alarm())) *resp->add_alarms() = std::move(m);
+    for (auto& m : maintenance::alarms(*ctx, req->memberid(), req->alarm())) *resp->add_alarms() = std::move(m);
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
     return reactor;
@@ -105,7 +91,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
                                                          const etcdserverpb::DefragmentRequest*,
                                                          etcdserverpb::DefragmentResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
   }
@@ -114,7 +100,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
   // reads and writes go on. Run it off the gRPC thread.
   // etcd's answer is empty: no header (v3rpc/maintenance.go Defragment).
   (void)resp;
-  std::thread([ctx, reactor] { finish(reactor, ctx->store->engine()->compact_all()); }).detach();
+  std::thread([ctx, reactor] { finish(reactor, maintenance::defragment(*ctx)); }).detach();
   return reactor;
 }
 
@@ -122,7 +108,7 @@ grpc::ServerUnaryReactor* MaintenanceService::MoveLeader(grpc::CallbackServerCon
                                                          const etcdserverpb::MoveLeaderRequest* req,
                                                          etcdserverpb::MoveLeaderResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
   }
@@ -170,7 +156,7 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
                                                      const etcdserverpb::HashKVRequest* req,
                                                      etcdserverpb::HashKVResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
   }
@@ -183,15 +169,14 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
   }
   // A full pass over the key space: off the gRPC thread.
   std::thread([ctx, reactor, resp, rev, slot] {
-    auto view = ctx->store->view();
-    uint32_t hash = 0;
-    if (Error e = mvcc::etcd_hash_kv(*view, rev, &hash)) return finish(reactor, e);
-    resp->set_hash(hash);
+    maintenance::KvHash h;
+    if (Error e = maintenance::hash_kv(*ctx, rev, &h)) return finish(reactor, e);
+    resp->set_hash(h.hash);
     // etcd's compactMainRev is -1 until the first compaction.
-    resp->set_compact_revision(view->compact_revision() > 0 ? view->compact_revision() : -1);
+    resp->set_compact_revision(h.compact_revision > 0 ? h.compact_revision : -1);
     // etcd 3.6: the revision the hash covers (the current one for 0).
-    resp->set_hash_revision(rev > 0 ? rev : view->revision());
-    resp->mutable_header()->set_revision(view->revision());
+    resp->set_hash_revision(h.hash_revision);
+    resp->mutable_header()->set_revision(h.revision);
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
   }).detach();
@@ -201,7 +186,7 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* c, const etcdserverpb::HashRequest*,
                                                    etcdserverpb::HashResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
   }
@@ -212,11 +197,11 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
     return reactor;
   }
   std::thread([ctx, reactor, resp, slot] {
-    auto view = ctx->store->view();
     uint32_t hash = 0;
-    if (Error e = etcd_snapshot::etcd_hash(snapshot_tables(*ctx), *view, &hash)) return finish(reactor, e);
+    int64_t revision = 0;
+    if (Error e = maintenance::hash(*ctx, &hash, &revision)) return finish(reactor, e);
     resp->set_hash(hash);
-    resp->mutable_header()->set_revision(view->revision());
+    resp->mutable_header()->set_revision(revision);
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
   }).detach();
@@ -228,7 +213,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Downgrade(grpc::CallbackServerCont
                                                         etcdserverpb::DowngradeResponse* resp) {
   auto* reactor = c->DefaultReactor();
   // etcd's authMaintenanceServer: root only.
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::check_admin(*ctx_, who); })) {
     finish(reactor, e);
     return reactor;
   }
@@ -251,7 +236,7 @@ constexpr size_t kChunkBytes = 32 * 1024;  // etcd's snapshotSendBufferSize
 constexpr auto kSendStallLimit = std::chrono::minutes(2);
 
 std::filesystem::path temp_dir(const Context& ctx) {
-  return std::filesystem::path(ctx.store->engine()->dir()).parent_path();
+  return std::filesystem::path(maintenance::snapshot_dir(ctx));
 }
 
 class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotResponse> {
@@ -274,15 +259,15 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
 
  private:
   grpc::Status stream_file() {
-    auto view = ctx_->store->view();
     auto start = std::chrono::steady_clock::now();
-    if (Error e = etcd_snapshot::write_etcd_snapshot(snapshot_tables(*ctx_), *view, path_)) return to_grpc(e);
-    view.reset();  // the file holds it now; let RocksDB drop what it pinned
+    // The read view it wrote from is gone once this returns: RocksDB may
+    // drop what it pinned while the file is sent.
+    if (Error e = maintenance::write_snapshot(*ctx_, path_)) return to_grpc(e);
     std::ifstream in(path_, std::ios::binary);
     std::error_code ec;
     uint64_t size = std::filesystem::file_size(path_, ec);
-    if (!in || ec || size < bbolt::kSha256Bytes) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
-    const uint64_t total = size - bbolt::kSha256Bytes;
+    if (!in || ec || size < maintenance::kSnapshotSha256Bytes) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+    const uint64_t total = size - maintenance::kSnapshotSha256Bytes;
     spdlog::info("sending database snapshot to client: {} bytes, built in {} ms", total,
                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     std::string buf(kChunkBytes, '\0');
@@ -301,9 +286,9 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
       if (!send(&chunk_)) return grpc::Status::CANCELLED;
     }
     // The sha256 of the database, as the last message.
-    if (!in.read(buf.data(), bbolt::kSha256Bytes)) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+    if (!in.read(buf.data(), maintenance::kSnapshotSha256Bytes)) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
     chunk_.set_remaining_bytes(0);
-    chunk_.set_blob(buf.data(), bbolt::kSha256Bytes);
+    chunk_.set_blob(buf.data(), maintenance::kSnapshotSha256Bytes);
     if (!send(&chunk_)) return grpc::Status::CANCELLED;
     return grpc::Status::OK;
   }
@@ -336,7 +321,7 @@ class RefusedSnapshot final : public grpc::ServerWriteReactor<etcdserverpb::Snap
 
 grpc::ServerWriteReactor<etcdserverpb::SnapshotResponse>* MaintenanceService::Snapshot(
     grpc::CallbackServerContext* c, const etcdserverpb::SnapshotRequest*) {
-  if (Error e = check_caller(ctx_, c, [this](const auth::Caller& who) { return member::check_admin(*ctx_, who); })) {
+  if (Error e = check_caller(ctx_, c, [this](const member::Caller& who) { return member::check_admin(*ctx_, who); })) {
     return new RefusedSnapshot(to_grpc(e));
   }
   return new SnapshotStream(c, ctx_, snapshots_);

@@ -8,8 +8,10 @@
 
 #include "member/corruption_check.h"
 #include "member/forwarded.h"
+#include "member/leases.h"
+#include "member/maintenance.h"
+#include "member/peers.h"
 #include "member/pipeline.h"
-#include "mvcc/etcd_keys.h"
 #include "server/blocking_writer.h"
 #include "server/cluster_service.h"
 #include "server/forwarded_calls.h"
@@ -46,9 +48,10 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   void run() {
     size_t bytes = 0;
     bool gone = false;
-    Error e = ctx_->checkpoints->read(index_, [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
+    Error e = member::maintenance::read_checkpoint(*ctx_, index_, [&](uint32_t cf, std::string_view key,
+                                                                       std::string_view value) -> Error {
       auto* p = chunk_.add_pairs();
-      p->set_cf(static_cast<uint32_t>(cf));
+      p->set_cf(cf);
       p->set_key(key.data(), key.size());
       p->set_value(value.data(), value.size());
       bytes += key.size() + value.size() + 8;
@@ -109,15 +112,15 @@ void PeerService::confirm_removal() {
   for (const auto& m : ctx->membership->members()) {
     if (m.id == self || m.address.empty()) continue;
     uint64_t asked = m.id;
-    ctx->node->forwarder().configuration(
-        m.address, std::chrono::seconds(2),
+    member::peers::ask_configuration(
+        *ctx, m.address, std::chrono::seconds(2),
         [ctx, alive, self, asked](Error e, const peer::ConfigurationResponse& r) {
           if (e || r.leader() != asked) return;
           for (uint64_t id : r.members()) {
             if (id == self) return;
           }
           std::lock_guard<std::mutex> lock(alive->mu);
-          if (alive->alive) ctx->node->removed_by_leader();
+          if (alive->alive) member::peers::stop_removed(*ctx);
         });
   }
 }
@@ -157,7 +160,7 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
   }
   Context* ctx = ctx_;
   auto propose = [ctx, reactor](std::vector<std::string>&& cmds) {
-    ctx->node->propose_forwarded(std::move(cmds), [reactor](Error e) { finish(reactor, e); });
+    member::peers::propose_forwarded(*ctx, std::move(cmds), [reactor](Error e) { finish(reactor, e); });
   };
   if (claimed.empty()) {
     propose(std::move(cmds));
@@ -176,8 +179,8 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
   check->left = claimed.size();
   check->cmds = std::move(cmds);
   for (const auto& a : claimed) {
-    ctx->node->forwarder().attributes(
-        peer_address(a.id()), std::chrono::seconds(2),
+    member::peers::ask_attributes(
+        *ctx, peer_address(a.id()), std::chrono::seconds(2),
         [check, a, propose, reactor](Error e, const apply::MemberAttributes& told) {
           bool last;
           {
@@ -199,7 +202,7 @@ grpc::ServerUnaryReactor* PeerService::Propose(grpc::CallbackServerContext* c, c
 grpc::ServerUnaryReactor* PeerService::ReadIndex(grpc::CallbackServerContext* c, const peer::ReadIndexRequest*,
                                                  peer::ReadIndexResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  ctx_->node->read_index([reactor, resp](Error e, uint64_t index) {
+  member::peers::read_index(*ctx_, [reactor, resp](Error e, uint64_t index) {
     resp->set_index(index);
     finish(reactor, e);
   });
@@ -215,7 +218,7 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
     return reactor;
   }
   resp->set_id(req->id());
-  resp->set_ttl(ctx_->lessor->renew(req->id()));
+  resp->set_ttl(member::leases::renew(*ctx_, req->id()));
   ctx_->fill_header(resp->mutable_header());
   finish(reactor, {});
   return reactor;
@@ -224,7 +227,7 @@ grpc::ServerUnaryReactor* PeerService::LeaseKeepAlive(grpc::CallbackServerContex
 bool PeerService::refuse_forwarded_admin(const peer::ForwardedAuth& a, grpc::ServerUnaryReactor* reactor) const {
   Error e;
   if (!ctx_->consensus->progress().is_leader) e = errors::not_leader();
-  auth::Caller who = caller_of_forwarded(a);
+  member::Caller who = caller_of_forwarded(a);
   if (!e) e = check_forwarded_revision(*ctx_, who);
   if (!e) e = member::check_admin(*ctx_, who);
   if (!e) return false;
@@ -238,10 +241,10 @@ grpc::ServerUnaryReactor* PeerService::LeaseTimeToLive(grpc::CallbackServerConte
   auto* reactor = c->DefaultReactor();
   Error e;
   if (!ctx_->consensus->progress().is_leader) e = errors::not_leader();
-  auth::Caller who = caller_of_forwarded(req->auth());
+  member::Caller who = caller_of_forwarded(req->auth());
   if (!e) e = check_forwarded_revision(*ctx_, who);
   if (!e) e = member::check_lease_time_to_live(*ctx_, who, req->request().id(), req->request().keys());
-  if (!e) lease_time_to_live(*ctx_, req->request(), resp);
+  if (!e) member::leases::time_to_live(*ctx_, req->request(), resp);
   finish(reactor, e);
   return reactor;
 }
@@ -285,7 +288,7 @@ grpc::ServerUnaryReactor* PeerService::Removed(grpc::CallbackServerContext* c, c
 grpc::ServerUnaryReactor* PeerService::Attributes(grpc::CallbackServerContext* c, const peer::AttributesRequest*,
                                                   apply::MemberAttributes* resp) {
   auto* reactor = c->DefaultReactor();
-  *resp = ctx_->self_attributes;
+  *resp = member::peers::self_attributes(*ctx_);
   finish(reactor, {});
   return reactor;
 }
@@ -306,7 +309,7 @@ grpc::ServerUnaryReactor* PeerService::QueueConsumers(grpc::CallbackServerContex
   auto* reactor = c->DefaultReactor();
   // Only members' reports count; the key-space plug-in they are for takes
   // them (keyspace/kind.h, peer_report).
-  if (ctx_->plugins && is_member(req->member())) ctx_->plugins->peer_report(req->member(), *req);
+  if (is_member(req->member())) member::peers::plugin_report(*ctx_, req->member(), *req);
   finish(reactor, {});
   return reactor;
 }
@@ -339,16 +342,15 @@ grpc::ServerUnaryReactor* PeerService::HashKV(grpc::CallbackServerContext* c, co
   int64_t rev = req->revision();
   // A full pass over the key space: off the gRPC thread.
   std::thread([ctx, reactor, resp, rev, hashes = hashes_] {
-    auto view = ctx->store->view();
-    uint32_t hash = 0;
-    Error e = mvcc::etcd_hash_kv(*view, rev, &hash);
+    member::maintenance::KvHash h;
+    Error e = member::maintenance::hash_kv(*ctx, rev, &h);
     if (!e) {
       resp->set_member_id(ctx->self.id);
       resp->set_cluster_id(ctx->current_cluster_id());
-      resp->set_revision(view->revision());
-      resp->set_hash_revision(rev > 0 ? rev : view->revision());
-      resp->set_hash(hash);
-      resp->set_compact_revision(view->compact_revision());
+      resp->set_revision(h.revision);
+      resp->set_hash_revision(h.hash_revision);
+      resp->set_hash(h.hash);
+      resp->set_compact_revision(h.compact_revision);
     }
     hashes->fetch_sub(1);
     finish(reactor, e);

@@ -109,7 +109,7 @@ ParseLimits parse_limits(int64_t max_txn_ops) {
   ParseLimits l;
   l.max_txn_ops = max_txn_ops;
   int64_t want = 2 * std::max<int64_t>(max_txn_ops, 0) + 16;
-  l.recursion_limit = static_cast<int>(std::clamp<int64_t>(want, 100, apply::kMaxRequestNesting));
+  l.recursion_limit = static_cast<int>(std::clamp<int64_t>(want, 100, member::kv::kMaxRequestNesting));
   return l;
 }
 

@@ -9,7 +9,7 @@
 // generated handler of one method to do the same:
 //
 //  - the recursion limit is ParseLimits::recursion_limit (enough for a txn
-//    nested as deep as --max-txn-ops allows, capped at apply::kMaxRequestNesting so
+//    nested as deep as --max-txn-ops allows, capped at member::kv::kMaxRequestNesting so
 //    that a hostile request cannot exhaust a thread's stack);
 //  - a TxnRequest nested too deep for that limit gets etcd's "too many
 //    operations in txn request" (InvalidArgument), as etcd answers any txn
@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "apply/validate.h"
+#include "member/kv.h"
 #include "etcd/api/etcdserverpb/rpc.pb.h"
 
 namespace etcdq::server {

@@ -34,7 +34,7 @@ constexpr int kWatchEndMs = 5000;
 
 struct ClientServer::Services {
   Services(Context* c, std::chrono::milliseconds progress)
-      : local(c), kv(c), watch(c, progress), lease(c, c->lessor), lock(&local), election(&local), maintenance(c),
+      : local(c), kv(c), watch(c, progress), lease(c), lock(&local), election(&local), maintenance(c),
         cluster(c), auth(c),
         unknown({std::begin(kClientServices), std::end(kClientServices)}) {}
   LocalClient local;  // for the Lock and Election recipes

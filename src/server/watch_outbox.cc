@@ -6,7 +6,7 @@
 
 namespace etcdq::server {
 
-void WatchOutbox::add_events(const mvcc::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit,
+void WatchOutbox::add_events(const member::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit,
                              uint64_t* open_seq) {
   if (fragment && bytes + kMaxWirePrefix > fragment_limit) {
     add_fragments(b, fragment_limit);
@@ -35,7 +35,7 @@ void WatchOutbox::add_events(const mvcc::WatchBatch& b, size_t bytes, bool fragm
 
 // One revision (or a catch-up step) too big for one response: parts of
 // whole events, each but the last marked `fragment`.
-void WatchOutbox::add_fragments(const mvcc::WatchBatch& b, size_t limit) {
+void WatchOutbox::add_fragments(const member::WatchBatch& b, size_t limit) {
   Out* part = nullptr;
   for (const auto& ev : b.events) {
     size_t n = event_field_size(ev.bytes().size());

@@ -35,7 +35,7 @@
 #include <string>
 
 #include "etcd/api/etcdserverpb/rpc.pb.h"
-#include "mvcc/watch_hub.h"
+#include "member/watches.h"
 #include "server/watch_wire.h"
 
 namespace etcdq::server {
@@ -51,7 +51,7 @@ class WatchOutbox {
   // last events response is *open_seq (kNoResponse: none): joined to it
   // or queued as a new one, or in parts of at most `fragment_limit` bytes
   // when `fragment` is set and they do not fit one. Updates *open_seq.
-  void add_events(const mvcc::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit, uint64_t* open_seq);
+  void add_events(const member::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit, uint64_t* open_seq);
   // A created, canceled or progress response, serialized now.
   void add_control(const etcdserverpb::WatchResponse& r);
 
@@ -93,7 +93,7 @@ class WatchOutbox {
 
   Out& push(int64_t watch_id, int64_t revision);
   void add_queued(size_t bytes);  // to the last response pushed or joined
-  void add_fragments(const mvcc::WatchBatch& b, size_t limit);
+  void add_fragments(const member::WatchBatch& b, size_t limit);
   void sync_total();  // wherever held_bytes() changes
 
   std::atomic<size_t>* const total_;

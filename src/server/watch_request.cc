@@ -12,24 +12,9 @@ grpc::Status decode_watch_request(grpc::ByteBuffer* buf, etcdserverpb::WatchRequ
                       "grpc: failed to unmarshal the received message proto: cannot parse invalid wire-format data");
 }
 
-mvcc::WatchSpec watch_spec(const Context& ctx, const WatchCreateRequest& c, int64_t current_revision) {
-  mvcc::WatchSpec spec;
-  spec.key = c.key();
-  spec.end = c.range_end();
-  ctx.keys->read_range(&spec.key, &spec.end);
-  spec.start_revision = c.start_revision() > 0 ? c.start_revision() : current_revision + 1;
-  spec.prev_kv = c.prev_kv();
-  spec.progress_from = c.start_revision() > 0 ? c.start_revision() : 0;
-  for (int f : c.filters()) {
-    if (f == WatchCreateRequest::NOPUT) spec.no_put = true;
-    if (f == WatchCreateRequest::NODELETE) spec.no_delete = true;
-  }
-  return spec;
-}
-
 bool watch_permitted(const Context& ctx, const Credentials& cred, const WatchCreateRequest& c) {
-  if (ctx.auth == nullptr || !ctx.auth->enabled()) return true;
-  auth::Caller who;
+  if (!member::auth_enabled(ctx)) return true;
+  member::Caller who;
   if (caller_of(ctx, cred, &who)) return false;
   return !member::check_read(ctx, who, c.key(), c.range_end());
 }

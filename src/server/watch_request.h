@@ -14,7 +14,6 @@
 #include <string>
 
 #include "etcd/api/etcdserverpb/rpc.pb.h"
-#include "mvcc/watch_hub.h"
 #include "server/context.h"
 
 namespace etcdq::server {
@@ -23,11 +22,6 @@ namespace etcdq::server {
 // ends the stream with the status returned (INTERNAL, grpc-go's words), as
 // grpc-go ends etcd's stream on a message it cannot unmarshal.
 grpc::Status decode_watch_request(grpc::ByteBuffer* buf, etcdserverpb::WatchRequest* out);
-
-// What the hub watches for a create (mvcc/watch_hub.h): the range as the
-// key space maps reads (a plug-in's alias prefix), from start_revision or
-// the one after `current_revision`, with prev_kv and the filters.
-mvcc::WatchSpec watch_spec(const Context& ctx, const etcdserverpb::WatchCreateRequest& c, int64_t current_revision);
 
 // etcd's isWatchPermitted: READ over the watched range (true while auth
 // is off). `cred`: who the stream says it is.

@@ -43,7 +43,7 @@
 #include <thread>
 
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
-#include "mvcc/watch_hub.h"
+#include "member/watches.h"
 #include "member/answer_gate.h"
 #include "server/context.h"
 #include "server/ruled_service.h"

@@ -90,7 +90,7 @@ void WatchStream::OnWriteDone(bool ok) {
     resume_read = flow_.resume_reads(outbox_, !finishing_ && !broken_);
   }
   track_->written(written_below);
-  if (wake) ctx_->store->watch_hub().wake();
+  if (wake) member::watches::wake(*ctx_);
   // Before perform(): the write or Finish it starts may end the stream.
   if (resume_read) StartRead(&req_buf_);
   perform(a);  // may be the last use of this object
@@ -101,8 +101,7 @@ void WatchStream::OnCancel() { close(grpc::Status::CANCELLED); }
 void WatchStream::OnDone() {
   // Also here: a create that ran beside close() or shutdown() may have
   // added its watch after they emptied the hub of this stream.
-  ctx_->store->watch_hub().remove_all(this);
-  if (ctx_->plugins) ctx_->plugins->stream_closed(this);
+  member::watches::close(*ctx_, this);
   track_->close();  // nothing more is written here
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,7 +124,7 @@ void WatchStream::kick() {
   perform(a);
 }
 
-bool WatchStream::offer(const mvcc::WatchBatch& b) {
+bool WatchStream::offer(const member::WatchBatch& b) {
   bool post;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -137,13 +136,13 @@ bool WatchStream::offer(const mvcc::WatchBatch& b) {
   // is released (no wake-up of a writer thread: the event leaves before
   // the put's answer, as etcd's does), for the first few streams of a
   // revision; the rest go to the writer threads.
-  if (post && !mvcc::WatchHub::defer([](void* s) { static_cast<WatchStream*>(s)->kick(); }, this)) {
+  if (post && !member::watches::defer([](void* s) { static_cast<WatchStream*>(s)->kick(); }, this)) {
     svc_->writers_.post(this);
   }
   return true;
 }
 
-bool WatchStream::offer_locked(const mvcc::WatchBatch& b) {
+bool WatchStream::offer_locked(const member::WatchBatch& b) {
   if (finishing_ || broken_) return true;  // nobody will read it; drop
   if (!b.cancel_reason.empty()) {
     if (!watchers_.remove(b.watch_id)) return true;
@@ -203,12 +202,11 @@ WatchStream::Action WatchStream::progress_tick() {
     std::lock_guard<std::mutex> lock(mu_);
     ids = watchers_.progress_notify_ids();
   }
-  auto& hub = ctx_->store->watch_hub();
   WatchResponse r;
   ctx_->fill_header(r.mutable_header(), /*with_revision=*/false);
   for (int64_t id : ids) {
     r.set_watch_id(id);
-    hub.if_synced(this, id, [&](int64_t revision) {
+    member::watches::if_synced(*ctx_, this, id, [&](int64_t revision) {
       r.mutable_header()->set_revision(revision);
       std::lock_guard<std::mutex> lock(mu_);
       // Dropped for a stream that is not reading, as etcd drops a progress
@@ -250,8 +248,7 @@ void WatchStream::evict(Evict how) {
 }
 
 WatchStream::Action WatchStream::shutdown() {
-  ctx_->store->watch_hub().remove_all(this);
-  if (ctx_->plugins) ctx_->plugins->stream_closed(this);
+  member::watches::close(*ctx_, this);
   track_->close();  // its queue is dropped below
   std::lock_guard<std::mutex> lock(mu_);
   watchers_.clear();
@@ -270,9 +267,8 @@ void WatchStream::header(WatchResponse* r, int64_t revision) {
 
 void WatchStream::create(const WatchCreateRequest& c) {
   bool allowed = watch_permitted(*ctx_, cred_, c);
-  auto& hub = ctx_->store->watch_hub();
-  int64_t rev = hub.revision();
-  mvcc::WatchSpec spec = watch_spec(*ctx_, c, rev);
+  int64_t rev = member::watches::revision(*ctx_);
+  member::WatchSpec spec = member::watches::spec_of(*ctx_, c, rev);
   WatchResponse r;
   r.set_created(true);
   header(&r, rev);
@@ -302,19 +298,15 @@ void WatchStream::create(const WatchCreateRequest& c) {
   if (!added) return;
   // A key-space plug-in may take the watch (a queue consumer gets the
   // messages the leader assigns it, not the changes of its key).
-  if (!ctx_->plugins || !ctx_->plugins->watch_created(this, id, c.key(), c.range_end())) {
-    hub.add(this, id, spec);
-  }
+  member::watches::create(*ctx_, this, id, c, spec);
 }
 
 void WatchStream::cancel(int64_t id) {
-  auto& hub = ctx_->store->watch_hub();
-  bool existed = hub.remove(this, id);
-  if (ctx_->plugins && ctx_->plugins->watch_canceled(this, id)) existed = true;
+  bool existed = member::watches::cancel(*ctx_, this, id);
   WatchResponse r;
   r.set_watch_id(id);
   r.set_canceled(true);
-  header(&r, hub.revision());
+  header(&r, member::watches::revision(*ctx_));
   Action a;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -333,7 +325,7 @@ void WatchStream::progress_request() {
   // Only if every watcher is synced now (etcd 3.6: otherwise the request
   // is dropped and the client asks again; WatchHub::if_all_synced). Under
   // the hub lock, so the write starts on a writer thread, as for an offer.
-  ctx_->store->watch_hub().if_all_synced(this, [this, &r](int64_t revision) {
+  member::watches::if_all_synced(*ctx_, this, [this, &r](int64_t revision) {
     r.mutable_header()->set_revision(revision);
     bool post;
     {
@@ -390,8 +382,7 @@ void WatchStream::finish_locked(grpc::Status s) {  // next_locked() finishes
 }
 
 void WatchStream::close(grpc::Status s) {
-  ctx_->store->watch_hub().remove_all(this);
-  if (ctx_->plugins) ctx_->plugins->stream_closed(this);
+  member::watches::close(*ctx_, this);
   Action a;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -28,7 +28,7 @@
 #include <mutex>
 
 #include "etcd/api/etcdserverpb/rpc.pb.h"
-#include "mvcc/watch_hub.h"
+#include "member/watches.h"
 #include "member/answer_gate.h"
 #include "server/context.h"
 #include "server/stream_watchers.h"
@@ -43,7 +43,7 @@ using member::AnswerGate;
 class WatchService;
 
 class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                          public mvcc::WatchSink,
+                          public member::WatchSink,
                           public Kickable {
  public:
   // What to do with gRPC next, decided under mu_ and done after releasing
@@ -70,8 +70,8 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // --- Kickable: a writer thread starts the write this stream is ready for.
   void kick() override;
 
-  // --- mvcc::WatchSink (hub or plug-in lock held; never blocks) ---
-  bool offer(const mvcc::WatchBatch& b) override;
+  // --- member::WatchSink (hub or plug-in lock held; never blocks) ---
+  bool offer(const member::WatchBatch& b) override;
   size_t room() const override;
 
   // --- WatchService (its lock held; the caller perform()s what is
@@ -110,7 +110,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void cancel(int64_t id);
   void progress_request();
   // The hub's batch for one watcher (mu_ held); false: no room.
-  bool offer_locked(const mvcc::WatchBatch& b);
+  bool offer_locked(const member::WatchBatch& b);
   void note_for_answers_locked();
   void header(etcdserverpb::WatchResponse* r, int64_t revision);
   void enqueue_control(const etcdserverpb::WatchResponse& r);  // mu_ held

@@ -1,0 +1,74 @@
+// The member's watch calls as the Watch service and the in-process client
+// need them, shaped like etcd's Watchable (server/storage/mvcc/watchable_store.go
+// NewWatchStream, Watch, Cancel, RequestProgress(All)): one call per thing
+// a watch stream does, over the member's watch hub (mvcc/watch_hub.h says
+// how events reach a sink without making apply wait) and the key-space
+// plug-ins' watch hooks (keyspace/registry.h). A stream is a WatchSink;
+// watcher ids are the stream's own (etcd's WatchID), per sink.
+//
+// Thread-safety: any thread; sinks are called with the hub lock held and
+// must not block or call back into these functions (mvcc/watch_hub.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "etcd/api/etcdserverpb/rpc.pb.h"
+#include "member/context.h"
+#include "mvcc/watch_hub.h"
+
+namespace etcdq::member {
+
+// What a watch stream implements and what it is handed (mvcc/watch_hub.h):
+// a batch of one watcher's events of one revision, each serialized once.
+using WatchSink = mvcc::WatchSink;
+using WatchBatch = mvcc::WatchBatch;
+using WatchSpec = mvcc::WatchSpec;
+
+namespace watches {
+
+// The last revision whose events went to synced watchers: where a new
+// watcher without a start revision starts (after it), and the header
+// revision of create and cancel answers.
+int64_t revision(const Context& ctx);
+
+// What a create watches: its range as the key space maps reads (a plug-in's
+// alias prefix, keyspace/kind.h), from start_revision or the one after
+// `current_revision`, prev_kv and the filters; progress only once the hub
+// reaches the client's own start revision.
+WatchSpec spec_of(const Context& ctx, const etcdserverpb::WatchCreateRequest& c, int64_t current_revision);
+
+// A client stream's watcher `id` for create request `c` (permission and
+// range already checked by the service): a key-space plug-in that claims
+// the range takes it (a queue consumer gets the messages assigned to it),
+// else the hub delivers `spec`'s events to `sink`.
+void create(Context& ctx, WatchSink* sink, int64_t id, const etcdserverpb::WatchCreateRequest& c,
+            const WatchSpec& spec);
+// Ends watcher `id` of `sink`, in the hub and the plug-ins; whether either
+// had it. After it returns, `sink` is not called for it.
+bool cancel(Context& ctx, WatchSink* sink, int64_t id);
+// Ends every watcher of `sink` (its stream closes); idempotent.
+void close(Context& ctx, WatchSink* sink);
+
+// An in-process watcher of the hub alone (the Lock and Election recipes):
+// no plug-in hook.
+void add(Context& ctx, WatchSink* sink, int64_t id, const WatchSpec& spec);
+void remove(Context& ctx, WatchSink* sink, int64_t id);
+
+// A sink has room again: its watchers that fell behind may catch up.
+void wake(Context& ctx);
+
+// etcd's progress (watchable_store.go progressIfSync / progressAll): runs
+// `fn(revision)` under the hub lock when watcher `id` of `sink` (if_synced)
+// or every watcher of `sink` (if_all_synced, at least one) has every event
+// up to the last published `revision`; whether fn ran. fn must not block.
+bool if_synced(const Context& ctx, WatchSink* sink, int64_t id, const std::function<void(int64_t revision)>& fn);
+bool if_all_synced(const Context& ctx, WatchSink* sink, const std::function<void(int64_t revision)>& fn);
+
+// For a sink inside offer() on the apply thread: runs `fn(arg)` there once
+// the hub lock is released (mvcc/watch_hub.h WatchHub::defer); false when
+// it cannot (the caller hands the work to a thread of its own).
+bool defer(void (*fn)(void*), void* arg);
+
+}  // namespace watches
+}  // namespace etcdq::member
