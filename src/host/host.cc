@@ -166,7 +166,8 @@ Error Host::serve_peers() {
 Error Host::serve_clients() {
   member::Member* m = member_.get();
   client_server_ = std::make_unique<server::ClientServer>(&m->context(),
-                                                          std::chrono::milliseconds(cfg_.watch_progress_notify_ms));
+                                                          std::chrono::milliseconds(cfg_.watch_progress_notify_ms),
+                                                          std::chrono::milliseconds(cfg_.member.election_ms));
   if (Error e = client_server_->start({})) return e;
   http::HttpOptions ho;
   ho.health.has_leader = [m] { return m->has_leader(); };

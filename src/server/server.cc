@@ -15,11 +15,13 @@
 #include "server/election_service.h"
 #include "server/grpc_metrics.h"
 #include "server/kv_service.h"
+#include "server/leader_monitor.h"
 #include "server/local_client.h"
 #include "server/lock_service.h"
 #include "server/lease_service.h"
 #include "server/maintenance_service.h"
 #include "server/auth_service.h"
+#include "server/call_rules.h"
 #include "server/unknown_method.h"
 #include "server/watch_service.h"
 
@@ -33,10 +35,12 @@ const char* const kClientServices[] = {"etcdserverpb.KV",      "etcdserverpb.Wat
 constexpr int kWatchEndMs = 5000;
 
 struct ClientServer::Services {
-  Services(Context* c, std::chrono::milliseconds progress)
+  Services(Context* c, std::chrono::milliseconds progress, std::chrono::milliseconds election)
       : local(c), kv(c), watch(c, progress), lease(c), lock(&local), election(&local), maintenance(c),
         cluster(c), auth(c),
-        unknown({std::begin(kClientServices), std::end(kClientServices)}) {}
+        unknown({std::begin(kClientServices), std::end(kClientServices)}),
+        leader_monitor(
+            election, [c] { return role_of(*c).has_leader; }, [this] { watch.end_streams_requiring_leader(); }) {}
   LocalClient local;  // for the Lock and Election recipes
   KvService kv;
   WatchService watch;
@@ -47,6 +51,11 @@ struct ClientServer::Services {
   ClusterService cluster;
   AuthService auth;
   UnknownMethodService unknown;  // everything else, member-only calls included
+  // Last: stopped first, so it never ends a stream of a service being
+  // destroyed. Watch streams only: a LeaseKeepAlive stream ends with "no
+  // leader" at its next request (lease_service.cc), Observe and Snapshot
+  // are not ended (etcd ends every stream that asked for a leader).
+  LeaderMonitor leader_monitor;
 
   // Every method of the client services that does not pass call_rules.h
   // (ruled_service.h): none, unless a service forgot to install one.
@@ -65,8 +74,9 @@ struct ClientServer::Services {
   }
 };
 
-ClientServer::ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval)
-    : ctx_(ctx), services_(new Services(ctx, watch_progress_interval)) {}
+ClientServer::ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval,
+                           std::chrono::milliseconds election_timeout)
+    : ctx_(ctx), services_(new Services(ctx, watch_progress_interval, election_timeout)) {}
 
 ClientServer::~ClientServer() { shutdown(0); }
 

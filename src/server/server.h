@@ -28,7 +28,10 @@ constexpr int kMaxConcurrentStreams = 4096;
 
 class ClientServer {
  public:
-  ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval);
+  // `election_timeout`: --election-timeout; watch streams that asked for a
+  // leader end after 3 of them without one (leader_monitor.h).
+  ClientServer(Context* ctx, std::chrono::milliseconds watch_progress_interval,
+               std::chrono::milliseconds election_timeout);
   ~ClientServer();
 
   // Listens on each "host:port" (none: only adopted connections) and

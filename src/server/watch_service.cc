@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/memory.h"
+#include "server/leader_monitor.h"
 #include "server/watch_stream.h"
 
 namespace etcdq::server {
@@ -119,6 +120,22 @@ void WatchService::evict_stuck() {
                cancels, std::chrono::duration_cast<std::chrono::seconds>(kStuckWrite).count(), stuck.size() - cancels,
                total_held_.load() >> 20, kMaxTotalQueuedBytes >> 20);
   for (auto& [s, how] : stuck) s->evict(how);  // reserved: alive until this returns
+}
+
+void WatchService::end_streams_requiring_leader() {
+  std::vector<std::pair<WatchStream*, WatchStream::Action>> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    for (auto* s : streams_) {
+      WatchStream::Action a = s->end_for_no_leader();
+      if (a.kind != WatchStream::Action::kNone) todo.emplace_back(s, a);
+    }
+  }
+  if (todo.empty()) return;
+  spdlog::warn("ending {} watch stream(s) that require a leader: this member has had none for {} election timeouts",
+               todo.size(), LeaderMonitor::kNoLeaderTicks);
+  for (auto& [s, a] : todo) s->perform(a);  // reserved: alive until this returns
 }
 
 void WatchService::progress_loop() {

@@ -69,6 +69,10 @@ class WatchService final
   // cancel responses, so clients reconnect and resume their watches (what
   // they see of a stopping etcd; test_watch_sigterm.py).
   void shutdown();
+  // Ends the streams whose clients asked for a leader ("hasleader: true")
+  // with Unavailable "etcdserver: no leader" (WatchStream::end_for_no_leader;
+  // leader_monitor.h says when). Any thread.
+  void end_streams_requiring_leader();
   // After shutdown(): waits until every stream is done (its Unavailable
   // delivered) or `timeout` passes; true if none is left. gRPC's own
   // shutdown deadline cancels what is left, which clients take as final.

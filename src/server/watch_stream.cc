@@ -29,6 +29,10 @@ WatchStream::WatchStream(WatchService* svc, Context* ctx, Credentials cred, grpc
     socket_fd_ = fd;
     socket_ino_ = st.st_ino;
   }
+  // As etcd's stream interceptor reads it: the first value only.
+  const auto& md = call->client_metadata();
+  auto hl = md.find("hasleader");
+  requires_leader_ = hl != md.end() && hl->second == "true";
   StartRead(&req_buf_);
 }
 
@@ -248,6 +252,15 @@ void WatchStream::evict(Evict how) {
 }
 
 WatchStream::Action WatchStream::shutdown() {
+  return end(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
+}
+
+WatchStream::Action WatchStream::end_for_no_leader() {
+  if (!requires_leader_) return {};
+  return end(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::no_leader().message()));
+}
+
+WatchStream::Action WatchStream::end(grpc::Status s) {
   member::watches::close(*ctx_, this);
   track_->close();  // its queue is dropped below
   std::lock_guard<std::mutex> lock(mu_);
@@ -255,7 +268,7 @@ WatchStream::Action WatchStream::shutdown() {
   // Events queued but not yet written are dropped: the client resumes
   // after the last one it received, so it gets them again.
   outbox_.drop();
-  finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, errors::stopped().message()));
+  finish_locked(std::move(s));
   return next_locked();
 }
 

@@ -87,6 +87,10 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // isHaltErr is false for codes.Unavailable), whereas a canceled response
   // ends a client's watch for good.
   Action shutdown();
+  // The same end with Unavailable "etcdserver: no leader", for a stream
+  // whose client asked for a leader ("hasleader: true"): the member has
+  // had none for a while (leader_monitor.h). kNone for any other stream.
+  Action end_for_no_leader();
   // Eviction of a stream that does not read (WatchService::evict_stuck).
   // kCancel: its write has been in flight since `before`. kClose: it was
   // canceled by `close_before` and its write is still in flight, so the
@@ -118,6 +122,8 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   Action next_locked();
   void finish_locked(grpc::Status s);
   void close(grpc::Status s);
+  // Ends the stream with `s` and no cancel responses (shutdown()).
+  Action end(grpc::Status s);
 
   WatchService* svc_;
   Context* ctx_;
@@ -127,6 +133,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   int socket_fd_ = -1;  // the connection's socket, and its inode
   ino_t socket_ino_ = 0;
   bool connection_closed_ = false;
+  bool requires_leader_ = false;  // its metadata says "hasleader: true"
   grpc::ByteBuffer req_buf_;
   mutable std::mutex mu_;  // guards everything below
   WatchOutbox outbox_;

@@ -18,17 +18,22 @@ election timeout, is 6 s), seen from a gRPC client with a 10 s deadline:
   answers UNAVAILABLE "etcdserver: request timed out" or "no leader" there.
 - with the "hasleader" metadata (clientv3.WithRequireLeader): UNAVAILABLE
   "etcdserver: no leader" at once.
+- a Watch stream opened with "hasleader" before the quorum went away ends
+  with UNAVAILABLE "etcdserver: no leader" once the member has known no
+  leader for 3 election timeouts (etcd's monitorLeader, v3rpc/interceptor.go;
+  kube-apiserver's watches ask for a leader); one opened without it stays.
 """
 import concurrent.futures
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 
-from cluster import ClusterTestCase, Writer, main, rpc_pb2  # noqa: E402
+from cluster import ClusterTestCase, Writer, main, rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 REQUEST_TIMEOUT_S = 5.0 + 2 * ELECTION_MS / 1000     # etcd's ServerConfig.ReqTimeout()
@@ -46,6 +51,37 @@ ETCD_NO_QUORUM_ERRORS = {
     ("UNKNOWN", "context deadline exceeded"),   # etcd 3.4: proposal blocked while there is no leader
     ("DEADLINE_EXCEEDED", "context deadline exceeded"),   # etcd 3.6, the same case
 }
+
+
+class WatchEnd:
+    """A Watch stream of `key` on `channel`, read on a thread of its own; `ended` is
+    set when the stream ends, with (time.monotonic(), code name, details) in `end`."""
+
+    def __init__(self, channel, key, metadata=()):
+        self.ended = threading.Event()
+        self.created = threading.Event()
+        self.end = None
+        self._stop = threading.Event()
+        self._call = rpc_pb2_grpc.WatchStub(channel).Watch(self._requests(key), metadata=list(metadata))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _requests(self, key):
+        yield rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(key=key))
+        self._stop.wait()   # no half-close: the stream stays open until the server ends it
+
+    def _read(self):
+        try:
+            for r in self._call:
+                if r.created:
+                    self.created.set()
+            self.end = (time.monotonic(), "OK", "")
+        except grpc.RpcError as e:
+            self.end = (time.monotonic(), e.code().name, e.details())
+        self.ended.set()
+
+    def close(self):
+        self._stop.set()
+        self._call.cancel()
 
 
 def timed_call(fn, *args, **kwargs):
@@ -79,7 +115,16 @@ class MinorityTest(ClusterTestCase):
         dead = [i for i in range(3) if i != survivor]
         c.wait_applied_revision(kv0.Range(rpc_pb2.RangeRequest(key=b"x"), timeout=5).header.revision)
         kv = c.kv(survivor)
+        # Watches on the survivor, one that asks for a leader and one that does not.
+        ch = c[survivor].channel()
+        self.addCleanup(ch.close)
+        needs_leader = WatchEnd(ch, PREFIX + b"w", metadata=[("hasleader", "true")])
+        plain = WatchEnd(ch, PREFIX + b"w")
+        self.addCleanup(needs_leader.close)
+        self.addCleanup(plain.close)
+        self.assertTrue(needs_leader.created.wait(5) and plain.created.wait(5), "watches not created")
 
+        killed_at = time.monotonic()
         c.kill9(*dead)
         # Round 1, at once: the survivor does not know yet that it lost its quorum.
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
@@ -110,6 +155,18 @@ class MinorityTest(ClusterTestCase):
         self.note("Put with hasleader metadata: %s after %.2f s" % (err, elapsed))
         self.assertEqual(err, ("UNAVAILABLE", "etcdserver: no leader"))
         self.assertLess(elapsed, 1.0)
+
+        # The watch that asked for a leader ended with etcd's error after 3 election
+        # timeouts without one (the leader steps down after one: at most ~5 in all);
+        # the other one is still open.
+        self.assertTrue(needs_leader.ended.wait(max(0.0, killed_at + 5 * ELECTION_MS / 1000 + MARGIN_S
+                                                    - time.monotonic())) or needs_leader.ended.is_set(),
+                        "a watch that asked for a leader stayed open on a member without one")
+        at, code, details = needs_leader.end
+        self.note("watch with hasleader ended %.2f s after the kill: %s %s" % (at - killed_at, code, details))
+        self.assertEqual((code, details), ("UNAVAILABLE", "etcdserver: no leader"))
+        self.assertLess(at - killed_at, 5 * ELECTION_MS / 1000 + MARGIN_S)
+        self.assertFalse(plain.ended.is_set(), "a watch without hasleader ended: %s" % (plain.end,))
 
         # What does not need a quorum still answers, from the survivor's own state.
         elapsed, r, err = timed_call(kv.Range, rpc_pb2.RangeRequest(
