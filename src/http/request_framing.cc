@@ -183,8 +183,8 @@ bool RequestFraming::content_length(const std::string& in, size_t end, size_t* n
   *n = 0;
   for (size_t i = 0; i + name_len <= end; ++i) {
     if (strncasecmp(in.data() + i, kName, name_len) != 0) continue;
-    // Go's parseContentLength: blanks around, then 1 to 18 digits (a
-    // value that fits in 63 bits) and nothing else.
+    // Go's parseContentLength: blanks around, then the decimal digits of a
+    // value that fits in 63 bits, and nothing else.
     size_t j = i + name_len;
     while (j < end && (in[j] == ' ' || in[j] == '\t')) ++j;
     uint64_t v = 0;

@@ -18,16 +18,17 @@
 //     on rewritten in CRLF lines, folds joined by a space;
 //   - a line without a colon, an empty name or one with a byte that is not
 //     a token byte, a control byte in a value, a first header line that
-//     starts with a blank: 400 "400 Bad Request";
+//     starts with a blank, an empty request line: 400 "400 Bad Request";
 //   - Content-Length lines that disagree (blanks trimmed; equal ones are
-//     one), or one that is not 1..18 digits with blanks around: 400 (a
-//     chunked request's Content-Length is dropped unread, but it too may
-//     not disagree);
+//     one), or one that is not a decimal number below 2^63 with blanks
+//     around: 400 (a chunked request's Content-Length is dropped unread,
+//     but it too may not disagree);
 //   - a name with a space in it ("Transfer-Encoding : chunked"; textproto
 //     keeps it, net/http refuses it after the framing checks): 400
 //     "400 Bad Request: invalid header name".
 // Before, conflicting lengths framed the request by the first while the
-// server behind read the last, so the body ran as a hidden request.
+// server behind read the last, so the body ran as a hidden request. Not
+// checked here: Go's Host rules ("missing required Host header").
 //
 // Bounds: a header over `max_header_bytes` is refused (431), also once
 // rewritten in CRLF lines; a body over `max_body_bytes` (413), a malformed
@@ -75,7 +76,8 @@ class RequestFraming {
   // or CRLF, after the request line), or npos.
   static size_t header_end(const std::string& in);
   // The Content-Length the header (CRLF lines, up to `end`) announces, 0
-  // when none; false when it is not 1..18 digits with blanks around.
+  // when none; false when it is not a decimal number below 2^63 with
+  // blanks around.
   static bool content_length(const std::string& in, size_t end, size_t* n);
   // `in` starts with a whole request: its header, and as many bytes after
   // it as its Content-Length says.
