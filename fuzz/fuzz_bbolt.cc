@@ -2,13 +2,16 @@
 // Seeds (fuzz/corpus/fuzz_bbolt/): writer-small.db, made by
 // tests/tools/bbolt_tool write (nested and empty buckets); etcd34-snapshot.db,
 // `etcdctl snapshot save` of Debian's etcd 3.4.23 after a few puts, deletes
-// and a txn, its sha256 trailer cut off (inline buckets, etcd's buckets).
+// and a txn, its sha256 trailer cut off (inline buckets, etcd's buckets);
+// etcd34-key-bucket-at-root.db, the same with its "key" bucket's root set to
+// the root bucket's page (a file `snapshot restore` once took for 0 keys).
 //
 // Invariants: open() and walk() of any bytes return OK or an error, never
 // crash, read out of bounds or loop (the sanitizers and libFuzzer's timeout
 // catch those); an error is DataLoss (the file is bad), not anything else;
 // a walk is balanced (every bucket_begin has its bucket_end) and for_each
-// on a bucket sees no more keys than the whole walk did.
+// on a bucket sees no more keys than the whole walk did; a lookup of the
+// "key" bucket (what `snapshot restore` reads) is OK, NotFound or DataLoss.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -72,6 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(e.code() == Code::kDataLoss);
     return 0;
   }
+  Error lookup = r.for_each({"key"}, [](std::string_view, std::string_view) { return Error(); });
+  check(!lookup || lookup.code() == Code::kDataLoss || lookup.code() == Code::kNotFound);
   Balance b;
   e = r.walk(b);
   if (e) {

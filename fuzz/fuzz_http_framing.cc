@@ -15,19 +15,19 @@
 //     line left (chunked ones are decoded, HTTP/1.0's dropped);
 //   - a decoded chunked body is handed on with exactly one Content-Length,
 //     its length;
-//   - without any Transfer-Encoding, requests are handed on exactly as
-//     they came: together, a prefix of the bytes sent.
-// Not asserted (issue #36 item 8 changes these; the fuzzer does reach
-// them): a header "Transfer-Encoding : chunked" (a space before the colon)
-// is not seen as one and is handed on; duplicate or conflicting
-// Content-Length lines frame by the first; a bare-LF request (no CRLF CRLF)
-// never completes (it waits for its timeout or the 431 bound).
+//   - a request handed on has CRLF lines only, each header line a token
+//     name (no blank in it), a colon and a value without control bytes, and
+//     its Content-Length lines (if several) agree: the bare-LF, folded,
+//     malformed and conflicting ones were rewritten or refused (issue #36);
+//   - without any Transfer-Encoding, bare LF or folded line, requests are
+//     handed on exactly as they came: together, a prefix of the bytes sent.
 #include <strings.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,15 +67,42 @@ std::vector<std::string_view> header_lines(std::string_view r, size_t end) {
   return lines;
 }
 
+bool token_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 void check_request(const std::string& r, size_t body, bool decoded, size_t max_header, size_t max_body) {
   size_t end = RequestFraming::header_end(r);
   check(end != std::string::npos && end + body == r.size());
+  check(end >= 4 && r.compare(end - 4, 4, "\r\n\r\n") == 0);
   if (!decoded) check(end <= max_header);
   check(body <= max_body);
   size_t lengths = 0;
+  std::string_view length;
   for (std::string_view line : header_lines(r, end)) {
+    check(line.find('\n') == std::string_view::npos);
+    size_t colon = line.find(':');
+    check(colon != std::string_view::npos && token_name(line.substr(0, colon)));
+    for (unsigned char c : line.substr(colon + 1)) check(c == '\t' || (c >= 0x20 && c != 0x7f));
     check(!starts_with_ci(line, "transfer-encoding:"));
-    if (starts_with_ci(line, "content-length:")) ++lengths;
+    if (starts_with_ci(line, "content-length:")) {
+      std::string_view v = trimmed(line.substr(colon + 1));
+      check(lengths == 0 || v == length);
+      length = v;
+      ++lengths;
+    }
   }
   if (decoded) {
     check(lengths == 1);
@@ -84,18 +111,20 @@ void check_request(const std::string& r, size_t body, bool decoded, size_t max_h
   }
 }
 
-// The header of `in` (complete) has a Transfer-Encoding line.
+// The header of `in` (complete; its lines may end in a bare LF) has a
+// Transfer-Encoding line.
 bool has_te(const std::string& in) {
   size_t end = RequestFraming::header_end(in);
   if (end == std::string::npos) return false;
-  for (std::string_view line : header_lines(in, end)) {
-    if (starts_with_ci(line, "transfer-encoding:")) return true;
+  for (size_t pos = in.find('\n') + 1; pos < end; pos = in.find('\n', pos) + 1) {
+    if (starts_with_ci(std::string_view(in).substr(pos, end - pos), "transfer-encoding:")) return true;
   }
   return false;
 }
 
 bool http10(const std::string& in) {
-  size_t eol = in.find("\r\n");
+  size_t eol = in.find('\n');
+  if (eol != std::string::npos && eol > 0 && in[eol - 1] == '\r') --eol;
   return eol != std::string::npos && eol >= 8 && in.compare(eol - 8, 8, "HTTP/1.0") == 0;
 }
 
@@ -158,7 +187,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t k = 0; k + 17 <= sent.size() && !any_te; ++k) {
     any_te = strncasecmp(sent.data() + k, "transfer-encoding", 17) == 0;
   }
-  if (!any_te) {
+  // A bare LF, or a line that starts with a blank (a fold): the header is
+  // handed on rewritten in CRLF lines.
+  bool rewritten = false;
+  for (size_t k = 0; k < sent.size() && !rewritten; ++k) {
+    rewritten = sent[k] == '\n' && ((k == 0 || sent[k - 1] != '\r') ||
+                                    (k + 1 < sent.size() && (sent[k + 1] == ' ' || sent[k + 1] == '\t')));
+  }
+  if (!any_te && !rewritten) {
     std::string all;
     for (const std::string& r : whole.requests) all += r;
     check(sent.substr(0, all.size()) == all);

@@ -35,6 +35,7 @@ class Reader::Scan {
     // A valid file holds at most one 16-byte element per 16 bytes, each
     // visited once: more visits mean a page referenced twice.
     budget_ = r.meta_.pgid * r.meta_.page_size / kElementSize + 1;
+    seen_.assign(r.meta_.pgid / 64 + 1, 0);
   }
 
   Error decode_bucket(std::string_view value, Bucket* b) const {
@@ -83,6 +84,17 @@ class Reader::Scan {
     if (std::find(path_.begin(), path_.end(), pgid) != path_.end()) return r_.corrupt("a page is its own descendant");
     std::string buf;
     if (Error e = r_.read_page(pgid, &buf)) return e;
+    // Each page (and each of its overflow pages) belongs to one tree node:
+    // a bucket whose root is a page some walk already read (the root
+    // bucket's page, another bucket's page) would be read as this
+    // bucket's, e.g. the file's bucket list as the key bucket's contents.
+    const uint64_t pages = buf.size() / r_.meta_.page_size;
+    for (uint64_t p = pgid; p < pgid + pages; ++p) {
+      uint64_t& word = seen_[p / 64];
+      const uint64_t bit = uint64_t{1} << (p % 64);
+      if (word & bit) return r_.corrupt("page " + std::to_string(p) + " referenced more than once");
+      word |= bit;
+    }
     path_.push_back(pgid);
     Error e = page(buf, depth, root, fn, range);
     path_.pop_back();
@@ -136,6 +148,9 @@ class Reader::Scan {
   const Reader& r_;
   uint64_t budget_;
   std::vector<uint64_t> path_;  // the pages from the root to the one being read
+  // A bit a page below the high-water mark: read by this scan already.
+  // meta.pgid / 8 bytes (open() bounds pgid by the file's length).
+  std::vector<uint64_t> seen_;
 };
 
 Reader::~Reader() {

@@ -10,14 +10,17 @@
 // a page records for itself; page flags; element counts and key/value
 // spans inside their page (and overflow); keys strictly increasing within a
 // bucket; every key inside the range its branch pages give it (what bbolt's
-// lookups rely on); a bound on tree depth and on bucket nesting (64 each); the total
-// number of elements visited no more than the file could hold, so a page
-// referenced twice is caught. Bit flips inside values are not detectable by
+// lookups rely on); a bound on tree depth and on bucket nesting (64 each); no
+// page read twice in one walk or lookup (so a bucket whose root is the
+// root bucket's page, or another bucket's, is refused rather than read as
+// that bucket's contents: such a file once restored as 0 keys); the total
+// number of elements visited no more than the file could hold. Bit flips inside values are not detectable by
 // the bbolt format itself: etcd's snapshots carry a sha256 trailer for that
 // (snapshot_file.h).
 //
 // Memory: one page (with its overflow) per tree level being walked, per
-// open bucket. The file is read with pread, not mapped.
+// open bucket, and a bit per page of the file (meta.pgid / 8 bytes) a walk.
+// The file is read with pread, not mapped.
 //
 // Errors: DataLoss with a message starting "bbolt: " and naming the file and
 // what is wrong; Internal for I/O errors. A visitor's error stops the walk

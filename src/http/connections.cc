@@ -218,7 +218,13 @@ void Connections::on_readable(Conn* c) {
 void Connections::refuse(Conn* c, const char* status) {
   c->in.clear();
   c->framing.reset();
-  c->out = std::string("HTTP/1.1 ") + status + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  // Go's answer to a request it cannot read (net/http server.go, conn.serve):
+  // the status as the body, no length (the close ends it); 501's body is
+  // "Unsupported transfer encoding".
+  const bool te = std::strncmp(status, "501", 3) == 0;
+  c->out = std::string("HTTP/1.1 ") + status +
+           "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" +
+           (te ? "Unsupported transfer encoding" : status);
   c->keep_open = false;
   after_output(c);
 }

@@ -3,6 +3,9 @@
 #include <strings.h>
 
 #include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
 
 namespace etcdq::http {
 
@@ -65,11 +68,113 @@ std::string without_framing(const std::string& in, size_t end, bool drop_length)
   return out;
 }
 
+// RFC 9110's tchar, the bytes of a header name (Go's validHeaderFieldByte).
+bool token_byte(unsigned char c) {
+  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
+  return c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+// A byte a header value may hold: no control byte but HTAB (Go's
+// validHeaderValueByte; obs-text, 0x80 and up, is allowed).
+bool value_byte(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
+
+std::string_view trim_blanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// The header block `in[0, end)` (header_end()) read as Go reads it: its
+// lines up to an LF, a CR before the LF dropped (net/textproto reader.go,
+// readLineSlice); a line that starts with a blank continues the one before
+// (obs-fold; joined by one space, blanks trimmed: readContinuedLineSlice),
+// but not the first header line; each line a name, a colon, a value
+// (readMIMEHeader). Then net/http's check of the names (server.go
+// readRequest), which comes after the framing's (readTransfer).
+struct HeaderLines {
+  bool malformed = false;        // textproto refuses it: "400 Bad Request"
+  bool name_with_space = false;  // textproto takes it, net/http refuses it: "invalid header name"
+  std::vector<std::string> lengths;  // the Content-Length values, blanks trimmed
+  bool canonical = true;         // CRLF lines, none folded: `in` is handed on as it came
+  std::string rebuilt;           // else the header in that form (CRLF lines, folds joined)
+};
+
+HeaderLines read_header_lines(const std::string& in, size_t end) {
+  HeaderLines h;
+  std::vector<std::string> lines;  // logical lines, without their line ends
+  for (size_t pos = 0; pos < end;) {
+    size_t nl = in.find('\n', pos);
+    size_t stop = (nl > pos && in[nl - 1] == '\r') ? nl - 1 : nl;
+    if (stop == nl) h.canonical = false;  // a bare LF
+    std::string_view line(in.data() + pos, stop - pos);
+    pos = nl + 1;
+    if (line.empty() && !lines.empty()) break;  // the blank line
+    if (lines.size() > 1 && (line.front() == ' ' || line.front() == '\t')) {
+      h.canonical = false;
+      std::string& prev = lines.back();
+      while (!prev.empty() && (prev.back() == ' ' || prev.back() == '\t')) prev.pop_back();
+      prev += ' ';
+      prev.append(trim_blanks(line));
+      continue;
+    }
+    if (lines.size() == 1 && (line.front() == ' ' || line.front() == '\t')) {
+      h.malformed = true;  // "malformed MIME header initial line"
+      return h;
+    }
+    if (lines.size() >= 1 && line.find(':') == std::string_view::npos) {
+      h.malformed = true;  // "malformed MIME header: missing colon"
+      return h;
+    }
+    lines.emplace_back(line);
+  }
+  // An empty request line (a blank line before the request): Go's
+  // "malformed HTTP request" (it forgives up to 4 such bytes after a POST
+  // only, which this does not).
+  if (lines.empty() || lines[0].empty()) {
+    h.malformed = true;
+    return h;
+  }
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::string_view line = lines[i];
+    size_t colon = line.find(':');
+    std::string_view name = line.substr(0, colon), value = line.substr(colon + 1);
+    if (name.empty()) h.malformed = true;
+    for (unsigned char c : name) {
+      if (c == ' ') {
+        h.name_with_space = true;  // textproto keeps such a name (go.dev/issue/34540)
+      } else if (!token_byte(c)) {
+        h.malformed = true;
+      }
+    }
+    for (unsigned char c : value) {
+      if (!value_byte(c)) h.malformed = true;
+    }
+    if (h.malformed) return h;
+    if (name.size() == 14 && strncasecmp(name.data(), "content-length", 14) == 0) {
+      h.lengths.emplace_back(trim_blanks(value));
+    }
+  }
+  if (!h.canonical) {
+    for (const std::string& line : lines) {
+      h.rebuilt += line;
+      h.rebuilt += "\r\n";
+    }
+    h.rebuilt += "\r\n";
+  }
+  return h;
+}
+
 }  // namespace
 
 size_t RequestFraming::header_end(const std::string& in) {
-  size_t p = in.find("\r\n\r\n");
-  return p == std::string::npos ? p : p + 4;
+  // Go's textproto reads a line up to its LF and drops a CR before it: an
+  // empty line (LF or CRLF) after the request line ends the header.
+  for (size_t pos = 0;;) {
+    size_t nl = in.find('\n', pos);
+    if (nl == std::string::npos) return nl;
+    if (pos > 0 && (nl == pos || (nl == pos + 1 && in[pos] == '\r'))) return nl + 1;
+    pos = nl + 1;
+  }
 }
 
 bool RequestFraming::content_length(const std::string& in, size_t end, size_t* n) {
@@ -78,16 +183,20 @@ bool RequestFraming::content_length(const std::string& in, size_t end, size_t* n
   *n = 0;
   for (size_t i = 0; i + name_len <= end; ++i) {
     if (strncasecmp(in.data() + i, kName, name_len) != 0) continue;
+    // Go's parseContentLength: blanks around, then the decimal digits of a
+    // value that fits in 63 bits, and nothing else.
     size_t j = i + name_len;
     while (j < end && (in[j] == ' ' || in[j] == '\t')) ++j;
-    size_t v = 0;
+    uint64_t v = 0;
     size_t digits = 0;
     for (; j < end && in[j] >= '0' && in[j] <= '9'; ++j, ++digits) {
-      if (v > (SIZE_MAX - 9) / 10) return false;
-      v = v * 10 + static_cast<size_t>(in[j] - '0');
+      if (v > (uint64_t{INT64_MAX} - 9) / 10) return false;
+      v = v * 10 + static_cast<uint64_t>(in[j] - '0');
     }
-    if (digits == 0) return false;
-    *n = v;
+    while (j < end && (in[j] == ' ' || in[j] == '\t')) ++j;
+    if (digits == 0 || j >= end || in[j] != '\r') return false;
+    if (v > SIZE_MAX) return false;
+    *n = static_cast<size_t>(v);
     return true;
   }
   return true;
@@ -104,6 +213,7 @@ bool RequestFraming::complete(const std::string& in) {
 void RequestFraming::reset() {
   chunked_.reset();
   head_.clear();
+  header_checked_ = false;
 }
 
 RequestFraming::Verdict RequestFraming::advance(std::string* in, const char** status) {
@@ -115,19 +225,50 @@ RequestFraming::Verdict RequestFraming::advance(std::string* in, const char** st
       *status = "431 Request Header Fields Too Large";
       return Verdict::kRefuse;
     }
-    if (end != std::string::npos) {
+    if (end != std::string::npos && !header_checked_) {
+      // In the order Go refuses them (net/http request.go readRequest):
+      // the lines (textproto), the framing (readTransfer: transfer coding,
+      // then Content-Length), the names (server.go).
+      HeaderLines h = read_header_lines(*in, end);
+      if (h.malformed) {
+        *status = "400 Bad Request";
+        return Verdict::kRefuse;
+      }
+      if (!h.canonical) {
+        // What follows (this framing, the HTTP server) reads CRLF lines.
+        if (h.rebuilt.size() > max_header_bytes_) {
+          *status = "431 Request Header Fields Too Large";
+          return Verdict::kRefuse;
+        }
+        in->replace(0, end, h.rebuilt);
+        end = h.rebuilt.size();
+      }
       Framing f = framing(*in, end);
       if (f == Framing::kUnsupported) {
         *status = "501 Not Implemented";
         return Verdict::kRefuse;
       }
+      // Go (transfer.go fixLength): Content-Length lines that disagree are
+      // refused, chunked or not; equal ones are one.
+      for (const std::string& v : h.lengths) {
+        if (v != h.lengths.front()) {
+          *status = "400 Bad Request";
+          return Verdict::kRefuse;
+        }
+      }
+      if (f != Framing::kChunked && !content_length(*in, end, &body)) {
+        *status = "400 Bad Request";
+        return Verdict::kRefuse;
+      }
+      if (h.name_with_space) {
+        *status = "400 Bad Request: invalid header name";
+        return Verdict::kRefuse;
+      }
+      header_checked_ = true;
       if (f == Framing::kChunked) {
         head_ = without_framing(*in, end, /*drop_length=*/true);
         in->erase(0, end);
         chunked_ = std::make_unique<ChunkedBody>(max_body_bytes_);
-      } else if (!content_length(*in, end, &body)) {
-        *status = "400 Bad Request";
-        return Verdict::kRefuse;
       } else if (body > max_body_bytes_) {
         *status = "413 Payload Too Large";
         return Verdict::kRefuse;
@@ -165,7 +306,9 @@ RequestFraming::Verdict RequestFraming::advance(std::string* in, const char** st
       chunked_.reset();
     }
   }
-  return !chunked_ && complete(*in) ? Verdict::kComplete : Verdict::kMore;
+  if (chunked_ || !complete(*in)) return Verdict::kMore;
+  header_checked_ = false;  // the next call reads the next request
+  return Verdict::kComplete;
 }
 
 }  // namespace etcdq::http

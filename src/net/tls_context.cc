@@ -414,7 +414,11 @@ Error TlsContext::build(SSL_CTX** out, SSL_CTX** client_out) const {
       ERR_clear_error();
     }
     if (n == 0) return {Code::kInvalidArgument, crl_flag + " " + o.crl_file + ": no CRL (PEM or DER) in it"};
-    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    // Every certificate of the chain, not the leaf alone: etcd's checkCRL
+    // looks up each certificate the other side presents, so a revoked
+    // intermediate CA refuses what it issued. A CRL of the root itself, or
+    // none for a CA, is among the problems verify_callback forgives.
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
   }
   SSL_CTX_set_alpn_select_cb(ctx.get(), select_alpn, nullptr);
   // Session resumption within one context (tickets are keyed per context).

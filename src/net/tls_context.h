@@ -11,9 +11,13 @@
 //   - trusted-ca-file or client-cert-auth: the client must present a
 //     certificate that verifies (RequireAndVerifyClientCert); against
 //     trusted-ca-file, else the system's roots;
-//   - crl-file: a verified client certificate whose serial the CRL (PEM or
-//     DER) lists is refused (etcd's checkCRL); a client from a CA the CRL
-//     does not cover passes, as in etcd;
+//   - crl-file: a verified client whose certificate, or any CA certificate
+//     of its chain (an intermediate it presents or one of the trusted
+//     file), a CRL (PEM or DER) of its issuer lists is refused (etcd's
+//     checkCRL checks every certificate presented); a certificate from a
+//     CA the CRL does not cover passes, as in etcd. The peer settings'
+//     client context checks the member it dials the same way (etcd 3.6
+//     checks only who connects to its peer listener);
 //   - cipher-suites: Go's names (tlsutil.GetCipherSuite, IANA names plus
 //     Go's two CHACHA20 aliases); an unknown one is refused with etcd's
 //     "unexpected TLS cipher suite %q". They restrict TLS 1.2; TLS 1.3's

@@ -1,5 +1,7 @@
 #include "server/lease_service.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
+
 #include <chrono>
 
 #include "member/leases.h"
@@ -18,15 +20,21 @@ using etcdserverpb::LeaseKeepAliveResponse;
 // etcd 3.5 checks a renewal (member/auth.h check_lease_renew, on the
 // member the client called, before a follower forwards it); a refusal
 // ends the stream with etcd's error, as v3rpc's leaseKeepAlive returns it.
-class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse> {
+// A request that does not parse ends the stream with etcd's INTERNAL
+// (request_parsing.h parse_stream_message).
+class KeepAliveStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   KeepAliveStream(Context* ctx, grpc::CallbackServerContext* call) : ctx_(ctx), call_(call) {
-    StartRead(&req_);
+    StartRead(&in_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
       Finish(grpc::Status::OK);
+      return;
+    }
+    if (grpc::Status bad = parse_stream_message(&in_, &req_); !bad.ok()) {
+      Finish(bad);
       return;
     }
     Context* cx = ctx_;
@@ -55,26 +63,34 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<LeaseKeepAliveReque
             }
             resp_.set_ttl(ttl);
             ctx_->fill_header(resp_.mutable_header());
-            StartWrite(&resp_);
+            write_response();
           });
       return;
     }
     resp_.set_ttl(member::leases::renew(*ctx_, req_.id()));
     ctx_->fill_header(resp_.mutable_header());
-    StartWrite(&resp_);
+    write_response();
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
       Finish(grpc::Status::CANCELLED);
       return;
     }
-    StartRead(&req_);
+    StartRead(&in_);
   }
   void OnDone() override { delete this; }
 
  private:
+  void write_response() {
+    bool own = false;
+    out_.Clear();
+    grpc::SerializationTraits<LeaseKeepAliveResponse>::Serialize(resp_, &out_, &own);
+    StartWrite(&out_);
+  }
+
   Context* ctx_;
   grpc::CallbackServerContext* call_;
+  grpc::ByteBuffer in_, out_;
   LeaseKeepAliveRequest req_;
   LeaseKeepAliveResponse resp_;
 };
@@ -86,7 +102,7 @@ LeaseService::LeaseService(Context* ctx) : RuledService(ctx), ctx_(ctx) {
   unary("LeaseRevoke", &LeaseService::LeaseRevoke, {});
   unary("LeaseTimeToLive", &LeaseService::LeaseTimeToLive, {});
   unary("LeaseLeases", &LeaseService::LeaseLeases, {});
-  bidi("LeaseKeepAlive", &LeaseService::LeaseKeepAlive);
+  raw_bidi("LeaseKeepAlive", &LeaseService::LeaseKeepAlive);
 }
 
 grpc::ServerUnaryReactor* LeaseService::LeaseGrant(grpc::CallbackServerContext* c,
@@ -116,7 +132,7 @@ grpc::ServerUnaryReactor* LeaseService::LeaseRevoke(grpc::CallbackServerContext*
   return reactor;
 }
 
-grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LeaseService::LeaseKeepAlive(
     grpc::CallbackServerContext* c) {
   return new KeepAliveStream(ctx_, c);
 }

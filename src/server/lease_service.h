@@ -15,7 +15,15 @@
 
 namespace etcdq::server {
 
-class LeaseService final : public RuledService<etcdserverpb::Lease> {
+// LeaseKeepAlive is served raw (ByteBuffers) so that a request that does
+// not parse ends the stream as etcd ends it (request_parsing.h
+// parse_stream_message), not as the client's half-close.
+using LeaseGrpcBase = etcdserverpb::Lease::WithCallbackMethod_LeaseGrant<
+    etcdserverpb::Lease::WithCallbackMethod_LeaseRevoke<etcdserverpb::Lease::WithRawCallbackMethod_LeaseKeepAlive<
+        etcdserverpb::Lease::WithCallbackMethod_LeaseTimeToLive<
+            etcdserverpb::Lease::WithCallbackMethod_LeaseLeases<etcdserverpb::Lease::Service>>>>>;
+
+class LeaseService final : public RuledService<etcdserverpb::Lease, LeaseGrpcBase> {
  public:
   explicit LeaseService(Context* ctx);
 
@@ -23,8 +31,7 @@ class LeaseService final : public RuledService<etcdserverpb::Lease> {
                                        etcdserverpb::LeaseGrantResponse* resp) override;
   grpc::ServerUnaryReactor* LeaseRevoke(grpc::CallbackServerContext* c, const etcdserverpb::LeaseRevokeRequest* req,
                                         etcdserverpb::LeaseRevokeResponse* resp) override;
-  grpc::ServerBidiReactor<etcdserverpb::LeaseKeepAliveRequest, etcdserverpb::LeaseKeepAliveResponse>*
-  LeaseKeepAlive(grpc::CallbackServerContext* c) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* LeaseKeepAlive(grpc::CallbackServerContext* c) override;
   grpc::ServerUnaryReactor* LeaseTimeToLive(grpc::CallbackServerContext* c,
                                             const etcdserverpb::LeaseTimeToLiveRequest* req,
                                             etcdserverpb::LeaseTimeToLiveResponse* resp) override;

@@ -105,6 +105,18 @@ bool take_bytes(grpc_byte_buffer* payload, std::string* out) {
 
 }  // namespace
 
+grpc::Status parse_stream_message(grpc::ByteBuffer* buf, google::protobuf::MessageLite* msg) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (buf->Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  buf->Clear();
+  if (msg->ParseFromString(bytes)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INTERNAL,
+                      "grpc: failed to unmarshal the received message: " + why_not_parsed(bytes));
+}
+
 ParseLimits parse_limits(int64_t max_txn_ops) {
   ParseLimits l;
   l.max_txn_ops = max_txn_ops;

@@ -50,6 +50,13 @@ ParseLimits parse_limits(int64_t max_txn_ops);
 grpc::Status parse_request(grpc_byte_buffer* payload, google::protobuf::MessageLite* msg,
                            const ParseLimits& limits);
 
+// Parses one message of a client stream (`buf`, emptied here) into `msg`.
+// One that does not parse ends the stream in etcd (grpc-go's recv) with
+// INTERNAL "grpc: failed to unmarshal the received message: <why>", <why>
+// a best guess at gogoproto's words as for unary requests. gRPC C++ would
+// report it to a typed reactor as the client's half-close (OnReadDone(false)).
+grpc::Status parse_stream_message(grpc::ByteBuffer* buf, google::protobuf::MessageLite* msg);
+
 namespace internal {
 // The parse error of the request whose method runs on this thread now (set
 // by UnaryHandler around the generated handler's RunHandler, which calls the

@@ -116,7 +116,8 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<GrpcMetrics>(
       std::vector<std::string>(std::begin(kClientServices), std::end(kClientServices)),
-      std::vector<std::string>{"/etcdserverpb.Watch/Watch"}, unary_started_));  // raw: watch_service.h
+      // raw: watch_service.h, lease_service.h
+      std::vector<std::string>{"/etcdserverpb.Watch/Watch", "/etcdserverpb.Lease/LeaseKeepAlive"}, unary_started_));
   b.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = b.BuildAndStart();
   if (!server_) return errors::internal("cannot start the client server");

@@ -10,6 +10,7 @@ peer URLs, says why).
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/integration/test_bad_input.py
 """
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -129,6 +130,30 @@ class DefaultLimitsTest(BadInputCase):
                 pass
         self.assertEqual(cm.exception.code(), grpc.StatusCode.INTERNAL, cm.exception.details())
         self.assertIn("failed to unmarshal", cm.exception.details())
+
+    def test_undecodable_lease_keepalive_request_ends_the_stream_with_internal(self):
+        # etcd 3.6 (grpc-go) ends a LeaseKeepAlive stream on a message it
+        # cannot unmarshal with INTERNAL "grpc: failed to unmarshal the
+        # received message: <gogoproto's reason>"; etcdq once took it for the
+        # client's half-close and ended the stream OK.
+        ch = self.member.channel()
+        call = ch.stream_stream("/etcdserverpb.Lease/LeaseKeepAlive", request_serializer=None,
+                                response_deserializer=None)
+        rng = random.Random(36)
+        garbage = [b"\xff\xff\xff", b"\x08", bytes(rng.getrandbits(8) for _ in range(64))]
+        for first in garbage:
+            with self.subTest(request=first):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    for _ in call(iter([first, b"\x08\x01"]), timeout=10):
+                        pass
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INTERNAL, cm.exception.details())
+                self.assertTrue(cm.exception.details().startswith(
+                    "grpc: failed to unmarshal the received message: "), cm.exception.details())
+        # A request that decodes is still answered (an unknown lease: TTL 0).
+        answers = list(call(iter([b"\x08\x01"]), timeout=10))
+        self.assertEqual(len(answers), 1)
+        resp = pb.LeaseKeepAliveResponse.FromString(answers[0])
+        self.assertEqual((resp.ID, resp.TTL), (1, 0))
 
     def test_range_with_empty_key_is_invalid_argument(self):
         self.put(self.k("existing"))

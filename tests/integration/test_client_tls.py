@@ -91,6 +91,28 @@ class ClientTlsTest(harness.MemberTestCase):
     def test_refuses_revoked_certificate(self):
         self.assert_refused(self.ctl("get", "k", cert=self.pki.revoked, key=self.pki.revoked_key))
 
+    def test_crl_revoking_an_intermediate_ca_refuses_what_it_issued(self):
+        # root -> intermediate -> client; the root's CRL revokes the
+        # intermediate. etcd checks every certificate the client presents
+        # against --client-crl-file (listener_tls.go checkCRL), so the
+        # client is refused although its own certificate is not listed;
+        # etcdq once checked the client's certificate only, and let it in.
+        p = self.pki
+        ext = "extendedKeyUsage=clientAuth\n"
+        bad_ca, bad_ca_key = p.intermediate("inter-revoked", "revoked-intermediate")
+        good_ca, good_ca_key = p.intermediate("inter-ok", "good-intermediate")
+        bad, bad_key = p.chain_through("via-revoked", "root", bad_ca, bad_ca_key, ext)
+        good, good_key = p.chain_through("via-ok", "root", good_ca, good_ca_key, ext)
+        crl = p.crl_of("crl-intermediate", p.ca, p.ca_key, [bad_ca])
+        m = self.track(tlslib.TlsMember(p, ["--client-cert-auth", "--client-crl-file", crl]))
+        ok = tlslib.etcdctl_tls(m.endpoint, p.ca, good, good_key, "put", "via-intermediate", "1")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assert_refused(tlslib.etcdctl_tls(m.endpoint, p.ca, bad, bad_key, "get", "via-intermediate"))
+        r = curl("--cacert", p.ca, "--cert", bad, "--key", bad_key, "https://%s/health" % m.endpoint)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        r = curl("--cacert", p.ca, "--cert", good, "--key", good_key, "https://%s/health" % m.endpoint)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_refuses_plaintext_on_tls_port(self):
         self.assert_refused(tlslib.etcdctl_tls(self.m.endpoint, None, None, None, "get", "k"))
         r = curl("http://%s/health" % self.m.endpoint)

@@ -18,10 +18,12 @@ left out: its summary lines, its refusals' messages, queues):
   again in idx order, the queue's settings are kept, and the next produce
   goes on past the highest idx (it never reuses a stored message's name).
 """
+import hashlib
 import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,30 @@ def read_bytes(path):
 def write_bytes(path, data):
     with open(path, "wb") as f:
         f.write(data)
+
+
+def key_bucket_repointed(snapshot, target):
+    """An etcd snapshot whose "key" bucket root is page `target` (None: the
+    root bucket's own page), with its sha256 trailer made to match."""
+    db = bytearray(snapshot[:-32])
+
+    def meta(off):  # bbolt's meta page: (txid, page size, root bucket page)
+        page_size, = struct.unpack_from("<I", db, off + 24)
+        root, = struct.unpack_from("<Q", db, off + 32)
+        txid, = struct.unpack_from("<Q", db, off + 64)
+        return txid, page_size, root
+    m0 = meta(0)
+    _, page_size, root = max(m0, meta(m0[1]))
+    page = root * page_size
+    flags, count = struct.unpack_from("<HH", db, page + 8)
+    assert flags == 0x02, "the root bucket's page is not a leaf"
+    for i in range(count):
+        el = page + 16 + 16 * i
+        eflags, pos, ksize, vsize = struct.unpack_from("<IIII", db, el)
+        if eflags & 1 and bytes(db[el + pos:el + pos + ksize]) == b"key":
+            struct.pack_into("<Q", db, el + pos + ksize, root if target is None else target)
+            return bytes(db) + hashlib.sha256(db).digest()
+    raise AssertionError("no key bucket in the root page")
 
 
 def etcdq_restore(*args):
@@ -280,6 +306,22 @@ class SnapshotRestore(harness.CleanupTestCase):
         self.assertNotEqual(p.returncode, 0, p.stdout)
         self.assertIn(needle, p.stderr)
         self.assertEqual(os.listdir(parent), [], "nothing left behind")
+
+    @unittest.skipIf(harness.is_reference_etcd(), "etcdq's checks and messages (etcdutl's differ)")
+    def test_key_bucket_pointing_at_the_root_or_a_meta_page_is_refused(self):
+        # A hostile file whose "key" bucket (the revisions) has for its root
+        # the page of the file's root bucket, or a meta page, with a valid
+        # sha256 trailer: refused as corrupt, nothing restored. etcdq once
+        # read the root page's buckets as the key bucket's (nested buckets,
+        # skipped) and restored 0 keys with exit 0.
+        data = read_bytes(self.snap)
+        for what, target in (("root", None), ("meta", 1)):
+            with self.subTest(points_at=what):
+                bad = os.path.join(self.tmp, "key-at-%s.db" % what)
+                write_bytes(bad, key_bucket_repointed(data, target))
+                self.assert_refused(bad, "is corrupt")
+                p = etcdq_restore(bad, "--data-dir", os.path.join(self.tmp, "unused-" + what))
+                self.assertIn("bbolt: ", p.stderr)
 
     @unittest.skipIf(harness.is_reference_etcd(), "etcdq's checks and messages (etcdutl's differ)")
     def test_corrupt_truncated_and_existing_dir_refused(self):

@@ -68,19 +68,42 @@ class Pki:
         return crt, key
 
     def make_crl(self):
-        db, cnf, crl = self.path("index.txt"), self.path("ca.cnf"), self.path("crl.pem")
+        der = self.crl_of("crl", self.ca, self.ca_key, [self.revoked])
+        self.crl_pem = self.path("crl.pem")
+        return der
+
+    def crl_of(self, name, ca, ca_key, revoked):
+        """A CRL that `ca` signs listing the certificates `revoked` (paths):
+        NAME.pem, and NAME.der (returned)."""
+        db, num, cnf, crl = (self.path(name + s) for s in (".index", ".crlnumber", ".cnf", ".pem"))
         open(db, "w").close()
-        with open(self.path("crlnumber"), "w") as f:
+        with open(num, "w") as f:
             f.write("01\n")
         with open(cnf, "w") as f:
             f.write("[ca]\ndefault_ca = d\n[d]\ndatabase = %s\ncrlnumber = %s\ndefault_md = sha256\n"
-                    "default_crl_days = 1\n" % (db, self.path("crlnumber")))
-        openssl("ca", "-config", cnf, "-keyfile", self.ca_key, "-cert", self.ca, "-revoke", self.revoked)
-        openssl("ca", "-config", cnf, "-keyfile", self.ca_key, "-cert", self.ca, "-gencrl", "-out", crl)
-        self.crl_pem = crl
-        der = self.path("crl.der")
+                    "default_crl_days = 1\n" % (db, num))
+        for cert in revoked:
+            openssl("ca", "-config", cnf, "-keyfile", ca_key, "-cert", ca, "-revoke", cert)
+        openssl("ca", "-config", cnf, "-keyfile", ca_key, "-cert", ca, "-gencrl", "-out", crl)
+        der = self.path(name + ".der")
         openssl("crl", "-in", crl, "-outform", "DER", "-out", der)
         return der
+
+    def intermediate(self, name, cn):
+        """A CA certificate (and key) that the root CA signs: (cert path, key path)."""
+        return self.issue(name, cn, self.ca, self.ca_key,
+                          "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n")
+
+    def chain_through(self, name, cn, inter, inter_key, ext):
+        """A certificate that `inter` signs, in a file with `inter` after it
+        (what a client presents: leaf, then intermediate): (chain path, key path)."""
+        leaf, key = self.issue(name, cn, inter, inter_key, ext)
+        chain = self.path(name + ".chain.crt")
+        with open(chain, "w") as out:
+            for part in (leaf, inter):
+                with open(part) as f:
+                    out.write(f.read())
+        return chain, key
 
     def server_args(self):
         return ["--cert-file", self.server, "--key-file", self.server_key, "--trusted-ca-file", self.ca]

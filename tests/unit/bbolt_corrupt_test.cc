@@ -141,6 +141,32 @@ TEST(BboltCorrupt, BucketPointingBackAtItsParentIsRefusedNotLooped) {
   EXPECT_EQ(e.code(), Code::kDataLoss) << e.message();
 }
 
+TEST(BboltCorrupt, LookupOfABucketPointingAtTheRootPageIsRefused) {
+  // What `snapshot restore` does (for_each {"key"}) reads the root page,
+  // then the key bucket's: with the key bucket's root at the root page, the
+  // lookup once read the bucket list as the key bucket and found 0 keys.
+  TempDir dir;
+  std::string data = make_file(dir.file("good.db"));
+  Reader r;
+  ASSERT_TRUE(r.open(dir.file("good.db")).ok());
+  const uint64_t root = r.meta().root;
+  char* page = data.data() + root * 4096;
+  const char* el = page + kPageHeaderSize;
+  ASSERT_EQ(std::string(page + kPageHeaderSize + get32(el + 4), get32(el + 8)), "key");
+  put64(page + kPageHeaderSize + get32(el + 4) + get32(el + 8), root);
+  write_all(dir.file("key-at-root.db"), data);
+  Reader bad;
+  ASSERT_TRUE(bad.open(dir.file("key-at-root.db")).ok());
+  uint64_t keys = 0;
+  Error e = bad.for_each({"key"}, [&](std::string_view, std::string_view) {
+    ++keys;
+    return Error();
+  });
+  EXPECT_EQ(e.code(), Code::kDataLoss) << e.message();
+  EXPECT_NE(e.message().find("referenced more than once"), std::string::npos) << e.message();
+  EXPECT_EQ(keys, 0u);
+}
+
 TEST(BboltCorrupt, BranchPointingAtAMetaPageOrPastTheEndIsRefused) {
   TempDir dir;
   std::string good = make_file(dir.file("good.db"));
