@@ -55,6 +55,9 @@ Error Host::start(Config cfg, std::unique_ptr<Host>* out, bool* stopped) {
   h->member_initialized_ = std::filesystem::exists(std::filesystem::path(h->cfg_.member.data_dir) / "member");
   if (Error e = h->open_tls()) return e;
   if (Error e = h->check_bootstrap()) return e;
+  // Before the data dir exists: a start that cannot have its ports leaves
+  // the disk as it found it, so the next start's flags take effect.
+  if (Error e = h->bind_listeners()) return e;
   if (Error e = h->open_member(stopped); e || *stopped) return e;
   if (Error e = h->check_initial_corruption()) return e;
   if (Error e = h->serve_peers()) return e;
@@ -130,44 +133,86 @@ Error Host::check_initial_corruption() {
   return {};
 }
 
+// Every listen URL is bound here, before the member opens, as etcd binds
+// them before it creates the data dir (embed/etcd.go StartEtcd:
+// configurePeerListeners, configureClientListeners). The listeners accept
+// nothing until serve_peers() / serve_clients() start them (connections
+// wait in the backlog); their routes reach the servers through the Host,
+// which makes them by then. The HTTP servers of --listen-client-http-urls
+// and --listen-metrics-urls (http:// ones) bind when they start: their
+// addresses are tried here (bound and closed at once), so that a taken
+// port is found before the data dir is made.
+Error Host::bind_listeners() {
+  if (Error e = bind_peers()) return e;
+  net::Mux::Routes routes;
+  routes.http2 = [this](int fd) { client_server_->adopt(fd); };
+  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [this](int fd) { http_server_->adopt(fd); };
+  net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
+  // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
+  // reads (net/grpc_fd_guard.h).
+  routes.http2 = net::guarded_route(routes.http2, "client");
+  client_mux_ = std::make_unique<net::Mux>(std::move(routes));
+  if (Error e = client_mux_->listen(addresses(cfg_.listen_client_urls, "http"))) return e;
+  // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
+  // plain URL's would (each kind gets a TlsListener of its own).
+  auto bind_tls = [this](const std::vector<Url>& urls, net::TlsPump::Routes r, const char* role) -> Error {
+    auto tls = addresses(urls, "https");
+    if (tls.empty()) return {};
+    auto l = std::make_unique<net::TlsListener>(client_tls_, std::move(r), role);
+    Error e = l->listen(tls);
+    tls_listeners_.push_back(std::move(l));
+    return e;
+  };
+  if (Error e = bind_tls(cfg_.listen_client_urls, std::move(tls_routes), "client")) return e;
+  if (Error e = bind_tls(cfg_.listen_client_http_urls, {nullptr, [this](int fd) { http_server_->adopt(fd); }, {}},
+                         "client HTTP")) {
+    return e;
+  }
+  if (Error e = bind_tls(cfg_.listen_metrics_urls, {nullptr, [this](int fd) { metrics_server_->adopt(fd); }, {}},
+                         "metrics")) {
+    return e;
+  }
+  const std::pair<const std::vector<Url>*, const char*> http_only[] = {{&cfg_.listen_client_http_urls, "client"},
+                                                                       {&cfg_.listen_metrics_urls, "metrics client"}};
+  for (const auto& [urls, role] : http_only) {
+    auto plain = addresses(*urls, "http");
+    if (plain.empty()) continue;
+    net::Mux probe(net::Mux::Routes{}, role);
+    Error e = probe.listen(plain);
+    probe.stop();
+    if (e) return e;
+  }
+  return {};
+}
+
 // Member-only traffic on the peer URL only, one listener (net/mux.h):
 // HTTP/2 to the Peer service, libraft's raw connections (they open with
 // consensus/transport.h's magic) to consensus.
-Error Host::serve_peers() {
-  peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
+Error Host::bind_peers() {
   net::Mux::Routes routes;
   routes.http2 = [this](int fd) { peer_server_->adopt(fd); };
   routes.prefixed.push_back(
       {std::string(consensus::PeerTransport::kMagic), [this](int fd) { member_->adopt_raft_connection(fd); }});
   std::vector<std::pair<std::string, int>> listen;
   for (const auto& u : cfg_.listen_peer_urls) listen.emplace_back(u.host, u.port);
-  Error e;
   // https:// peer URLs: the same routes behind TLS (net/tls_pump.h), and
   // nothing in plaintext.
   if (peer_tls_) {
     net::TlsPump::Routes tr{routes.http2, nullptr, {}};
     tr.prefixed.push_back({routes.prefixed[0].magic, routes.prefixed[0].route});
     peer_tls_listener_ = std::make_unique<net::TlsListener>(peer_tls_, std::move(tr), "peer");
-    e = peer_tls_listener_->listen(listen);
-  } else {
-    // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
-    routes.http2 = net::guarded_route(routes.http2, "peer");
-    peer_mux_ = std::make_unique<net::Mux>(std::move(routes), "peer");
-    e = peer_mux_->listen(listen);
+    return peer_tls_listener_->listen(listen);
   }
-  if (!e) e = peer_server_->start();
-  if (!e) e = peer_tls_listener_ ? peer_tls_listener_->start() : peer_mux_->start();
-  return e;
+  // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
+  routes.http2 = net::guarded_route(routes.http2, "peer");
+  peer_mux_ = std::make_unique<net::Mux>(std::move(routes), "peer");
+  return peer_mux_->listen(listen);
 }
 
-// The client URLs serve gRPC and HTTP/1.1 on one port, as etcd's do
-// (net/mux.h tells the two apart); with --listen-client-http-urls, HTTP
-// moves there and the client URLs serve gRPC only (etcd 3.5).
-Error Host::serve_clients() {
+// What /health, /readyz, /livez and /metrics report: the member's own
+// view, from open() on.
+http::HttpOptions Host::health_options() {
   member::Member* m = member_.get();
-  client_server_ = std::make_unique<server::ClientServer>(&m->context(),
-                                                          std::chrono::milliseconds(cfg_.watch_progress_notify_ms));
-  if (Error e = client_server_->start({})) return e;
   http::HttpOptions ho;
   ho.health.has_leader = [m] { return m->has_leader(); };
   ho.health.is_learner = [m] { return m->is_learner(); };
@@ -181,63 +226,56 @@ Error Host::serve_clients() {
   ho.server_version = server::kEtcdApiVersion;
   ho.cluster_version = server::kEtcdApiVersion;
   ho.storage_version = server::storage_version(server::kEtcdApiVersion);
+  ho.max_request_bytes = static_cast<size_t>(cfg_.member.limits.max_request_bytes);
+  return ho;
+}
+
+Error Host::serve_peers() {
+  peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
+  Error e = peer_server_->start();
+  if (!e) e = peer_tls_listener_ ? peer_tls_listener_->start() : peer_mux_->start();
+  return e;
+}
+
+// The client URLs serve gRPC and HTTP/1.1 on one port, as etcd's do
+// (net/mux.h tells the two apart); with --listen-client-http-urls, HTTP
+// moves there and the client URLs serve gRPC only (etcd 3.5).
+Error Host::serve_clients() {
+  member::Member* m = member_.get();
+  client_server_ = std::make_unique<server::ClientServer>(&m->context(),
+                                                          std::chrono::milliseconds(cfg_.watch_progress_notify_ms));
+  if (Error e = client_server_->start({})) return e;
+  http::HttpOptions ho = health_options();
   // The JSON gateway calls the client server above (http/gateway.h).
   ho.gateway_channel = client_server_->in_process_channel();
   server::ClientServer* grpc_side = client_server_.get();
   ho.grpc_unary_started = [grpc_side] { return grpc_side->unary_calls_started(); };
-  ho.max_request_bytes = static_cast<size_t>(cfg_.member.limits.max_request_bytes);
   // --listen-metrics-urls: metrics and health only, as etcd's metrics
   // listener (embed/etcd.go serveMetrics); no JSON gateway there.
   http::HttpOptions metrics_opts = ho;
   metrics_opts.gateway_channel = nullptr;
   http_server_ = std::make_unique<http::HttpServer>(std::move(ho));
-  // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
-  // plain URL's would (each kind below gets a TlsListener of its own).
-  auto listen_tls = [this](const std::vector<Url>& urls, net::TlsPump::Routes routes, const char* role) -> Error {
-    auto tls = addresses(urls, "https");
-    if (tls.empty()) return {};
-    auto l = std::make_unique<net::TlsListener>(client_tls_, std::move(routes), role);
-    Error e = l->listen(tls);
-    if (!e) e = l->start();
-    tls_listeners_.push_back(std::move(l));
-    return e;
-  };
-  http::HttpServer* hs = http_server_.get();
   {
     auto listen_http = addresses(cfg_.listen_client_http_urls, "http");
     if (Error e = http_server_->start(listen_http)) return e;
     for (const auto& [host, port] : listen_http) {
       spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
     }
-    if (Error e = listen_tls(cfg_.listen_client_http_urls, {nullptr, [hs](int fd) { hs->adopt(fd); }, {}},
-                             "client HTTP")) {
-      return e;
-    }
   }
   if (!cfg_.listen_metrics_urls.empty()) {
     metrics_server_ = std::make_unique<http::HttpServer>(std::move(metrics_opts));
     auto listen_metrics = addresses(cfg_.listen_metrics_urls, "http");
-    http::HttpServer* ms = metrics_server_.get();
-    Error e = metrics_server_->start(listen_metrics);
-    if (!e) e = listen_tls(cfg_.listen_metrics_urls, {nullptr, [ms](int fd) { ms->adopt(fd); }, {}}, "metrics");
-    if (e) return e;
+    if (Error e = metrics_server_->start(listen_metrics)) return e;
     for (const auto& [host, port] : listen_metrics) {
       spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
     }
   }
-
-  net::Mux::Routes routes;
-  routes.http2 = [grpc_side](int fd) { grpc_side->adopt(fd); };
-  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [hs](int fd) { hs->adopt(fd); };
-  net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
-  // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
-  // reads (net/grpc_fd_guard.h).
-  routes.http2 = net::guarded_route(routes.http2, "client");
-  client_mux_ = std::make_unique<net::Mux>(std::move(routes));
-  Error e = client_mux_->listen(addresses(cfg_.listen_client_urls, "http"));
-  if (!e) e = client_mux_->start();
-  if (!e) e = listen_tls(cfg_.listen_client_urls, std::move(tls_routes), "client");
-  if (e) return e;
+  // The listeners bind_listeners() bound; their routes reach the servers
+  // made above.
+  if (Error e = client_mux_->start()) return e;
+  for (auto& l : tls_listeners_) {
+    if (Error e = l->start()) return e;
+  }
   spdlog::info("ready to serve client requests on {}", cfg_.listen_client_urls.front().text);
   return {};
 }

@@ -13,6 +13,10 @@
 //                 and the dialer libraft's outgoing peer connections use;
 //      checks     etcd's bootstrap checks (host/bootstrap_check.h) and the
 //                 JWT keys (auth/jwt_tokens.h), refused before anything opens;
+//      bind       every listen URL bound (not yet accepting), before the
+//                 data dir exists: a start that fails for a port leaves no
+//                 data dir, so the next start's flags count (etcd binds its
+//                 listeners before it creates the data dir too);
 //   2. member     Member::open: data dir, identity, state database, consensus;
 //   3. check      --experimental-initial-corrupt-check, on a data dir that
 //                 held a member before (etcd skips a new one), before any
@@ -25,10 +29,11 @@
 //                 member's attributes published;
 //   6. clients    the client gRPC server, the HTTP servers, the client URLs'
 //                 listeners (gRPC and HTTP/1.1 on one port, net/mux.h).
-// Within steps 4 and 6 every listener binds (listen()) before it starts
-// accepting, and routes reach their server through the Host, so that
-// binding moves as a unit (etcd binds every URL before it creates the data
-// dir: configurePeerListeners, configureClientListeners).
+// Steps 4 and 6 start the listeners bound in step 1 (connections wait in
+// the backlog until then); routes reach their server through the Host,
+// which makes each server before its listener starts. The http:// URLs of
+// --listen-client-http-urls and --listen-metrics-urls are served by
+// cpp-httplib, which binds in step 6: step 1 only tries their addresses.
 //
 // stop(): no new client connections, the HTTP servers stop, the member
 // stops (in-flight proposals finish and are answered, new ones get "server
@@ -48,6 +53,7 @@
 
 namespace etcdq::http {
 class HttpServer;
+struct HttpOptions;
 }
 namespace etcdq::member {
 class Member;
@@ -84,10 +90,13 @@ class Host {
   explicit Host(Config cfg);
   Error open_tls();
   Error check_bootstrap();
+  Error bind_listeners();
+  Error bind_peers();
   Error open_member(bool* stopped);
   Error check_initial_corruption();
   Error serve_peers();
   Error serve_clients();
+  http::HttpOptions health_options();
 
   Config cfg_;
   bool member_initialized_ = false;  // etcd's memberInitialized: the data dir held a member
