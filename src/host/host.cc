@@ -1,6 +1,7 @@
 #include "host/host.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -61,6 +62,7 @@ Error Host::start(Config cfg, std::unique_ptr<Host>* out, bool* stopped) {
   if (Error e = h->open_member(stopped); e || *stopped) return e;
   if (Error e = h->check_initial_corruption()) return e;
   if (Error e = h->serve_peers()) return e;
+  if (Error e = h->serve_health_early()) return e;
   if (!h->member_->join()) {
     *stopped = true;
     return {};
@@ -145,8 +147,16 @@ Error Host::check_initial_corruption() {
 Error Host::bind_listeners() {
   if (Error e = bind_peers()) return e;
   net::Mux::Routes routes;
-  routes.http2 = [this](int fd) { client_server_->adopt(fd); };
-  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [this](int fd) { http_server_->adopt(fd); };
+  routes.http2 = [this](int fd) { route_grpc(fd); };
+  if (cfg_.listen_client_http_urls.empty()) {
+    routes.http1 = [this](int fd) {
+      if (http::HttpServer* hs = http1_route_.load()) {
+        hs->adopt(fd);
+      } else {
+        ::close(fd);
+      }
+    };
+  }
   net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
   // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
   // reads (net/grpc_fd_guard.h).
@@ -209,6 +219,16 @@ Error Host::bind_peers() {
   return peer_mux_->listen(listen);
 }
 
+void Host::route_grpc(int fd) {
+  std::lock_guard<std::mutex> lock(held_mu_);
+  if (grpc_ready_) return client_server_->adopt(fd);
+  if (held_grpc_.size() >= kMaxHeldGrpcConnections) {
+    ::close(fd);
+    return;
+  }
+  held_grpc_.push_back(fd);
+}
+
 // What /health, /readyz, /livez and /metrics report: the member's own
 // view, from open() on.
 http::HttpOptions Host::health_options() {
@@ -230,6 +250,20 @@ http::HttpOptions Host::health_options() {
   return ho;
 }
 
+// A member that waits for a leader (peers down, or restarted alone) says so
+// on its client URLs instead of leaving connections unanswered: the health
+// endpoints and /metrics answer from now on (/health 503 "RAFT NO LEADER",
+// /readyz 503 with linearizable_read failed), no JSON gateway; gRPC
+// connections wait (held, as in the listen backlog) until serve_clients().
+// etcd 3.6 answers nothing on its client URLs until it is ready.
+Error Host::serve_health_early() {
+  http::HttpOptions ho = health_options();
+  ho.gateway_channel = nullptr;  // /v3/... answer 404 until the member serves
+  early_http_ = std::make_unique<http::HttpServer>(std::move(ho));
+  http1_route_ = early_http_.get();
+  return client_mux_->start();
+}
+
 Error Host::serve_peers() {
   peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
   Error e = peer_server_->start();
@@ -245,6 +279,12 @@ Error Host::serve_clients() {
   client_server_ = std::make_unique<server::ClientServer>(&m->context(),
                                                           std::chrono::milliseconds(cfg_.watch_progress_notify_ms));
   if (Error e = client_server_->start({})) return e;
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    grpc_ready_ = true;
+    for (int fd : held_grpc_) client_server_->adopt(fd);
+    held_grpc_.clear();
+  }
   http::HttpOptions ho = health_options();
   // The JSON gateway calls the client server above (http/gateway.h).
   ho.gateway_channel = client_server_->in_process_channel();
@@ -271,8 +311,8 @@ Error Host::serve_clients() {
     }
   }
   // The listeners bind_listeners() bound; their routes reach the servers
-  // made above.
-  if (Error e = client_mux_->start()) return e;
+  // made above (the client URLs' mux runs since serve_health_early()).
+  http1_route_ = http_server_.get();
   for (auto& l : tls_listeners_) {
     if (Error e = l->start()) return e;
   }
@@ -287,6 +327,12 @@ void Host::stop() {
   // stopped"; then the servers close, and every watch stream ends with
   // Unavailable (clients resume from their last revision).
   if (client_mux_) client_mux_->stop();  // no new connections for the servers below
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    for (int fd : held_grpc_) ::close(fd);
+    held_grpc_.clear();
+  }
+  if (early_http_) early_http_->stop();
   for (auto& l : tls_listeners_) l->stop_accepting();
   if (http_server_) http_server_->stop();
   if (metrics_server_) metrics_server_->stop();

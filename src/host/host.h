@@ -25,6 +25,9 @@
 //                 port: HTTP/2 to the Peer service, libraft's raw
 //                 connections to consensus; https:// behind TLS): a cluster
 //                 elects its leader through it;
+//      health     the client URLs' listener starts: /health, /readyz, /livez
+//                 and /metrics answer (503 "RAFT NO LEADER" while there is
+//                 none); gRPC connections are held until step 6;
 //   5. join       Member::join: a leader, the log held at start applied, this
 //                 member's attributes published;
 //   6. clients    the client gRPC server, the HTTP servers, the client URLs'
@@ -45,7 +48,9 @@
 // Thread-safety: start() and stop() from one thread (main's).
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/error.h"
@@ -95,8 +100,14 @@ class Host {
   Error open_member(bool* stopped);
   Error check_initial_corruption();
   Error serve_peers();
+  Error serve_health_early();
   Error serve_clients();
   http::HttpOptions health_options();
+  // The client URLs' gRPC connections: to the client server once it
+  // serves, held until then (at most kMaxHeldGrpcConnections; more are
+  // closed). Mux thread.
+  void route_grpc(int fd);
+  static constexpr size_t kMaxHeldGrpcConnections = 1024;
 
   Config cfg_;
   bool member_initialized_ = false;  // etcd's memberInitialized: the data dir held a member
@@ -112,6 +123,13 @@ class Host {
   std::unique_ptr<http::HttpServer> metrics_server_;  // --listen-metrics-urls
   std::unique_ptr<net::Mux> client_mux_;              // http:// client URLs
   std::vector<std::unique_ptr<net::TlsListener>> tls_listeners_;  // https:// client, HTTP, metrics URLs
+  // Health and metrics on the client URLs while the member waits for a
+  // leader (serve_health_early); keeps the connections it took until stop().
+  std::unique_ptr<http::HttpServer> early_http_;
+  std::atomic<http::HttpServer*> http1_route_{nullptr};  // where the client URLs' HTTP/1.1 goes now
+  std::mutex held_mu_;              // guards the two below
+  bool grpc_ready_ = false;         // client_server_ takes connections
+  std::vector<int> held_grpc_;      // gRPC connections made before that
   bool stopped_ = false;
 };
 

@@ -500,6 +500,10 @@ void Member::health_read(bool serializable, std::function<void(Error)> done) {
   // etcd's health check: a keys-only Range of one key (etcdhttp/health.go),
   // through the read path a client's takes (member/reads.h).
   if (!serializable && is_learner()) return done(errors::not_supported_for_learner());
+  // Without a leader a linearizable read can only wait out the request
+  // timeout (etcd's /readyz takes 7 s to say "request timed out"): a member
+  // without quorum says so at once.
+  if (!serializable && !has_leader()) return done(errors::no_leader());
   read(ctx_, serializable ? ReadMode::kSerializable : ReadMode::kLinearizable, {},
        [](apply::ViewState& s) -> Error {
          mvcc::RangeOptions o;
