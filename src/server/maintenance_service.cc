@@ -276,6 +276,7 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
   grpc::Status stream_file() {
     auto view = ctx_->store->view();
     auto start = std::chrono::steady_clock::now();
+    spdlog::info("building a database snapshot for a client at revision {}", view->revision());
     if (Error e = etcd_snapshot::write_etcd_snapshot(snapshot_tables(*ctx_), *view, path_)) return to_grpc(e);
     view.reset();  // the file holds it now; let RocksDB drop what it pinned
     std::ifstream in(path_, std::ios::binary);
@@ -290,7 +291,13 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
     // etcd 3.6 names the storage version in every message (etcdctl prints
     // "Server version ..."); empty, as from etcd 3.5, below 3.6.
     chunk_.set_version(storage_version(kEtcdApiVersion));
+    auto last_report = std::chrono::steady_clock::now();
     while (sent < total) {
+      // Progress at most once a second (etcd logs only start and end).
+      if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
+        last_report = now;
+        spdlog::info("sending database snapshot to client: {} of {} bytes ({}%)", sent, total, sent * 100 / total);
+      }
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, total - sent));
       if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {
         return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
@@ -305,6 +312,8 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
     chunk_.set_remaining_bytes(0);
     chunk_.set_blob(buf.data(), bbolt::kSha256Bytes);
     if (!send(&chunk_)) return grpc::Status::CANCELLED;
+    spdlog::info("sent database snapshot to client: {} bytes, took {} ms", total,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     return grpc::Status::OK;
   }
 
