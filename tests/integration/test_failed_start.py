@@ -90,6 +90,10 @@ class FailedStart(harness.MemberTestCase):
             sock.close()
 
     def test_taken_metrics_port_leaves_no_data_dir(self):
+        if REFERENCE:
+            # Measured: etcd 3.6.17 binds --listen-metrics-urls after it made
+            # the data dir (embed serveMetrics) and leaves member/ behind.
+            self.skipTest("etcd 3.6 leaves a data dir when its metrics port is taken")
         sock, port = hold_port()
         try:
             m = self.new_member(start=False, extra_args=["--listen-metrics-urls", "http://127.0.0.1:%d" % port])
