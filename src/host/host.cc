@@ -14,6 +14,7 @@
 #include "host/bootstrap_check.h"
 #include "host/tls.h"
 #include "http/server.h"
+#include "http/timer.h"
 #include "member/member.h"
 #include "net/grpc_fd_guard.h"
 #include "net/mux.h"
@@ -41,6 +42,8 @@ std::vector<std::pair<std::string, int>> addresses(const std::vector<Url>& urls,
 
 // The client gRPC server's grace for in-flight calls at stop.
 constexpr int kClientGraceMs = 1000;
+// How often a waiting linearizable health read looks for a lost leader.
+constexpr auto kHealthLeaderPoll = std::chrono::milliseconds(50);
 
 }  // namespace
 
@@ -148,15 +151,7 @@ Error Host::bind_listeners() {
   if (Error e = bind_peers()) return e;
   net::Mux::Routes routes;
   routes.http2 = [this](int fd) { route_grpc(fd); };
-  if (cfg_.listen_client_http_urls.empty()) {
-    routes.http1 = [this](int fd) {
-      if (http::HttpServer* hs = http1_route_.load()) {
-        hs->adopt(fd);
-      } else {
-        ::close(fd);
-      }
-    };
-  }
+  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [this](int fd) { route_http1(fd); };
   net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
   // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
   // reads (net/grpc_fd_guard.h).
@@ -174,7 +169,9 @@ Error Host::bind_listeners() {
     return e;
   };
   if (Error e = bind_tls(cfg_.listen_client_urls, std::move(tls_routes), "client")) return e;
-  if (Error e = bind_tls(cfg_.listen_client_http_urls, {nullptr, [this](int fd) { http_server_->adopt(fd); }, {}},
+  // (HTTP routes through http1_route_: the health-only server until the
+  // member serves, then the one with the JSON gateway.)
+  if (Error e = bind_tls(cfg_.listen_client_http_urls, {nullptr, [this](int fd) { route_http1(fd); }, {}},
                          "client HTTP")) {
     return e;
   }
@@ -219,6 +216,14 @@ Error Host::bind_peers() {
   return peer_mux_->listen(listen);
 }
 
+void Host::route_http1(int fd) {
+  if (http::HttpServer* hs = http1_route_.load()) {
+    hs->adopt(fd);
+  } else {
+    ::close(fd);
+  }
+}
+
 void Host::route_grpc(int fd) {
   std::lock_guard<std::mutex> lock(held_mu_);
   if (grpc_ready_) return client_server_->adopt(fd);
@@ -237,8 +242,34 @@ http::HttpOptions Host::health_options() {
   ho.health.has_leader = [m] { return m->has_leader(); };
   ho.health.is_learner = [m] { return m->is_learner(); };
   ho.health.alarms = [m] { return m->active_alarms(); };
-  ho.health.read = [m](bool serializable, std::function<void(std::string)> done) {
-    m->health_read(serializable, [done = std::move(done)](Error e) { done(e.message()); });
+  if (!health_timer_) health_timer_ = std::make_unique<http::Timer>();
+  http::Timer* timer = health_timer_.get();
+  ho.health.read = [m, timer](bool serializable, std::function<void(std::string)> done) {
+    if (serializable) {
+      m->health_read(true, [done = std::move(done)](Error e) { done(e.message()); });
+      return;
+    }
+    // A linearizable read that started while the member still had a leader
+    // waits for it until the request timeout (7 s, measured, when the
+    // peers were SIGKILLed): once the member knows it has none, the check
+    // answers "no leader" at once.
+    struct Once {
+      std::atomic<bool> answered{false};
+      std::function<void(std::string)> done;
+      void answer(const std::string& why) {
+        if (!answered.exchange(true)) done(why);
+      }
+    };
+    auto once = std::make_shared<Once>();
+    once->done = std::move(done);
+    m->health_read(false, [once](Error e) { once->answer(e.message()); });
+    auto watch = std::make_shared<std::function<void()>>();
+    *watch = [m, timer, once, weak = std::weak_ptr<std::function<void()>>(watch)] {
+      if (once->answered) return;
+      if (!m->has_leader()) return once->answer(errors::no_leader().message());
+      if (auto again = weak.lock()) timer->after(kHealthLeaderPoll, [again] { (*again)(); });
+    };
+    timer->after(kHealthLeaderPoll, [watch] { (*watch)(); });
   };
   ho.health_read_timeout = m->request_timeout();
   // The etcd version etcdq answers as, as Maintenance.Status does: clients
@@ -251,17 +282,35 @@ http::HttpOptions Host::health_options() {
 }
 
 // A member that waits for a leader (peers down, or restarted alone) says so
-// on its client URLs instead of leaving connections unanswered: the health
-// endpoints and /metrics answer from now on (/health 503 "RAFT NO LEADER",
-// /readyz 503 with linearizable_read failed), no JSON gateway; gRPC
-// connections wait (held, as in the listen backlog) until serve_clients().
-// etcd 3.6 answers nothing on its client URLs until it is ready.
+// on its client URLs (http:// and https://) and --listen-metrics-urls
+// instead of leaving connections unanswered: the health endpoints and
+// /metrics answer from now on (/health 503 "RAFT NO LEADER", /readyz 503
+// with linearizable_read failed), no JSON gateway; gRPC connections wait
+// (held, as in the listen backlog) until serve_clients(). etcd 3.6 answers
+// nothing on its client URLs until it is ready. Not yet served: the http://
+// URLs of --listen-client-http-urls (cpp-httplib binds them in
+// serve_clients()).
 Error Host::serve_health_early() {
   http::HttpOptions ho = health_options();
   ho.gateway_channel = nullptr;  // /v3/... answer 404 until the member serves
+  // --listen-metrics-urls: metrics and health only, as etcd's metrics
+  // listener (embed/etcd.go serveMetrics); no JSON gateway there, ever.
+  http::HttpOptions metrics_opts = ho;
   early_http_ = std::make_unique<http::HttpServer>(std::move(ho));
   http1_route_ = early_http_.get();
-  return client_mux_->start();
+  if (!cfg_.listen_metrics_urls.empty()) {
+    metrics_server_ = std::make_unique<http::HttpServer>(std::move(metrics_opts));
+    auto listen_metrics = addresses(cfg_.listen_metrics_urls, "http");
+    if (Error e = metrics_server_->start(listen_metrics)) return e;
+    for (const auto& [host, port] : listen_metrics) {
+      spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
+    }
+  }
+  if (Error e = client_mux_->start()) return e;
+  for (auto& l : tls_listeners_) {
+    if (Error e = l->start()) return e;
+  }
+  return {};
 }
 
 Error Host::serve_peers() {
@@ -290,10 +339,6 @@ Error Host::serve_clients() {
   ho.gateway_channel = client_server_->in_process_channel();
   server::ClientServer* grpc_side = client_server_.get();
   ho.grpc_unary_started = [grpc_side] { return grpc_side->unary_calls_started(); };
-  // --listen-metrics-urls: metrics and health only, as etcd's metrics
-  // listener (embed/etcd.go serveMetrics); no JSON gateway there.
-  http::HttpOptions metrics_opts = ho;
-  metrics_opts.gateway_channel = nullptr;
   http_server_ = std::make_unique<http::HttpServer>(std::move(ho));
   {
     auto listen_http = addresses(cfg_.listen_client_http_urls, "http");
@@ -302,20 +347,9 @@ Error Host::serve_clients() {
       spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
     }
   }
-  if (!cfg_.listen_metrics_urls.empty()) {
-    metrics_server_ = std::make_unique<http::HttpServer>(std::move(metrics_opts));
-    auto listen_metrics = addresses(cfg_.listen_metrics_urls, "http");
-    if (Error e = metrics_server_->start(listen_metrics)) return e;
-    for (const auto& [host, port] : listen_metrics) {
-      spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
-    }
-  }
-  // The listeners bind_listeners() bound; their routes reach the servers
-  // made above (the client URLs' mux runs since serve_health_early()).
+  // The listeners (running since serve_health_early()) reach the servers
+  // made above from now on.
   http1_route_ = http_server_.get();
-  for (auto& l : tls_listeners_) {
-    if (Error e = l->start()) return e;
-  }
   spdlog::info("ready to serve client requests on {}", cfg_.listen_client_urls.front().text);
   return {};
 }
@@ -336,6 +370,7 @@ void Host::stop() {
   for (auto& l : tls_listeners_) l->stop_accepting();
   if (http_server_) http_server_->stop();
   if (metrics_server_) metrics_server_->stop();
+  if (health_timer_) health_timer_->stop();  // its checks call the member
   if (member_) member_->stop();
   // After consensus stopped: libraft talked to the others until then.
   if (peer_mux_) peer_mux_->stop();

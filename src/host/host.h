@@ -25,14 +25,17 @@
 //                 port: HTTP/2 to the Peer service, libraft's raw
 //                 connections to consensus; https:// behind TLS): a cluster
 //                 elects its leader through it;
-//      health     the client URLs' listener starts: /health, /readyz, /livez
-//                 and /metrics answer (503 "RAFT NO LEADER" while there is
-//                 none); gRPC connections are held until step 6;
+//   4b. health    the client URLs' listeners and the metrics server start:
+//                 /health, /readyz, /livez and /metrics answer (503 "RAFT
+//                 NO LEADER" while there is none); gRPC connections are
+//                 held until step 6;
 //   5. join       Member::join: a leader, the log held at start applied, this
 //                 member's attributes published;
-//   6. clients    the client gRPC server, the HTTP servers, the client URLs'
-//                 listeners (gRPC and HTTP/1.1 on one port, net/mux.h).
-// Steps 4 and 6 start the listeners bound in step 1 (connections wait in
+//   6. clients    the client gRPC server (it takes the held connections),
+//                 the HTTP server with the JSON gateway (HTTP/1.1 goes to it
+//                 from now on; gRPC and HTTP/1.1 share the client URLs'
+//                 ports, net/mux.h), --listen-client-http-urls' http:// ones.
+// Steps 4 and 4b start the listeners bound in step 1 (connections wait in
 // the backlog until then); routes reach their server through the Host,
 // which makes each server before its listener starts. The http:// URLs of
 // --listen-client-http-urls and --listen-metrics-urls are served by
@@ -58,6 +61,7 @@
 
 namespace etcdq::http {
 class HttpServer;
+class Timer;
 struct HttpOptions;
 }
 namespace etcdq::member {
@@ -107,6 +111,9 @@ class Host {
   // serves, held until then (at most kMaxHeldGrpcConnections; more are
   // closed). Mux thread.
   void route_grpc(int fd);
+  // The client URLs' HTTP/1.1 (and --listen-client-http-urls' https://):
+  // to http1_route_. Mux and TLS pump threads.
+  void route_http1(int fd);
   static constexpr size_t kMaxHeldGrpcConnections = 1024;
 
   Config cfg_;
@@ -126,6 +133,7 @@ class Host {
   // Health and metrics on the client URLs while the member waits for a
   // leader (serve_health_early); keeps the connections it took until stop().
   std::unique_ptr<http::HttpServer> early_http_;
+  std::unique_ptr<http::Timer> health_timer_;  // health reads' watch for a lost leader
   std::atomic<http::HttpServer*> http1_route_{nullptr};  // where the client URLs' HTTP/1.1 goes now
   std::mutex held_mu_;              // guards the two below
   bool grpc_ready_ = false;         // client_server_ takes connections

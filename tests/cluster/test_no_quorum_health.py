@@ -120,6 +120,10 @@ class NoQuorumHealthTest(ClusterTestCase):
         # Restarted alone: it answers HTTP while it waits for the others, and
         # says why it cannot serve.
         c.kill9(0)
+        # With --listen-metrics-urls (where kubeadm points etcd's probes) too.
+        metrics_port = harness.free_port()
+        survivor.extra_args = list(survivor.extra_args) + [
+            "--listen-metrics-urls", "http://127.0.0.1:%d" % metrics_port]
         survivor.spawn()
         t_spawn = time.monotonic()
         first = None
@@ -135,6 +139,7 @@ class NoQuorumHealthTest(ClusterTestCase):
         self.assertLess(first[3], ANSWER_LIMIT_S)
         for _ in range(3):
             self.assert_says_no_quorum(survivor.client_port)
+            self.assert_says_no_quorum(metrics_port)
             time.sleep(0.3)
         p, took = self.etcdctl_endpoint_health(c, survivor.endpoint)
         self.note("etcdctl endpoint health restarted alone: exit %d in %.2f s: %s" % (
@@ -152,6 +157,7 @@ class NoQuorumHealthTest(ClusterTestCase):
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.1)
         self.assertEqual(get(survivor.client_port, "/readyz")[:2], (200, "ok\n"))
+        self.assertEqual(get(metrics_port, "/health")[:2], (200, '{"health":"true","reason":""}'))
         # HTTP now reaches the JSON gateway (before, only health and metrics).
         hc = http.client.HTTPConnection("127.0.0.1", survivor.client_port, timeout=10)
         try:
