@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,17 @@ int restore_main(int argc, char** argv) {
     member::keep_identity(engine, &member, &cluster, f.token);
   };
   auto t0 = std::chrono::steady_clock::now();
+  // Start, progress (at most once a second) and end on stderr, as the
+  // summary below is stdout's.
+  std::error_code size_ec;
+  const auto file_bytes = std::filesystem::file_size(f.file, size_ec);
+  std::fprintf(stderr, "restoring snapshot %s (%llu bytes) into %s\n", f.file.c_str(),
+               size_ec ? 0ULL : static_cast<unsigned long long>(file_bytes), f.data_dir.c_str());
+  o.on_progress = [t0](int64_t revisions, int64_t revision) {
+    std::fprintf(stderr, "restoring: %lld key revisions copied, at revision %lld, %.1f s\n",
+                 static_cast<long long>(revisions), static_cast<long long>(revision),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
   etcd_snapshot::RestoreStats s;
   member::add_key_spaces();  // their records are rebuilt too
   if (Error e = etcd_snapshot::restore_etcd_snapshot(o, &s)) {

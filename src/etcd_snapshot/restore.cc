@@ -115,8 +115,9 @@ Error read_compaction(const bbolt::Reader& r, const std::string& path, Compactio
 
 // The key bucket, in revision order, into history, revlog and latest.
 Error copy_keys(const bbolt::Reader& r, const std::string& path, storage::Engine* engine, const Compaction& comp,
-                RestoreStats* stats) {
+                const RestoreOptions& o, RestoreStats* stats) {
   BatchWriter w(engine);
+  auto last_report = std::chrono::steady_clock::now();
   std::string rec, hist, log;
   mvccpb::KeyValue kv;
   mvcc::Revision last{0, 0};
@@ -155,6 +156,12 @@ Error copy_keys(const bbolt::Reader& r, const std::string& path, storage::Engine
       b.put(storage::Cf::kRevlog, mvcc::revlog_key(rev), log);
     }
     ++stats->revisions;
+    if (o.on_progress && (stats->revisions & 1023) == 0) {
+      if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
+        last_report = now;
+        o.on_progress(stats->revisions, rev.main);
+      }
+    }
     return w.maybe_flush();
   });
   if (e) return e.code() == Code::kNotFound ? corrupt(path, "no key bucket") : e;
@@ -229,7 +236,7 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
   if (Error e = storage::Engine::open(db_dir, &engine)) return e;
   Compaction comp;
   if (Error e = read_compaction(r, o.snapshot_path, &comp)) return e;
-  if (Error e = copy_keys(r, o.snapshot_path, engine.get(), comp, stats)) return e;
+  if (Error e = copy_keys(r, o.snapshot_path, engine.get(), comp, o, stats)) return e;
   if (Error e = index_leases(engine.get(), stats)) return e;
   if (Error e = copy_leases(r, o.snapshot_path, engine.get(), stats)) return e;
   if (Error e = copy_auth(r, o.snapshot_path, engine.get(), stats)) return e;

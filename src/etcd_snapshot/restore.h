@@ -82,6 +82,10 @@ struct RestoreOptions {
   // Stores the member's identity in the new database, last before it is
   // synced and moved into place (may be empty: none stored).
   std::function<void(storage::Engine*)> store_identity;
+  // Progress while the key bucket is copied, at most once a second (may be
+  // empty): key bucket entries copied so far and the revision reached. On
+  // the restoring thread.
+  std::function<void(int64_t revisions, int64_t revision)> on_progress;
 };
 
 struct RestoreStats {

@@ -1,6 +1,7 @@
 #include "host/host.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "host/bootstrap_check.h"
 #include "host/tls.h"
 #include "http/server.h"
+#include "http/timer.h"
 #include "member/member.h"
 #include "net/grpc_fd_guard.h"
 #include "net/mux.h"
@@ -40,6 +42,8 @@ std::vector<std::pair<std::string, int>> addresses(const std::vector<Url>& urls,
 
 // The client gRPC server's grace for in-flight calls at stop.
 constexpr int kClientGraceMs = 1000;
+// How often a waiting linearizable health read looks for a lost leader.
+constexpr auto kHealthLeaderPoll = std::chrono::milliseconds(50);
 
 }  // namespace
 
@@ -55,9 +59,13 @@ Error Host::start(Config cfg, std::unique_ptr<Host>* out, bool* stopped) {
   h->member_initialized_ = std::filesystem::exists(std::filesystem::path(h->cfg_.member.data_dir) / "member");
   if (Error e = h->open_tls()) return e;
   if (Error e = h->check_bootstrap()) return e;
+  // Before the data dir exists: a start that cannot have its ports leaves
+  // the disk as it found it, so the next start's flags take effect.
+  if (Error e = h->bind_listeners()) return e;
   if (Error e = h->open_member(stopped); e || *stopped) return e;
   if (Error e = h->check_initial_corruption()) return e;
   if (Error e = h->serve_peers()) return e;
+  if (Error e = h->serve_health_early()) return e;
   if (!h->member_->join()) {
     *stopped = true;
     return {};
@@ -130,32 +138,184 @@ Error Host::check_initial_corruption() {
   return {};
 }
 
+// Every listen URL is bound here, before the member opens, as etcd binds
+// them before it creates the data dir (embed/etcd.go StartEtcd:
+// configurePeerListeners, configureClientListeners). The listeners accept
+// nothing until serve_peers() / serve_clients() start them (connections
+// wait in the backlog); their routes reach the servers through the Host,
+// which makes them by then. The HTTP servers of --listen-client-http-urls
+// and --listen-metrics-urls (http:// ones) bind when they start: their
+// addresses are tried here (bound and closed at once), so that a taken
+// port is found before the data dir is made.
+Error Host::bind_listeners() {
+  if (Error e = bind_peers()) return e;
+  net::Mux::Routes routes;
+  routes.http2 = [this](int fd) { route_grpc(fd); };
+  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [this](int fd) { route_http1(fd); };
+  net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
+  // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
+  // reads (net/grpc_fd_guard.h).
+  routes.http2 = net::guarded_route(routes.http2, "client");
+  client_mux_ = std::make_unique<net::Mux>(std::move(routes));
+  if (Error e = client_mux_->listen(addresses(cfg_.listen_client_urls, "http"))) return e;
+  // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
+  // plain URL's would (each kind gets a TlsListener of its own).
+  auto bind_tls = [this](const std::vector<Url>& urls, net::TlsPump::Routes r, const char* role) -> Error {
+    auto tls = addresses(urls, "https");
+    if (tls.empty()) return {};
+    auto l = std::make_unique<net::TlsListener>(client_tls_, std::move(r), role);
+    Error e = l->listen(tls);
+    tls_listeners_.push_back(std::move(l));
+    return e;
+  };
+  if (Error e = bind_tls(cfg_.listen_client_urls, std::move(tls_routes), "client")) return e;
+  // (HTTP routes through http1_route_: the health-only server until the
+  // member serves, then the one with the JSON gateway.)
+  if (Error e = bind_tls(cfg_.listen_client_http_urls, {nullptr, [this](int fd) { route_http1(fd); }, {}},
+                         "client HTTP")) {
+    return e;
+  }
+  if (Error e = bind_tls(cfg_.listen_metrics_urls, {nullptr, [this](int fd) { metrics_server_->adopt(fd); }, {}},
+                         "metrics")) {
+    return e;
+  }
+  const std::pair<const std::vector<Url>*, const char*> http_only[] = {{&cfg_.listen_client_http_urls, "client"},
+                                                                       {&cfg_.listen_metrics_urls, "metrics client"}};
+  for (const auto& [urls, role] : http_only) {
+    auto plain = addresses(*urls, "http");
+    if (plain.empty()) continue;
+    net::Mux probe(net::Mux::Routes{}, role);
+    Error e = probe.listen(plain);
+    probe.stop();
+    if (e) return e;
+  }
+  return {};
+}
+
 // Member-only traffic on the peer URL only, one listener (net/mux.h):
 // HTTP/2 to the Peer service, libraft's raw connections (they open with
 // consensus/transport.h's magic) to consensus.
-Error Host::serve_peers() {
-  peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
+Error Host::bind_peers() {
   net::Mux::Routes routes;
   routes.http2 = [this](int fd) { peer_server_->adopt(fd); };
   routes.prefixed.push_back(
       {std::string(consensus::PeerTransport::kMagic), [this](int fd) { member_->adopt_raft_connection(fd); }});
   std::vector<std::pair<std::string, int>> listen;
   for (const auto& u : cfg_.listen_peer_urls) listen.emplace_back(u.host, u.port);
-  Error e;
   // https:// peer URLs: the same routes behind TLS (net/tls_pump.h), and
   // nothing in plaintext.
   if (peer_tls_) {
     net::TlsPump::Routes tr{routes.http2, nullptr, {}};
     tr.prefixed.push_back({routes.prefixed[0].magic, routes.prefixed[0].route});
     peer_tls_listener_ = std::make_unique<net::TlsListener>(peer_tls_, std::move(tr), "peer");
-    e = peer_tls_listener_->listen(listen);
-  } else {
-    // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
-    routes.http2 = net::guarded_route(routes.http2, "peer");
-    peer_mux_ = std::make_unique<net::Mux>(std::move(routes), "peer");
-    e = peer_mux_->listen(listen);
+    return peer_tls_listener_->listen(listen);
   }
-  if (!e) e = peer_server_->start();
+  // Plain HTTP/2 passes the guard inside gRPC's reads (net/grpc_fd_guard.h).
+  routes.http2 = net::guarded_route(routes.http2, "peer");
+  peer_mux_ = std::make_unique<net::Mux>(std::move(routes), "peer");
+  return peer_mux_->listen(listen);
+}
+
+void Host::route_http1(int fd) {
+  if (http::HttpServer* hs = http1_route_.load()) {
+    hs->adopt(fd);
+  } else {
+    ::close(fd);
+  }
+}
+
+void Host::route_grpc(int fd) {
+  std::lock_guard<std::mutex> lock(held_mu_);
+  if (grpc_ready_) return client_server_->adopt(fd);
+  if (held_grpc_.size() >= kMaxHeldGrpcConnections) {
+    ::close(fd);
+    return;
+  }
+  held_grpc_.push_back(fd);
+}
+
+// What /health, /readyz, /livez and /metrics report: the member's own
+// view, from open() on.
+http::HttpOptions Host::health_options() {
+  member::Member* m = member_.get();
+  http::HttpOptions ho;
+  ho.health.has_leader = [m] { return m->has_leader(); };
+  ho.health.is_learner = [m] { return m->is_learner(); };
+  ho.health.alarms = [m] { return m->active_alarms(); };
+  if (!health_timer_) health_timer_ = std::make_unique<http::Timer>();
+  http::Timer* timer = health_timer_.get();
+  ho.health.read = [m, timer](bool serializable, std::function<void(std::string)> done) {
+    if (serializable) {
+      m->health_read(true, [done = std::move(done)](Error e) { done(e.message()); });
+      return;
+    }
+    // A linearizable read that started while the member still had a leader
+    // waits for it until the request timeout (7 s, measured, when the
+    // peers were SIGKILLed): once the member knows it has none, the check
+    // answers "no leader" at once.
+    struct Once {
+      std::atomic<bool> answered{false};
+      std::function<void(std::string)> done;
+      void answer(const std::string& why) {
+        if (!answered.exchange(true)) done(why);
+      }
+    };
+    auto once = std::make_shared<Once>();
+    once->done = std::move(done);
+    m->health_read(false, [once](Error e) { once->answer(e.message()); });
+    auto watch = std::make_shared<std::function<void()>>();
+    *watch = [m, timer, once, weak = std::weak_ptr<std::function<void()>>(watch)] {
+      if (once->answered) return;
+      if (!m->has_leader()) return once->answer(errors::no_leader().message());
+      if (auto again = weak.lock()) timer->after(kHealthLeaderPoll, [again] { (*again)(); });
+    };
+    timer->after(kHealthLeaderPoll, [watch] { (*watch)(); });
+  };
+  ho.health_read_timeout = m->request_timeout();
+  // The etcd version etcdq answers as, as Maintenance.Status does: clients
+  // decide what to send from it (etcdq's own is `etcdq --version`).
+  ho.server_version = server::kEtcdApiVersion;
+  ho.cluster_version = server::kEtcdApiVersion;
+  ho.storage_version = server::storage_version(server::kEtcdApiVersion);
+  ho.max_request_bytes = static_cast<size_t>(cfg_.member.limits.max_request_bytes);
+  return ho;
+}
+
+// A member that waits for a leader (peers down, or restarted alone) says so
+// on its client URLs (http:// and https://) and --listen-metrics-urls
+// instead of leaving connections unanswered: the health endpoints and
+// /metrics answer from now on (/health 503 "RAFT NO LEADER", /readyz 503
+// with linearizable_read failed), no JSON gateway; gRPC connections wait
+// (held, as in the listen backlog) until serve_clients(). etcd 3.6 answers
+// nothing on its client URLs until it is ready. Not yet served: the http://
+// URLs of --listen-client-http-urls (cpp-httplib binds them in
+// serve_clients()).
+Error Host::serve_health_early() {
+  http::HttpOptions ho = health_options();
+  ho.gateway_channel = nullptr;  // /v3/... answer 404 until the member serves
+  // --listen-metrics-urls: metrics and health only, as etcd's metrics
+  // listener (embed/etcd.go serveMetrics); no JSON gateway there, ever.
+  http::HttpOptions metrics_opts = ho;
+  early_http_ = std::make_unique<http::HttpServer>(std::move(ho));
+  http1_route_ = early_http_.get();
+  if (!cfg_.listen_metrics_urls.empty()) {
+    metrics_server_ = std::make_unique<http::HttpServer>(std::move(metrics_opts));
+    auto listen_metrics = addresses(cfg_.listen_metrics_urls, "http");
+    if (Error e = metrics_server_->start(listen_metrics)) return e;
+    for (const auto& [host, port] : listen_metrics) {
+      spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
+    }
+  }
+  if (Error e = client_mux_->start()) return e;
+  for (auto& l : tls_listeners_) {
+    if (Error e = l->start()) return e;
+  }
+  return {};
+}
+
+Error Host::serve_peers() {
+  peer_server_ = std::make_unique<server::PeerServer>(&member_->context());
+  Error e = peer_server_->start();
   if (!e) e = peer_tls_listener_ ? peer_tls_listener_->start() : peer_mux_->start();
   return e;
 }
@@ -169,76 +329,28 @@ Error Host::serve_clients() {
                                                           std::chrono::milliseconds(cfg_.watch_progress_notify_ms),
                                                           std::chrono::milliseconds(cfg_.member.election_ms));
   if (Error e = client_server_->start({})) return e;
-  http::HttpOptions ho;
-  ho.health.has_leader = [m] { return m->has_leader(); };
-  ho.health.is_learner = [m] { return m->is_learner(); };
-  ho.health.alarms = [m] { return m->active_alarms(); };
-  ho.health.read = [m](bool serializable, std::function<void(std::string)> done) {
-    m->health_read(serializable, [done = std::move(done)](Error e) { done(e.message()); });
-  };
-  ho.health_read_timeout = m->request_timeout();
-  // The etcd version etcdq answers as, as Maintenance.Status does: clients
-  // decide what to send from it (etcdq's own is `etcdq --version`).
-  ho.server_version = server::kEtcdApiVersion;
-  ho.cluster_version = server::kEtcdApiVersion;
-  ho.storage_version = server::storage_version(server::kEtcdApiVersion);
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    grpc_ready_ = true;
+    for (int fd : held_grpc_) client_server_->adopt(fd);
+    held_grpc_.clear();
+  }
+  http::HttpOptions ho = health_options();
   // The JSON gateway calls the client server above (http/gateway.h).
   ho.gateway_channel = client_server_->in_process_channel();
   server::ClientServer* grpc_side = client_server_.get();
   ho.grpc_unary_started = [grpc_side] { return grpc_side->unary_calls_started(); };
-  ho.max_request_bytes = static_cast<size_t>(cfg_.member.limits.max_request_bytes);
-  // --listen-metrics-urls: metrics and health only, as etcd's metrics
-  // listener (embed/etcd.go serveMetrics); no JSON gateway there.
-  http::HttpOptions metrics_opts = ho;
-  metrics_opts.gateway_channel = nullptr;
   http_server_ = std::make_unique<http::HttpServer>(std::move(ho));
-  // https:// URLs: TLS ends in net/tls_pump.h, the plaintext goes where a
-  // plain URL's would (each kind below gets a TlsListener of its own).
-  auto listen_tls = [this](const std::vector<Url>& urls, net::TlsPump::Routes routes, const char* role) -> Error {
-    auto tls = addresses(urls, "https");
-    if (tls.empty()) return {};
-    auto l = std::make_unique<net::TlsListener>(client_tls_, std::move(routes), role);
-    Error e = l->listen(tls);
-    if (!e) e = l->start();
-    tls_listeners_.push_back(std::move(l));
-    return e;
-  };
-  http::HttpServer* hs = http_server_.get();
   {
     auto listen_http = addresses(cfg_.listen_client_http_urls, "http");
     if (Error e = http_server_->start(listen_http)) return e;
     for (const auto& [host, port] : listen_http) {
       spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
     }
-    if (Error e = listen_tls(cfg_.listen_client_http_urls, {nullptr, [hs](int fd) { hs->adopt(fd); }, {}},
-                             "client HTTP")) {
-      return e;
-    }
   }
-  if (!cfg_.listen_metrics_urls.empty()) {
-    metrics_server_ = std::make_unique<http::HttpServer>(std::move(metrics_opts));
-    auto listen_metrics = addresses(cfg_.listen_metrics_urls, "http");
-    http::HttpServer* ms = metrics_server_.get();
-    Error e = metrics_server_->start(listen_metrics);
-    if (!e) e = listen_tls(cfg_.listen_metrics_urls, {nullptr, [ms](int fd) { ms->adopt(fd); }, {}}, "metrics");
-    if (e) return e;
-    for (const auto& [host, port] : listen_metrics) {
-      spdlog::info("serving /metrics and /health on http://{}:{}", host, port);
-    }
-  }
-
-  net::Mux::Routes routes;
-  routes.http2 = [grpc_side](int fd) { grpc_side->adopt(fd); };
-  if (cfg_.listen_client_http_urls.empty()) routes.http1 = [hs](int fd) { hs->adopt(fd); };
-  net::TlsPump::Routes tls_routes{routes.http2, routes.http1, {}};
-  // HTTP/2 passes net/h2_guard.h: TLS in its pump, plaintext inside gRPC's
-  // reads (net/grpc_fd_guard.h).
-  routes.http2 = net::guarded_route(routes.http2, "client");
-  client_mux_ = std::make_unique<net::Mux>(std::move(routes));
-  Error e = client_mux_->listen(addresses(cfg_.listen_client_urls, "http"));
-  if (!e) e = client_mux_->start();
-  if (!e) e = listen_tls(cfg_.listen_client_urls, std::move(tls_routes), "client");
-  if (e) return e;
+  // The listeners (running since serve_health_early()) reach the servers
+  // made above from now on.
+  http1_route_ = http_server_.get();
   spdlog::info("ready to serve client requests on {}", cfg_.listen_client_urls.front().text);
   return {};
 }
@@ -250,9 +362,16 @@ void Host::stop() {
   // stopped"; then the servers close, and every watch stream ends with
   // Unavailable (clients resume from their last revision).
   if (client_mux_) client_mux_->stop();  // no new connections for the servers below
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    for (int fd : held_grpc_) ::close(fd);
+    held_grpc_.clear();
+  }
+  if (early_http_) early_http_->stop();
   for (auto& l : tls_listeners_) l->stop_accepting();
   if (http_server_) http_server_->stop();
   if (metrics_server_) metrics_server_->stop();
+  if (health_timer_) health_timer_->stop();  // its checks call the member
   if (member_) member_->stop();
   // After consensus stopped: libraft talked to the others until then.
   if (peer_mux_) peer_mux_->stop();

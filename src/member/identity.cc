@@ -25,6 +25,16 @@ uint64_t member_id(std::vector<std::string> peer_urls, const std::string& cluste
   return first8(d);
 }
 
+uint64_t runtime_member_id(std::vector<std::string> peer_urls, int64_t unix_ns) {
+  std::sort(peer_urls.begin(), peer_urls.end());
+  std::string b;
+  for (const auto& u : peer_urls) b += u;
+  b += std::to_string(unix_ns);
+  unsigned char d[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(b.data()), b.size(), d);
+  return first8(d);
+}
+
 bool stored_cluster_token(storage::Engine* engine, std::string* token) {
   return engine->get(storage::Cf::kMeta, "cluster_token", token);
 }

@@ -1,5 +1,7 @@
 #include "member/maintenance.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <utility>
 
@@ -56,6 +58,7 @@ Error hash(const Context& ctx, uint32_t* out, int64_t* revision) {
 
 Error write_snapshot(const Context& ctx, const std::string& path) {
   auto view = ctx.store->view();
+  spdlog::info("building a database snapshot for a client at revision {}", view->revision());
   return etcd_snapshot::write_etcd_snapshot(snapshot_tables(ctx), *view, path);
 }
 

@@ -15,6 +15,7 @@
 #include "member/answer_gate.h"
 #include "member/corruption_check.h"
 #include "member/fsm.h"
+#include "member/join_id.h"
 #include "member/leader_duties.h"
 #include "member/node_consensus.h"
 #include "member/peer_prober.h"
@@ -226,6 +227,21 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     return errors::internal("couldn't find local name \"" + o.name + "\" in the initial cluster configuration");
   }
   ctx.limits = o.limits;
+
+  // A member joining on a new data dir takes the id MemberAdd gave it
+  // (member/join_id.h), before anything is written to disk.
+  if (o.join && !fs::exists(fs::path(o.data_dir) / "member" / "db")) {
+    std::vector<std::string> others;
+    for (const auto& im : o.initial_cluster) {
+      if (&im != self) others.push_back(im.peer_address);
+    }
+    uint64_t learned = 0;
+    if (Error e = learn_joining_id(others, self->peer_address, ctx.self.id, 3, o.stop_requested, &learned)) return e;
+    for (auto& peer : peers) {
+      if (peer.id == ctx.self.id) peer.id = learned;
+    }
+    ctx.self.id = learned;
+  }
 
   std::error_code ec;
   fs::create_directories(fs::path(o.data_dir) / "member", ec);
@@ -484,6 +500,10 @@ void Member::health_read(bool serializable, std::function<void(Error)> done) {
   // etcd's health check: a keys-only Range of one key (etcdhttp/health.go),
   // through the read path a client's takes (member/reads.h).
   if (!serializable && is_learner()) return done(errors::not_supported_for_learner());
+  // Without a leader a linearizable read can only wait out the request
+  // timeout (etcd's /readyz takes 7 s to say "request timed out"): a member
+  // without quorum says so at once.
+  if (!serializable && !has_leader()) return done(errors::no_leader());
   read(ctx_, serializable ? ReadMode::kSerializable : ReadMode::kLinearizable, {},
        [](apply::ViewState& s) -> Error {
          mvcc::RangeOptions o;

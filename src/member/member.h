@@ -125,6 +125,9 @@ class Member {
   // thread) when serializable, else when the barrier passed or failed, on
   // whichever thread ended it. Blocks nothing: a caller that must not wait
   // longer than request_timeout() times it out itself (http/server.cc).
+  // A linearizable one with no leader known fails at once with
+  // errors::no_leader() (etcd would wait out its request timeout).
+  // Callable from open() on (before join(): the state as opened).
   void health_read(bool serializable, std::function<void(Error)> done);
   // etcd's request timeout (consensus/node.h), for callers that wait on the cluster.
   std::chrono::milliseconds request_timeout();

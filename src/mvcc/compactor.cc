@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <unordered_set>
 
 #include "mvcc/codec.h"
@@ -89,8 +90,24 @@ bool Compactor::compact_to(int64_t rev) {
   // revision (etcd refuses only start revisions below it).
   const std::string stop_key = revlog_key({rev, 0});
   int64_t removed = 0;
+  int64_t swept = 0;  // revlog entries
   log.seek_to_first();
+  // Start, progress at most once a second, end with what it removed and
+  // how long it took (issue #36: etcd's "compact tree index" / "finished
+  // scheduled compaction" lines, with progress a long one lacked).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_report = t0;
+  const int64_t from = log.valid() && log.key().compare(stop_key) < 0 ? decode_revlog_key(log.key()).main : rev;
+  spdlog::info("compaction to revision {} started: history from revision {}", rev, from);
   while (log.valid() && log.key().compare(stop_key) < 0) {
+    if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
+      last_report = now;
+      int64_t at = decode_revlog_key(log.key()).main;
+      spdlog::info("compaction to revision {}: at revision {} ({}% of revisions {}..{}), {} changes swept, {} "
+                   "versions removed, {} ms",
+                   rev, at, rev > from ? (at - from) * 100 / (rev - from) : 100, from, rev, swept, removed,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - t0).count());
+    }
     storage::Batch batch(engine_);
     std::unordered_set<std::string> seen;  // keys already swept in this batch
     // A new one each batch: an iterator sees the data as it was when it was
@@ -102,6 +119,7 @@ bool Compactor::compact_to(int64_t rev) {
     for (int n = 0; n < kBatchEntries && log.valid() && log.key().compare(stop_key) < 0; ++n, log.next()) {
       std::string_view user_key = log.value().substr(1);
       batch.remove(revlog, log.key());
+      ++swept;
       if (!seen.emplace(user_key).second) continue;
       // Sweep every version of this key at or below `rev`, newest first:
       // keep the newest if it is a put, remove the rest. Older versions kept
@@ -135,7 +153,9 @@ bool Compactor::compact_to(int64_t rev) {
     spdlog::error("compaction to revision {} not recorded: {}", rev, e.message());
     return false;
   }
-  spdlog::info("finished compaction to revision {}: removed {} versions", rev, removed);
+  spdlog::info("finished compaction to revision {}: removed {} versions ({} changes swept) in {} ms", rev, removed,
+               swept,
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
   return true;
 }
 

@@ -1,6 +1,7 @@
 #include "server/cluster_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -80,7 +81,11 @@ void member_add(Context* ctx, const etcdserverpb::MemberAddRequest& req, etcdser
   PeerUrls peer;
   if (Error e = parse_peer_urls({req.peerurls().begin(), req.peerurls().end()}, &peer)) return done(e);
   std::vector<std::string> urls = peer.urls;
-  uint64_t id = member::member_id(urls, ctx->cluster_token);
+  // A new id each time, also at a removed member's URL (identity.h).
+  int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  uint64_t id = member::runtime_member_id(urls, now_ns);
   bool learner = req.islearner();
   ctx->membership->add_member(id, peer.address, learner, [ctx, resp, id, urls, learner, done = std::move(done)](Error e) {
     if (e) return done(e);

@@ -275,7 +275,13 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
     // etcd 3.6 names the storage version in every message (etcdctl prints
     // "Server version ..."); empty, as from etcd 3.5, below 3.6.
     chunk_.set_version(storage_version(kEtcdApiVersion));
+    auto last_report = std::chrono::steady_clock::now();
     while (sent < total) {
+      // Progress at most once a second (etcd logs only start and end).
+      if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
+        last_report = now;
+        spdlog::info("sending database snapshot to client: {} of {} bytes ({}%)", sent, total, sent * 100 / total);
+      }
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, total - sent));
       if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {
         return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
@@ -290,6 +296,8 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
     chunk_.set_remaining_bytes(0);
     chunk_.set_blob(buf.data(), maintenance::kSnapshotSha256Bytes);
     if (!send(&chunk_)) return grpc::Status::CANCELLED;
+    spdlog::info("sent database snapshot to client: {} bytes, took {} ms", total,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     return grpc::Status::OK;
   }
 

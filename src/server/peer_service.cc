@@ -298,7 +298,10 @@ grpc::ServerUnaryReactor* PeerService::Configuration(grpc::CallbackServerContext
                                                      peer::ConfigurationResponse* resp) {
   auto* reactor = c->DefaultReactor();
   resp->set_leader(ctx_->consensus->progress().leader_id);
-  for (const auto& m : ctx_->membership->members()) resp->add_members(m.id);
+  for (const auto& m : ctx_->membership->members()) {
+    resp->add_members(m.id);
+    resp->add_addresses(m.address);
+  }
   finish(reactor, {});
   return reactor;
 }

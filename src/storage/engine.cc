@@ -1,5 +1,7 @@
 #include "storage/engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include "common/metrics.h"
 
 #include "storage/batch.h"
@@ -139,12 +141,48 @@ Error Engine::write(IndexedBatch& batch) {
   return write_batch(db_.get(), dir_, merged ? merged.get() : batch.batch_.GetWriteBatch());
 }
 
+namespace {
+// The files of the database dir now (size_bytes() may answer from its cache).
+uint64_t defrag_dir_bytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code fec;
+    if (f.is_regular_file(fec)) total += f.file_size(fec);
+  }
+  return total;
+}
+}  // namespace
+
 Error Engine::compact_all() {
+  // Start, progress (a column family done, at most once a second) and end
+  // with the sizes and the time: etcd logs "defragmenting" and "finished
+  // defragmenting directory" with sizes and "took" (backend.Defrag).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_report = t0;
+  const uint64_t before = defrag_dir_bytes(dir_);
+  spdlog::info("defragmenting {}: {} bytes in {} column families", dir_, before, handles_.size());
   rocksdb::CompactRangeOptions o;
   Error e;
+  size_t done = 0;
   for (auto* h : handles_) {
     rocksdb::Status s = db_->CompactRange(o, h, nullptr, nullptr);
     if (!s.ok()) e = errors::internal("defragment failed: " + s.ToString());
+    ++done;
+    if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1) &&
+                                                     done < handles_.size()) {
+      last_report = now;
+      spdlog::info("defragmenting {}: {} of {} column families done ({}), {} ms", dir_, done, handles_.size(),
+                   h->GetName(), std::chrono::duration_cast<std::chrono::milliseconds>(now - t0).count());
+    }
+  }
+  const uint64_t after = defrag_dir_bytes(dir_);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  if (e) {
+    spdlog::warn("defragmenting {} failed after {} ms: {}", dir_, ms, e.message());
+  } else {
+    spdlog::info("finished defragmenting {}: {} bytes before, {} after, took {} ms", dir_, before, after, ms);
   }
   return e;
 }

@@ -1,0 +1,56 @@
+#include "member/join_id.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "consensus/forwarder.h"
+
+namespace etcdq::member {
+
+Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std::string& self_address,
+                       uint64_t derived, int rounds, const std::function<bool()>& stop, uint64_t* id) {
+  consensus::Forwarder forwarder;
+  bool answered = false;
+  std::string last_error;
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) {
+      if (stop && stop()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    for (const auto& target : peer_addresses) {
+      std::promise<std::pair<Error, peer::ConfigurationResponse>> got;
+      forwarder.configuration(target, std::chrono::seconds(2),
+                              [&got](Error e, const peer::ConfigurationResponse& r) { got.set_value({e, r}); });
+      auto [e, conf] = got.get_future().get();
+      if (e) {
+        last_error = target + ": " + e.message();
+        continue;
+      }
+      answered = true;
+      if (conf.addresses_size() == 0 && conf.members_size() > 0) {
+        *id = derived;
+        return {};
+      }
+      for (int i = 0; i < conf.addresses_size() && i < conf.members_size(); ++i) {
+        if (conf.addresses(i) == self_address) {
+          spdlog::info("member at {} has id {:x} in the cluster (asked {})", self_address, conf.members(i), target);
+          *id = conf.members(i);
+          return {};
+        }
+      }
+      last_error = target + " lists no member at " + self_address;
+    }
+  }
+  if (!answered) {
+    if (!last_error.empty()) spdlog::warn("cannot fetch the cluster's members: {}", last_error);
+    return errors::internal(
+        "cannot fetch cluster info from peer urls: could not retrieve cluster information from the given URLs");
+  }
+  return errors::internal("no member of the cluster has peer URL " + self_address + " (" + last_error +
+                          "): add it first (etcdctl member add) and start it with the --initial-cluster it prints");
+}
+
+}  // namespace etcdq::member
