@@ -3,6 +3,7 @@
 #include "common/metrics.h"
 
 #include "storage/batch.h"
+#include "storage/fail_stop.h"
 
 #include <chrono>
 
@@ -75,6 +76,12 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   // Keep RocksDB's own logs small: etcdq logs what matters itself.
   opts.keep_log_file_num = 2;
   opts.max_log_file_size = 8 << 20;
+  // A failed write stops the database for good (storage/failure.h): no
+  // automatic resume after a retryable I/O error either (the listener turns
+  // off the one from a full disk).
+  opts.max_bgerror_resume_count = 0;
+  auto fail_stop = std::make_shared<FailStop>(dir);
+  opts.listeners.push_back(FailStop::listener(fail_stop));
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (int i = 0; i < kCfCount; ++i) {
@@ -90,6 +97,7 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   e->dir_ = dir;
   e->db_.reset(raw);
   for (int i = 0; i < kCfCount; ++i) e->handles_[i] = handles[i];
+  FailStop::add(raw, std::move(fail_stop));
   *out = std::move(e);
   return {};
 }
@@ -100,6 +108,7 @@ Engine::~Engine() {
     if (h) db_->DestroyColumnFamilyHandle(h);
   }
   db_->Close();
+  FailStop::remove(db_.get());
 }
 
 #if defined(__has_feature)
@@ -110,6 +119,9 @@ Engine::~Engine() {
 
 namespace {
 Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* batch) {
+  std::shared_ptr<FailStop> fail_stop = FailStop::of(db);
+  if (Error e = fail_stop->error()) return e;
+  std::shared_lock<std::shared_mutex> sync_lock(fail_stop->sync_mu());
   auto start = std::chrono::steady_clock::now();
   rocksdb::WriteOptions wo;
   wo.sync = false;
@@ -124,7 +136,10 @@ Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* 
 #endif
   rocksdb::Status s = db->Write(wo, batch);
   commit_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (!s.ok()) return errors::internal("state database write failed in " + dir + ": " + s.ToString());
+  if (!s.ok()) {
+    fail_stop->fail("write", s);
+    return errors::internal("state database write failed in " + dir + ": " + s.ToString());
+  }
   return {};
 }
 }  // namespace
@@ -140,6 +155,7 @@ Error Engine::write(IndexedBatch& batch) {
 }
 
 Error Engine::compact_all() {
+  if (Error e = FailStop::of(db_.get())->error()) return e;
   rocksdb::CompactRangeOptions o;
   Error e;
   for (auto* h : handles_) {
@@ -150,8 +166,16 @@ Error Engine::compact_all() {
 }
 
 Error Engine::sync_wal() {
+  std::shared_ptr<FailStop> fail_stop = FailStop::of(db_.get());
+  std::unique_lock<std::shared_mutex> sync_lock(fail_stop->sync_mu());
+  // After a failed write RocksDB's WAL writer may have failed too: syncing
+  // it would abort (storage/failure.h).
+  if (Error e = fail_stop->error()) return e;
   rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
-  if (!s.ok()) return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
+  if (!s.ok()) {
+    fail_stop->fail("WAL sync", s);
+    return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
+  }
   return {};
 }
 
