@@ -36,12 +36,14 @@ from cluster import Cluster, ClusterTestCase, Writer, harness, rpc_pb2
 
 SKIP_RETURN_CODE = 77
 FS_MIB = 160             # the tmpfs; etcd 3.6 preallocates 64 MB WAL segments
-HEADROOM_MIB = 3         # left free beside the filler
+HEADROOM_MIB = float(os.environ.get("DISK_FULL_HEADROOM_MIB", "8"))  # left free beside the filler
 FILL_TIMEOUT_S = 60.0    # writes run at most this long for the disk to fill
+TOP_UP_AFTER_S = 20.0    # then the filler keeps the disk full
+TOP_UP_LEAVE_MIB = 1
 SERVE_AGAIN_S = 2.0      # etcd's bar, and the issue's
 VALUE_BYTES = 1024
 # What a member that stopped for a full disk logs (etcdq and etcd both name errno's text).
-NO_SPACE = re.compile(r"no space left on device|ENOSPC|NoSpace", re.IGNORECASE)
+NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
 
 
 def run(cmd):
@@ -116,6 +118,11 @@ class SmallDisk:
 
 class DiskFullTest(ClusterTestCase):
 
+    def log_text(self, thing):
+        if isinstance(thing, SmallDisk):
+            return "tmpfs %s: %d KiB free" % (thing.mount, free_bytes(thing.mount) // 1024)
+        return super().log_text(thing)
+
     def full_member(self, role):
         """The figures of one run with m0's disk filling while it is `role`."""
         c = self.new_cluster(3, heartbeat_ms=100, election_ms=1000, snapshot_count=300, start=False)
@@ -133,18 +140,26 @@ class DiskFullTest(ClusterTestCase):
         leader = c.wait_leader()
         self.assertEqual(leader == 0, role == "leader", "leadership did not move as asked")
         used = FS_MIB * (1 << 20) - free_bytes(disk.mount)
-        filler = disk.fill(HEADROOM_MIB << 20)
+        filler = disk.fill(int(HEADROOM_MIB * (1 << 20)))
         self.note("%s: data dir used %.1f MiB at start; filler %.1f MiB leaves %.1f MiB" % (
             role, used / 2**20, filler / 2**20, free_bytes(disk.mount) / 2**20))
 
         w = Writer(c, [0, 1, 2], prefix=b"df/", interval=0.002, deadline=3.0, value_bytes=VALUE_BYTES).start()
         t0 = time.monotonic()
         # Until the member exits, or its writes have failed for 3 s on a full disk.
+        # RocksDB preallocates each WAL file (70 MiB here) and gives back what it
+        # did not use when it moves to the next one, so the disk does not stay
+        # full by itself: after TOP_UP_AFTER_S the filler takes all but
+        # TOP_UP_LEAVE_MIB again, twice a second. (The first phase is what met
+        # RocksDB's own recovery from a full disk, and its abort, on the old
+        # binary: free space came back while RocksDB was failing.)
         refused_since = None
         while time.monotonic() - t0 < FILL_TIMEOUT_S and victim.running():
             time.sleep(0.2)
+            if time.monotonic() - t0 > TOP_UP_AFTER_S:
+                disk.fill(TOP_UP_LEAVE_MIB << 20)
             recent = [a for a in w.snapshot() if a.target == 0 and a.start > time.monotonic() - 1.5]
-            if free_bytes(disk.mount) < (256 << 10) and recent and not any(a.ok for a in recent):
+            if free_bytes(disk.mount) < (2 << 20) and recent and not any(a.ok for a in recent):
                 refused_since = refused_since or time.monotonic()
                 if time.monotonic() - refused_since > 3.0:
                     break
@@ -162,7 +177,7 @@ class DiskFullTest(ClusterTestCase):
             role, len(acked), len(w.failures()),
             "running" if status is None else "exited with status %d" % status, full_after,
             free_bytes(disk.mount) / 1024))
-        reasons = [l for l in log.splitlines() if NO_SPACE.search(l)]
+        reasons = [l for l in log.splitlines() if NO_SPACE.search(l) and not l.startswith("==== harness")]
         for l in reasons[:3]:
             self.note("%s: log: %s" % (role, l[:300]))
 
@@ -172,7 +187,7 @@ class DiskFullTest(ClusterTestCase):
         self.assertTrue(reasons, "the %s logged no reason naming the full disk" % role)
         if status is None:
             # Still running: it must refuse writes with an error, not take them.
-            self.assertLess(free_bytes(disk.mount), 1 << 20, "the disk never filled")
+            self.assertLess(free_bytes(disk.mount), 2 << 20, "the disk never filled")
             with self.assertRaises(Exception, msg="a put through the full %s succeeded" % role):
                 c.kv(0).Put(rpc_pb2.PutRequest(key=b"df-probe", value=b"x"), timeout=3.0)
         else:
