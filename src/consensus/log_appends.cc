@@ -70,7 +70,9 @@ void LogAppends::appended_hook(struct raft_io_append* req, int status) {
     // entries", etcdserver/raft.go, lg.Fatal): everything acknowledged is
     // in the log up to the last append that succeeded, and a restart
     // once there is space again loads it.
-    spdlog::critical("cannot write the Raft log ({}: {}), stopping", raft_strerror(status),
+    // (libraft 0.15's raft_strerror has no text for RAFT_NOSPACE.)
+    spdlog::critical("cannot write the Raft log ({}: {}), stopping",
+                     status == RAFT_NOSPACE ? "no space left on device" : raft_strerror(status),
                      self->n_.raft.io->errmsg);
     spdlog::default_logger()->flush();
     std::_Exit(70);

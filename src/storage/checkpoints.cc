@@ -3,6 +3,7 @@
 #include <rocksdb/utilities/checkpoint.h>
 
 #include "storage/fail_stop.h"
+#include "storage/rocksdb_log.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -91,6 +92,7 @@ Error Checkpoints::read(uint64_t min_index, const Visitor& fn) const {
     }
     dir = dir_of(kept.back());
     rocksdb::DBOptions opts;
+    opts.info_log = rocksdb_logger();  // no LOG file written into the checkpoint (rocksdb_log.h)
     opts.max_open_files = -1;  // keep every SST open: they may be unlinked meanwhile
     s = rocksdb::DB::OpenForReadOnly(opts, dir, cfs, &handles, &raw);
   }

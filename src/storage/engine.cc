@@ -4,6 +4,7 @@
 
 #include "storage/batch.h"
 #include "storage/fail_stop.h"
+#include "storage/rocksdb_log.h"
 
 #include <chrono>
 
@@ -73,9 +74,9 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   // Past the cap RocksDB flushes the column families that hold the oldest
   // log back, so the logs stay within it.
   opts.max_total_wal_size = kMaxWalBytes;
-  // Keep RocksDB's own logs small: etcdq logs what matters itself.
-  opts.keep_log_file_num = 2;
-  opts.max_log_file_size = 8 << 20;
+  // RocksDB's warnings and errors go to etcdq's log, never to a LOG file
+  // in the data dir (storage/rocksdb_log.h: on a full disk it aborted).
+  opts.info_log = rocksdb_logger();
   // A failed write stops the database for good (storage/failure.h): no
   // automatic resume after a retryable I/O error either (the listener turns
   // off the one from a full disk).

@@ -32,7 +32,9 @@ import tempfile
 import time
 
 import cluster
+import grpc
 from cluster import Cluster, ClusterTestCase, Writer, harness, rpc_pb2
+from etcd3.etcdrpc import rpc_pb2_grpc
 
 SKIP_RETURN_CODE = 77
 FS_MIB = 160             # the tmpfs; etcd 3.6 preallocates 64 MB WAL segments
@@ -202,7 +204,21 @@ class DiskFullTest(ClusterTestCase):
         t1 = time.monotonic()
         if status is not None:
             c._drop_stubs(0)
-            victim.start(timeout=30.0)
+            victim.spawn()
+            # A linearizable Range answered, probed with short deadlines: a port
+            # that accepts before the member serves holds a call until its deadline.
+            while True:
+                ch = grpc.insecure_channel(victim.endpoint, options=harness.CHANNEL_OPTIONS)
+                try:
+                    rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"df-probe"), timeout=0.25)
+                    break
+                except grpc.RpcError:
+                    self.assertIsNone(victim.proc.poll(), "the restarted %s exited" % role)
+                    if time.monotonic() - t1 > 30.0:
+                        raise
+                    time.sleep(0.02)
+                finally:
+                    ch.close()
             how = "restarted"
         else:
             while True:
