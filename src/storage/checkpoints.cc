@@ -92,7 +92,7 @@ Error Checkpoints::read(uint64_t min_index, const Visitor& fn) const {
     }
     dir = dir_of(kept.back());
     rocksdb::DBOptions opts;
-    opts.info_log = rocksdb_logger();  // no LOG file written into the checkpoint (rocksdb_log.h)
+    opts.info_log = std::make_shared<RocksdbLog>();  // no LOG file written into the checkpoint (rocksdb_log.h)
     opts.max_open_files = -1;  // keep every SST open: they may be unlinked meanwhile
     s = rocksdb::DB::OpenForReadOnly(opts, dir, cfs, &handles, &raw);
   }

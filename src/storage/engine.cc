@@ -76,7 +76,8 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   opts.max_total_wal_size = kMaxWalBytes;
   // RocksDB's warnings and errors go to etcdq's log, never to a LOG file
   // in the data dir (storage/rocksdb_log.h: on a full disk it aborted).
-  opts.info_log = rocksdb_logger();
+  auto log = std::make_shared<RocksdbLog>();
+  opts.info_log = log;
   // A failed write stops the database for good (storage/failure.h): no
   // automatic resume after a retryable I/O error either (the listener turns
   // off the one from a full disk).
@@ -99,6 +100,7 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   e->db_.reset(raw);
   for (int i = 0; i < kCfCount; ++i) e->handles_[i] = handles[i];
   FailStop::add(raw, std::move(fail_stop));
+  log->opened();
   *out = std::move(e);
   return {};
 }

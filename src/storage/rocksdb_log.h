@@ -7,7 +7,7 @@
 // the process (`sync_without_flush_called_`, file/writable_file_writer.h).
 // That is what killed a follower whose data dir filled (issue #36), before
 // any write of ours failed. Its warnings and errors go to etcdq's log
-// instead (spdlog, "rocksdb: ..."); its info lines are dropped, as the
+// instead (spdlog warnings, "rocksdb: ..."); its info lines are dropped, as the
 // member logs what matters itself.
 //
 // Thread-safety: the logger may be called from any thread (RocksDB's).
@@ -15,11 +15,28 @@
 
 #include <rocksdb/env.h>
 
+#include <atomic>
+#include <cstdarg>
 #include <memory>
 
 namespace etcdq::storage {
 
-// For DBOptions::info_log, of every database storage/ opens.
-std::shared_ptr<rocksdb::Logger> rocksdb_logger();
+// For DBOptions::info_log, one for each database storage/ opens. Quiet
+// until opened() is called: RocksDB's summary of the directory at open logs
+// "Error when reading ... dir" for a database it is about to create (its
+// real errors at open come back as DB::Open's status, which the caller
+// reports).
+class RocksdbLog : public rocksdb::Logger {
+ public:
+  RocksdbLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  void opened() { opened_.store(true, std::memory_order_release); }
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override;
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override;
+
+ private:
+  std::atomic<bool> opened_{false};
+};
 
 }  // namespace etcdq::storage
