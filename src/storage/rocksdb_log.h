@@ -6,9 +6,9 @@
 // that has failed, and Debian's librocksdb (built with assertions) aborts
 // the process (`sync_without_flush_called_`, file/writable_file_writer.h).
 // That is what killed a follower whose data dir filled (issue #36), before
-// any write of ours failed. Its warnings and errors go to etcdq's log
-// instead (spdlog warnings, "rocksdb: ..."); its info lines are dropped, as the
-// member logs what matters itself.
+// any write of ours failed. Its errors go to etcdq's log instead, as
+// warnings ("rocksdb: ..."); the rest is dropped, as the member logs what
+// matters itself.
 //
 // Thread-safety: the logger may be called from any thread (RocksDB's).
 #pragma once
@@ -28,7 +28,9 @@ namespace etcdq::storage {
 // reports).
 class RocksdbLog : public rocksdb::Logger {
  public:
-  RocksdbLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  // Errors only: RocksDB warns at every checkpoint ("File Deletions
+  // Disabled, but already disabled"), twice a snapshot.
+  RocksdbLog() : rocksdb::Logger(rocksdb::InfoLogLevel::ERROR_LEVEL) {}
   void opened() { opened_.store(true, std::memory_order_release); }
 
   using rocksdb::Logger::Logv;
