@@ -23,6 +23,8 @@ it says so and exits 77, which ctest reports as skipped (SKIP_RETURN_CODE).
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_disk_full.py
     /usr/bin/python3 tests/cluster/test_disk_full.py   # etcd 3.6, the oracle
 """
+import datetime
+import json
 import os
 import re
 import shutil
@@ -79,6 +81,28 @@ def may_mount():
 def free_bytes(path):
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
+
+
+def startup_marks(log_path, spawned_at):
+    """etcdq's own marks of its last start, in s after the spawn (its log's
+    timestamps): where a slow start went. Empty for other binaries."""
+    marks = {"starting etcdq": "data dir open", "is ready as a follower": "caught up",
+             "ready to serve client requests": "serving", "state restored from a snapshot": "snapshot installed"}
+    with open(log_path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    out = []
+    for line in text.rsplit("==== harness: start", 1)[-1].splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+            ts = datetime.datetime.fromisoformat(entry["ts"]).timestamp()
+        except (ValueError, KeyError):
+            continue
+        for needle, name in marks.items():
+            if needle in entry.get("msg", ""):
+                out.append("%s +%.2f s" % (name, ts - spawned_at))
+    return "; " + ", ".join(out) if out else ""
 
 
 class SmallDisk:
@@ -204,15 +228,22 @@ class DiskFullTest(ClusterTestCase):
         t1 = time.monotonic()
         if status is not None:
             c._drop_stubs(0)
+            spawned_at = time.time()
+            probe_errors = []
             victim.spawn()
-            # A linearizable Range answered, probed with short deadlines: a port
-            # that accepts before the member serves holds a call until its deadline.
+            # A linearizable Range answered. A closed port fails a call at once;
+            # a read the member holds while it catches up answers when it can
+            # (a short deadline would only start it again).
             while True:
-                ch = grpc.insecure_channel(victim.endpoint, options=harness.CHANNEL_OPTIONS)
+                # Its own subchannel: gRPC shares them between channels by default,
+                # and one that failed to connect a moment ago waits out a 2 s backoff.
+                ch = grpc.insecure_channel(victim.endpoint, options=harness.CHANNEL_OPTIONS + [
+                    ("grpc.use_local_subchannel_pool", 1)])
                 try:
-                    rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"df-probe"), timeout=0.25)
+                    rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"df-probe"), timeout=3.0)
                     break
-                except grpc.RpcError:
+                except grpc.RpcError as e:
+                    probe_errors.append("+%.2f %s" % (time.monotonic() - t1, cluster.rpc_error_text(e)[:60]))
                     self.assertIsNone(victim.proc.poll(), "the restarted %s exited" % role)
                     if time.monotonic() - t1 > 30.0:
                         raise
@@ -231,7 +262,10 @@ class DiskFullTest(ClusterTestCase):
                     time.sleep(0.05)
             how = "without a restart"
         serve_again = time.monotonic() - t1
-        self.note("%s: served again %.2f s after space was freed (%s)" % (role, serve_again, how))
+        if how == "restarted" and os.environ.get("DISK_FULL_VERBOSE"):
+            self.note("probe: " + "; ".join(probe_errors))
+        self.note("%s: served again %.2f s after space was freed (%s)%s" % (
+            role, serve_again, how, startup_marks(victim.log_path, spawned_at) if how == "restarted" else ""))
         c.assert_acked_everywhere(acked, b"df/", indexes=[0], timeout=60.0)
         c.kv(0).Put(rpc_pb2.PutRequest(key=b"df-after", value=b"x"), timeout=5.0)
         if not harness.sanitized():
