@@ -4,6 +4,7 @@
 #include "consensus/node_impl.h"
 
 #include <cassert>
+#include <cstdlib>
 
 namespace etcdq::consensus {
 
@@ -28,6 +29,15 @@ bool Node::Impl::is_ready() {
 
 void Node::Impl::on_tick(uv_timer_t* t) {
   Impl* self = static_cast<Impl*>(t->data);
+  if (raft_state(&self->raft) == RAFT_UNAVAILABLE && !self->closing) {
+    // libraft's state after an I/O error it cannot go on from (a term or
+    // vote it could not store, tick.c and recv.c convertToUnavailable): it
+    // never leaves it. Stop with its reason, as a failed log write does
+    // (consensus/log_appends.cc).
+    spdlog::critical("the Raft log failed ({}), stopping", raft_errmsg(&self->raft));
+    spdlog::default_logger()->flush();
+    std::_Exit(70);
+  }
   self->update_progress();
   raft_metrics().proposals_pending.Set(static_cast<double>(self->waiters.size()));
   self->read_index.release(raft_last_applied(&self->raft));

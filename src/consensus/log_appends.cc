@@ -3,6 +3,7 @@
 #include "consensus/log_appends.h"
 
 #include <cassert>
+#include <cstdlib>
 
 #include "consensus/metrics.h"
 #include "consensus/node_impl.h"
@@ -59,6 +60,23 @@ void LogAppends::appended_hook(struct raft_io_append* req, int status) {
   auto it = self->appends_.find(req);
   TimedAppend t = it->second;
   self->appends_.erase(it);
+  if (status != 0 && status != RAFT_CANCELED) {
+    // The Raft log could not be written (a full disk, an I/O error).
+    // libraft 0.15 goes on after a failed append (appendLeaderCb and
+    // appendFollowerCb only fail that request; raft_uv marks itself
+    // errored but never reads the mark), and a later append that succeeds
+    // would report entries above the hole as stored. Stop, as etcd does
+    // when its WAL cannot be saved ("failed to save Raft hard state and
+    // entries", etcdserver/raft.go, lg.Fatal): everything acknowledged is
+    // in the log up to the last append that succeeded, and a restart
+    // once there is space again loads it.
+    // (libraft 0.15's raft_strerror has no text for RAFT_NOSPACE.)
+    spdlog::critical("cannot write the Raft log ({}: {}), stopping",
+                     status == RAFT_NOSPACE ? "no space left on device" : raft_strerror(status),
+                     self->n_.raft.io->errmsg);
+    spdlog::default_logger()->flush();
+    std::_Exit(70);
+  }
   if (status == 0) {
     raft_metrics().wal_fsync_seconds.Observe(
         std::chrono::duration<double>(SteadyClock::now() - t.start).count());

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include "consensus/snapshot_install.h"
 #include "storage/checkpoints.h"
 #include "storage/engine.h"
+#include "storage/failure.h"
 
 namespace etcdq::member {
 
@@ -246,6 +248,14 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   std::error_code ec;
   fs::create_directories(fs::path(o.data_dir) / "member", ec);
   if (ec) return errors::internal("cannot create data dir " + o.data_dir + ": " + ec.message());
+  // A state database that cannot write (a full disk) stops the member, as
+  // etcd's failed backend commit does (storage/failure.h); a restart
+  // re-applies from the Raft log whatever RocksDB had not made durable.
+  storage::on_failure([](const std::string& reason) {
+    spdlog::critical("{}, stopping", reason);
+    spdlog::default_logger()->flush();
+    std::_Exit(70);
+  });
   std::unique_ptr<storage::Engine> engine;
   if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &engine)) return e;
   // A data dir keeps the token it was made (or restored) with, as etcd

@@ -2,6 +2,9 @@
 
 #include <rocksdb/utilities/checkpoint.h>
 
+#include "storage/fail_stop.h"
+#include "storage/rocksdb_log.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <vector>
@@ -38,6 +41,8 @@ std::string Checkpoints::dir_of(uint64_t index) const {
 }
 
 Error Checkpoints::take(Engine* engine, uint64_t index) {
+  // A database that failed a write is not flushed again (storage/failure.h).
+  if (Error e = FailStop::of(engine->db())->error()) return e;
   std::error_code ec;
   fs::create_directories(root_, ec);
   std::string dir = dir_of(index);
@@ -49,7 +54,13 @@ Error Checkpoints::take(Engine* engine, uint64_t index) {
   std::unique_ptr<rocksdb::Checkpoint> cp(raw);
   // log_size_for_flush 0: flush memtables, so the checkpoint needs no WAL.
   if (s.ok()) s = cp->CreateCheckpoint(tmp, /*log_size_for_flush=*/0);
-  if (!s.ok()) return errors::internal("cannot checkpoint the state database into " + tmp + ": " + s.ToString());
+  if (!s.ok()) {
+    // A full disk: what was written of it would only keep the disk full.
+    // (A failed flush of the live database also failed the database:
+    // fail_stop.h's listener heard of it.)
+    fs::remove_all(tmp, ec);
+    return errors::internal("cannot checkpoint the state database into " + tmp + ": " + s.ToString());
+  }
   std::lock_guard<std::mutex> lock(mu_);
   fs::rename(tmp, dir, ec);
   if (ec) return errors::internal("cannot rename checkpoint " + tmp + ": " + ec.message());
@@ -81,6 +92,7 @@ Error Checkpoints::read(uint64_t min_index, const Visitor& fn) const {
     }
     dir = dir_of(kept.back());
     rocksdb::DBOptions opts;
+    opts.info_log = std::make_shared<RocksdbLog>();  // no LOG file written into the checkpoint (rocksdb_log.h)
     opts.max_open_files = -1;  // keep every SST open: they may be unlinked meanwhile
     s = rocksdb::DB::OpenForReadOnly(opts, dir, cfs, &handles, &raw);
   }

@@ -5,6 +5,8 @@
 #include "common/metrics.h"
 
 #include "storage/batch.h"
+#include "storage/fail_stop.h"
+#include "storage/rocksdb_log.h"
 
 #include <chrono>
 
@@ -74,9 +76,16 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   // Past the cap RocksDB flushes the column families that hold the oldest
   // log back, so the logs stay within it.
   opts.max_total_wal_size = kMaxWalBytes;
-  // Keep RocksDB's own logs small: etcdq logs what matters itself.
-  opts.keep_log_file_num = 2;
-  opts.max_log_file_size = 8 << 20;
+  // RocksDB's warnings and errors go to etcdq's log, never to a LOG file
+  // in the data dir (storage/rocksdb_log.h: on a full disk it aborted).
+  auto log = std::make_shared<RocksdbLog>();
+  opts.info_log = log;
+  // A failed write stops the database for good (storage/failure.h): no
+  // automatic resume after a retryable I/O error either (the listener turns
+  // off the one from a full disk).
+  opts.max_bgerror_resume_count = 0;
+  auto fail_stop = std::make_shared<FailStop>(dir);
+  opts.listeners.push_back(FailStop::listener(fail_stop));
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (int i = 0; i < kCfCount; ++i) {
@@ -92,6 +101,8 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   e->dir_ = dir;
   e->db_.reset(raw);
   for (int i = 0; i < kCfCount; ++i) e->handles_[i] = handles[i];
+  FailStop::add(raw, std::move(fail_stop));
+  log->opened();
   *out = std::move(e);
   return {};
 }
@@ -102,6 +113,7 @@ Engine::~Engine() {
     if (h) db_->DestroyColumnFamilyHandle(h);
   }
   db_->Close();
+  FailStop::remove(db_.get());
 }
 
 #if defined(__has_feature)
@@ -112,6 +124,9 @@ Engine::~Engine() {
 
 namespace {
 Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* batch) {
+  std::shared_ptr<FailStop> fail_stop = FailStop::of(db);
+  if (Error e = fail_stop->error()) return e;
+  std::shared_lock<std::shared_mutex> sync_lock(fail_stop->sync_mu());
   auto start = std::chrono::steady_clock::now();
   rocksdb::WriteOptions wo;
   wo.sync = false;
@@ -126,7 +141,10 @@ Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* 
 #endif
   rocksdb::Status s = db->Write(wo, batch);
   commit_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (!s.ok()) return errors::internal("state database write failed in " + dir + ": " + s.ToString());
+  if (!s.ok()) {
+    fail_stop->fail("write", s);
+    return errors::internal("state database write failed in " + dir + ": " + s.ToString());
+  }
   return {};
 }
 }  // namespace
@@ -155,6 +173,7 @@ uint64_t defrag_dir_bytes(const std::string& dir) {
 }  // namespace
 
 Error Engine::compact_all() {
+  if (Error e = FailStop::of(db_.get())->error()) return e;
   // Start, progress (a column family done, at most once a second) and end
   // with the sizes and the time: etcd logs "defragmenting" and "finished
   // defragmenting directory" with sizes and "took" (backend.Defrag).
@@ -188,8 +207,16 @@ Error Engine::compact_all() {
 }
 
 Error Engine::sync_wal() {
+  std::shared_ptr<FailStop> fail_stop = FailStop::of(db_.get());
+  std::unique_lock<std::shared_mutex> sync_lock(fail_stop->sync_mu());
+  // After a failed write RocksDB's WAL writer may have failed too: syncing
+  // it would abort (storage/failure.h).
+  if (Error e = fail_stop->error()) return e;
   rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
-  if (!s.ok()) return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
+  if (!s.ok()) {
+    fail_stop->fail("WAL sync", s);
+    return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
+  }
   return {};
 }
 

@@ -614,10 +614,13 @@ class Writer:
     success after a failure says when the cluster could commit again.
 
     acked(): {key: (value, revision)} of every acknowledged Put.
+    `value_bytes` pads each value to at least that many bytes (a disk fills sooner).
     """
 
-    def __init__(self, cluster, targets, prefix=b"w/", interval=0.02, deadline=2.0, max_in_flight=400):
+    def __init__(self, cluster, targets, prefix=b"w/", interval=0.02, deadline=2.0, max_in_flight=400,
+                 value_bytes=0):
         self.cluster = cluster
+        self.value_bytes = value_bytes
         self.prefix = prefix
         self.interval = interval
         self.deadline = deadline
@@ -665,6 +668,7 @@ class Writer:
                 target = targets[n % len(targets)]
                 key = b"%s%08d" % (self.prefix, n)
                 value = b"v%d-to-m%d" % (n, target)
+                value += b"." * max(0, self.value_bytes - len(value))
                 a = Attempt(key, value, target, time.monotonic())
                 with self._lock:
                     self.attempts.append(a)
