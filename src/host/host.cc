@@ -67,6 +67,9 @@ Error Host::start(Config cfg, std::unique_ptr<Host>* out, bool* stopped) {
   if (Error e = h->serve_peers()) return e;
   if (Error e = h->serve_health_early()) return e;
   if (!h->member_->join()) {
+    if (h->member_->removed_at_start()) {
+      return Error(Code::kFailedPrecondition, "the member has been permanently removed from the cluster");
+    }
     *stopped = true;
     return {};
   }

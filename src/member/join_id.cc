@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "consensus/forwarder.h"
@@ -12,7 +13,9 @@ namespace etcdq::member {
 
 Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std::string& self_address,
                        uint64_t derived, int rounds, const std::function<bool()>& stop, uint64_t* id) {
-  consensus::Forwarder forwarder;
+  // Held by every call's callback too: gRPC finishes a call (and frees its
+  // context) after the callback ran, which needs the channel still there.
+  auto forwarder = std::make_shared<consensus::Forwarder>();
   bool answered = false;
   std::string last_error;
   for (int round = 0; round < rounds; ++round) {
@@ -21,10 +24,13 @@ Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     for (const auto& target : peer_addresses) {
-      std::promise<std::pair<Error, peer::ConfigurationResponse>> got;
-      forwarder.configuration(target, std::chrono::seconds(2),
-                              [&got](Error e, const peer::ConfigurationResponse& r) { got.set_value({e, r}); });
-      auto [e, conf] = got.get_future().get();
+      auto got = std::make_shared<std::promise<std::pair<Error, peer::ConfigurationResponse>>>();
+      auto answer = got->get_future();
+      forwarder->configuration(target, std::chrono::seconds(2),
+                               [got, forwarder](Error e, const peer::ConfigurationResponse& r) {
+                                 got->set_value({e, r});
+                               });
+      auto [e, conf] = answer.get();
       if (e) {
         last_error = target + ": " + e.message();
         continue;
@@ -51,6 +57,24 @@ Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std
   }
   return errors::internal("no member of the cluster has peer URL " + self_address + " (" + last_error +
                           "): add it first (etcdctl member add) and start it with the --initial-cluster it prints");
+}
+
+bool removed_by_cluster(consensus::Forwarder& forwarder, const std::vector<std::pair<uint64_t, std::string>>& others,
+                        uint64_t self) {
+  for (const auto& [id, target] : others) {
+    auto got = std::make_shared<std::promise<std::pair<Error, peer::ConfigurationResponse>>>();
+    auto answer = got->get_future();
+    forwarder.configuration(target, std::chrono::seconds(1),
+                            [got](Error e, const peer::ConfigurationResponse& r) { got->set_value({e, r}); });
+    auto [e, conf] = answer.get();
+    if (e || conf.leader() != id || conf.members_size() == 0) continue;
+    for (uint64_t m : conf.members()) {
+      if (m == self) return false;
+    }
+    spdlog::warn("the leader {:x} at {} lists no member {:x}", id, target, self);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace etcdq::member

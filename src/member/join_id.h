@@ -9,9 +9,14 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
+
+namespace etcdq::consensus {
+class Forwarder;
+}
 
 namespace etcdq::member {
 
@@ -28,5 +33,19 @@ namespace etcdq::member {
 //     member with MemberAdd first).
 Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std::string& self_address,
                        uint64_t derived, int rounds, const std::function<bool()>& stop, uint64_t* id);
+
+// Whether the cluster's leader says member `self` is no longer one of its
+// members: asks each of `others` (id, peer host:port: the members this
+// member's own Raft configuration lists) for its configuration
+// (Peer.Configuration, 1 s each) and believes only a member that names
+// itself the leader. A member removed while it was down restarts on a log
+// whose configuration still holds it, and the others drop its messages:
+// etcd's peers answer it "the member has been permanently removed from the
+// cluster" and it exits (etcdserver ErrMemberRemoved); this tells it so.
+// Blocks the calling thread; false when no leader answered.
+// Calls through `forwarder`, which must outlive the process's calls (the
+// node's).
+bool removed_by_cluster(consensus::Forwarder& forwarder, const std::vector<std::pair<uint64_t, std::string>>& others,
+                        uint64_t self);
 
 }  // namespace etcdq::member

@@ -395,6 +395,21 @@ bool Member::join() {
 
   // Serve clients only once the log held at start is applied: before that
   // a read could miss acknowledged writes.
+  // Removed while it was down: the others drop its messages, so it would
+  // wait forever, or follow a leader that no longer counts it (member/
+  // join_id.h removed_by_cluster). Asks the leader it knows first.
+  auto removed = [&ctx, &p] {
+    std::vector<std::pair<uint64_t, std::string>> others;
+    const uint64_t leader = p.node->progress().leader_id;
+    for (const auto& ms : ctx.membership->members()) {
+      if (ms.id == ctx.self.id) continue;
+      others.emplace(ms.id == leader ? others.begin() : others.end(), ms.id, ms.address);
+    }
+    if (others.empty() || !removed_by_cluster(p.node->forwarder(), others, ctx.self.id)) return false;
+    spdlog::error("the member has been permanently removed from the cluster; "
+                  "the data dir used by this member must be removed");
+    return true;
+  };
   int waited = 0;
   while (!p.node->wait_ready(500)) {
     if (stop_requested()) {
@@ -402,6 +417,14 @@ bool Member::join() {
       return false;
     }
     if (++waited % 10 == 0) spdlog::warn("waiting for a leader and for the log to be applied");
+    if (waited % 4 == 1 && removed()) {
+      removed_at_start_ = true;
+      return false;
+    }
+  }
+  if (removed()) {
+    removed_at_start_ = true;
+    return false;
   }
 
   // Publish our name and client URLs through the log (etcd's publish) before

@@ -112,9 +112,11 @@ class Member {
   // member's state could not be hashed.
   Error initial_corruption_check();
 
-  // Returns false if a stop was requested before it finished (the member
-  // then still needs stop()).
+  // Returns false if a stop was requested before it finished, or the
+  // cluster's leader says this member was removed (removed_at_start();
+  // etcd's ErrMemberRemoved); the member then still needs stop().
   bool join();
+  bool removed_at_start() const { return removed_at_start_; }
 
   bool has_leader();
   bool is_learner();
@@ -139,6 +141,7 @@ class Member {
   Member() = default;
   struct Parts;
   Options opts_;
+  bool removed_at_start_ = false;  // join() found this member removed
   Context ctx_{};
   std::unique_ptr<Parts> parts_;
 };

@@ -14,6 +14,7 @@ it (it exits by itself), and add again at the same URL.
 """
 import os
 import shutil
+import subprocess
 import sys
 import time
 
@@ -104,6 +105,36 @@ class MemberIdsTest(ClusterTestCase):
             with self.assertRaises(grpc.RpcError) as cm:
                 c.cluster35(lead).MemberRemove(v35.MemberRemoveRequest(ID=rid), timeout=5)
             self.assertEqual(rpc_error_text(cm.exception), "NOT_FOUND: etcdserver: member not found")
+
+    def test_member_removed_while_down_exits_on_restart_saying_so(self):
+        # etcd keeps removed ids for good: a member removed while it was down
+        # that restarts on its data dir is told "the member has been
+        # permanently removed from the cluster" and exits (etcd 3.6.17:
+        # 0.1-0.2 s after the start, measured; status 1 or 0). etcdq waited for a leader
+        # forever: the others drop its messages.
+        c = self.new_cluster(3, heartbeat_ms=50, election_ms=500)
+        if REFERENCE:
+            time.sleep(6)   # etcd refuses a removal in the first 5 s ("unhealthy cluster")
+        gone = c.member_id(2)
+        c.kill9(2)
+        lead = c.leader_index()
+        resp = c.cluster35(lead).MemberRemove(v35.MemberRemoveRequest(ID=gone), timeout=10)
+        self.assertNotIn(gone, [m.ID for m in resp.members])
+        m = c[2]
+        t0 = time.monotonic()
+        m.spawn()
+        try:
+            rc = m.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.fail("a removed member restarted on its data dir still runs after 15 s")
+        took = time.monotonic() - t0
+        self.note("removed member restarted: exit %d after %.2f s" % (rc, took))
+        if not REFERENCE:
+            self.assertNotEqual(rc, 0)   # etcd 3.6 exits 1 or 0 (seen both: 'listener failed' or not)
+        with open(m.log_path, errors="replace") as f:
+            self.assertIn("the member has been permanently removed from the cluster", f.read())
+        m.removed = True
+        self.assertEqual({x.ID for x in c.member_list(via=lead).members}, {c.member_id(0), c.member_id(1)})
 
     def test_initial_members_ids_come_from_urls_and_token(self):
         # Every member of --initial-cluster computes the same ids from the
