@@ -27,6 +27,7 @@ Run with /usr/bin/python3 (Debian's python3-etcd3 and python3-grpcio).
 import atexit
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -88,13 +89,32 @@ def is_reference_etcd():
     return os.path.realpath(binary_under_test()) == os.path.realpath(DEFAULT_BINARY)
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    """A loopback port nobody listens on now; never 2379/2380, never handed out twice."""
-    for _ in range(100):
+    """A loopback port nobody listens on now; never 2379/2380, never handed out twice.
+
+    Taken below the kernel's ephemeral range: a port from that range can become the
+    source port of any outgoing connection on the machine (a client of another test)
+    between the moment it is picked and a member's restart, and the member's bind
+    then fails with "Address already in use" (seen in the suite under load)."""
+    low = max(10000, min(_ephemeral_low(), 65536) - 12000)
+    high = min(_ephemeral_low(), 65536) - 1
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randint(low, high) if high > low else 0
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            s.bind(("127.0.0.1", 0))
+            s.bind(("127.0.0.1", port))
             port = s.getsockname()[1]
+        except OSError:
+            continue
         finally:
             s.close()
         if port in (2379, 2380) or port in _used_ports:
