@@ -50,7 +50,9 @@ struct KvHash {
   uint32_t hash = 0;
   int64_t revision = 0;          // the current revision of the view hashed
   int64_t hash_revision = 0;     // the revision the hash covers
-  int64_t compact_revision = 0;  // 0: never compacted (etcd's clients see -1)
+  // The compaction watermark: -1 until the first compaction, as etcd's
+  // compactMainRev (the peer check passes it on as it is).
+  int64_t compact_revision = -1;
 };
 Error hash_kv(const Context& ctx, int64_t revision, KvHash* out);
 

@@ -19,8 +19,6 @@
 
 namespace etcdq::server {
 
-namespace maintenance = member::maintenance;
-
 grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext* c,
                                                      const etcdserverpb::StatusRequest*,
                                                      etcdserverpb::StatusResponse* resp) {
@@ -31,7 +29,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
     return reactor;
   }
   auto p = ctx_->consensus->progress();
-  maintenance::DbSize size = maintenance::db_size(*ctx_);
+  member::maintenance::DbSize size = member::maintenance::db_size(*ctx_);
   resp->set_version(kEtcdApiVersion);
   resp->set_dbsize(size.bytes);
   resp->set_dbsizeinuse(size.in_use_bytes);
@@ -49,7 +47,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Status(grpc::CallbackServerContext
   resp->mutable_downgradeinfo()->set_enabled(false);
   // etcd (3.5 and 3.6) lists a missing leader first, then the alarms.
   if (p.leader_id == 0) resp->add_errors(errors::no_leader().message());
-  for (const auto& a : maintenance::alarms(*ctx_, 0, etcdserverpb::NONE)) {
+  for (const auto& a : member::maintenance::alarms(*ctx_, 0, etcdserverpb::NONE)) {
     resp->add_errors("memberID:" + std::to_string(a.memberid()) + " alarm:" + etcdserverpb::AlarmType_Name(a.alarm()) +
                      " ");
   }
@@ -75,7 +73,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Alarm(grpc::CallbackServerContext*
   // etcd 3.5 fills the whole header, revision included (v3rpc/
   // maintenance.go Alarm; 3.4 sent none).
   if (req->action() == etcdserverpb::AlarmRequest::GET) {
-    for (auto& m : maintenance::alarms(*ctx, req->memberid(), req->alarm())) *resp->add_alarms() = std::move(m);
+    for (auto& m : member::maintenance::alarms(*ctx, req->memberid(), req->alarm())) *resp->add_alarms() = std::move(m);
     ctx->fill_header(resp->mutable_header());
     finish(reactor, {});
     return reactor;
@@ -100,7 +98,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Defragment(grpc::CallbackServerCon
   // reads and writes go on. Run it off the gRPC thread.
   // etcd's answer is empty: no header (v3rpc/maintenance.go Defragment).
   (void)resp;
-  std::thread([ctx, reactor] { finish(reactor, maintenance::defragment(*ctx)); }).detach();
+  std::thread([ctx, reactor] { finish(reactor, member::maintenance::defragment(*ctx)); }).detach();
   return reactor;
 }
 
@@ -169,8 +167,8 @@ grpc::ServerUnaryReactor* MaintenanceService::HashKV(grpc::CallbackServerContext
   }
   // A full pass over the key space: off the gRPC thread.
   std::thread([ctx, reactor, resp, rev, slot] {
-    maintenance::KvHash h;
-    if (Error e = maintenance::hash_kv(*ctx, rev, &h)) return finish(reactor, e);
+    member::maintenance::KvHash h;
+    if (Error e = member::maintenance::hash_kv(*ctx, rev, &h)) return finish(reactor, e);
     resp->set_hash(h.hash);
     // etcd's compactMainRev is -1 until the first compaction.
     resp->set_compact_revision(h.compact_revision > 0 ? h.compact_revision : -1);
@@ -199,7 +197,7 @@ grpc::ServerUnaryReactor* MaintenanceService::Hash(grpc::CallbackServerContext* 
   std::thread([ctx, reactor, resp, slot] {
     uint32_t hash = 0;
     int64_t revision = 0;
-    if (Error e = maintenance::hash(*ctx, &hash, &revision)) return finish(reactor, e);
+    if (Error e = member::maintenance::hash(*ctx, &hash, &revision)) return finish(reactor, e);
     resp->set_hash(hash);
     resp->mutable_header()->set_revision(revision);
     ctx->fill_header(resp->mutable_header());
@@ -236,7 +234,7 @@ constexpr size_t kChunkBytes = 32 * 1024;  // etcd's snapshotSendBufferSize
 constexpr auto kSendStallLimit = std::chrono::minutes(2);
 
 std::filesystem::path temp_dir(const Context& ctx) {
-  return std::filesystem::path(maintenance::snapshot_dir(ctx));
+  return std::filesystem::path(member::maintenance::snapshot_dir(ctx));
 }
 
 class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotResponse> {
@@ -262,12 +260,13 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
     auto start = std::chrono::steady_clock::now();
     // The read view it wrote from is gone once this returns: RocksDB may
     // drop what it pinned while the file is sent.
-    if (Error e = maintenance::write_snapshot(*ctx_, path_)) return to_grpc(e);
+    if (Error e = member::maintenance::write_snapshot(*ctx_, path_)) return to_grpc(e);
     std::ifstream in(path_, std::ios::binary);
     std::error_code ec;
     uint64_t size = std::filesystem::file_size(path_, ec);
-    if (!in || ec || size < maintenance::kSnapshotSha256Bytes) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
-    const uint64_t total = size - maintenance::kSnapshotSha256Bytes;
+    constexpr uint64_t kSha256Bytes = member::maintenance::kSnapshotSha256Bytes;
+    if (!in || ec || size < kSha256Bytes) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+    const uint64_t total = size - kSha256Bytes;
     spdlog::info("sending database snapshot to client: {} bytes, built in {} ms", total,
                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     std::string buf(kChunkBytes, '\0');
@@ -292,9 +291,9 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
       if (!send(&chunk_)) return grpc::Status::CANCELLED;
     }
     // The sha256 of the database, as the last message.
-    if (!in.read(buf.data(), maintenance::kSnapshotSha256Bytes)) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
+    if (!in.read(buf.data(), kSha256Bytes)) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read " + path_);
     chunk_.set_remaining_bytes(0);
-    chunk_.set_blob(buf.data(), maintenance::kSnapshotSha256Bytes);
+    chunk_.set_blob(buf.data(), kSha256Bytes);
     if (!send(&chunk_)) return grpc::Status::CANCELLED;
     spdlog::info("sent database snapshot to client: {} bytes, took {} ms", total,
                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
