@@ -19,6 +19,32 @@ thread_local LogAppends* t_appending = nullptr;
 void LogAppends::install(struct raft_io* io) {
   uv_append_ = io->append;
   io->append = append_hook;
+  uv_snapshot_put_ = io->snapshot_put;
+  io->snapshot_put = snapshot_put_hook;
+}
+
+int LogAppends::snapshot_put_hook(struct raft_io* io, unsigned trailing, struct raft_io_snapshot_put* req,
+                                  const struct raft_snapshot* snapshot, raft_io_snapshot_put_cb cb) {
+  LogAppends* self = &Node::Impl::of(io)->log_appends;
+  t_appending = self;
+  self->snapshot_puts_[req] = {cb, snapshot->index};
+  int rv = self->uv_snapshot_put_(io, trailing, req, snapshot, snapshot_stored_hook);
+  if (rv != 0) self->snapshot_puts_.erase(req);
+  return rv;
+}
+
+void LogAppends::snapshot_stored_hook(struct raft_io_snapshot_put* req, int status) {
+  LogAppends* self = t_appending;
+  auto it = self->snapshot_puts_.find(req);
+  SnapshotPut p = it->second;
+  self->snapshot_puts_.erase(it);
+  if (status != 0 && status != RAFT_CANCELED) {
+    // raft_uv removed what it wrote of it; the log stays as it was. (Its
+    // message stays inside raft_uv's request: only the code comes here.)
+    spdlog::error("Raft snapshot at index {} not stored, the log is kept whole: {}", p.index,
+                  status == RAFT_NOSPACE ? "no space left on device" : raft_strerror(status));
+  }
+  p.cb(req, status);
 }
 
 void LogAppends::open(uv_loop_t* loop) {

@@ -22,6 +22,10 @@
 //   under load), so under load the pool keeps overlapping each fsync with
 //   the apply of the entries before it. Completions run in an idle handle's
 //   callback, on a later loop iteration.
+// - Failures: an append that fails stops the member (log_appends.cc says
+//   why); a snapshot that could not be stored (a full disk) is logged, and
+//   libraft goes on as before: it keeps its log and tries at the next
+//   threshold (libraft 0.15 itself only traces it).
 //
 // Threads: the consensus thread only.
 #pragma once
@@ -67,6 +71,9 @@ class LogAppends final : public InlineWrites {
   static int append_hook(struct raft_io* io, struct raft_io_append* req, const struct raft_entry entries[],
                          unsigned n, raft_io_append_cb cb);
   static void appended_hook(struct raft_io_append* req, int status);
+  static int snapshot_put_hook(struct raft_io* io, unsigned trailing, struct raft_io_snapshot_put* req,
+                               const struct raft_snapshot* snapshot, raft_io_snapshot_put_cb cb);
+  static void snapshot_stored_hook(struct raft_io_snapshot_put* req, int status);
   void report_written();
   void run_inline_done();
 
@@ -83,6 +90,13 @@ class LogAppends final : public InlineWrites {
   int (*uv_append_)(struct raft_io*, struct raft_io_append*, const struct raft_entry[], unsigned,
                     raft_io_append_cb) = nullptr;
   std::unordered_map<struct raft_io_append*, TimedAppend> appends_;  // in flight
+  int (*uv_snapshot_put_)(struct raft_io*, unsigned, struct raft_io_snapshot_put*, const struct raft_snapshot*,
+                          raft_io_snapshot_put_cb) = nullptr;
+  struct SnapshotPut {
+    raft_io_snapshot_put_cb cb;
+    raft_index index;
+  };
+  std::unordered_map<struct raft_io_snapshot_put*, SnapshotPut> snapshot_puts_;  // in flight
   std::deque<WrittenAppend> written_;  // written, not yet reported to libraft
   uv_check_t after_io_{};              // reports `written_` after the poll phase
   uv_idle_t no_block_{};               // keeps the loop from blocking while `written_` waits

@@ -76,8 +76,8 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   // Past the cap RocksDB flushes the column families that hold the oldest
   // log back, so the logs stay within it.
   opts.max_total_wal_size = kMaxWalBytes;
-  // RocksDB's warnings and errors go to etcdq's log, never to a LOG file
-  // in the data dir (storage/rocksdb_log.h: on a full disk it aborted).
+  // RocksDB's errors go to etcdq's log, never to a LOG file in the data
+  // dir (storage/rocksdb_log.h: on a full disk it aborted).
   auto log = std::make_shared<RocksdbLog>();
   opts.info_log = log;
   // A failed write stops the database for good (storage/failure.h): no

@@ -58,7 +58,11 @@ class Engine {
   // Atomically applies `batch`, without fsync; each write's duration goes
   // to etcd_disk_backend_commit_duration_seconds (common/metrics.h). Any failure is a storage error
   // the caller must treat as fatal (state would diverge from the log). The
-  // batch is left as it was (clear() it to reuse it).
+  // batch is left as it was (clear() it to reuse it). The first failure of
+  // any write, sync, flush or compaction fails the database for good: this,
+  // sync_wal(), compact_all() and Checkpoints::take return it from then on
+  // without reaching RocksDB, and the process's handler hears of it
+  // (storage/failure.h: a member stops).
   Error write(Batch& batch);
   Error write(IndexedBatch& batch);
   // Makes every write so far durable (fsync of RocksDB's WAL).

@@ -7,20 +7,20 @@
 namespace etcdq::storage {
 namespace {
 
-std::mutex& handler_mu() {
+std::mutex& failure_handler_mu() {
   static std::mutex mu;
   return mu;
 }
-FailureHandler& handler() {
+FailureHandler& failure_handler() {
   static FailureHandler fn;
   return fn;
 }
 
-std::mutex& registry_mu() {
+std::mutex& fail_stop_registry_mu() {
   static std::mutex mu;
   return mu;
 }
-std::unordered_map<const rocksdb::DB*, std::shared_ptr<FailStop>>& registry() {
+std::unordered_map<const rocksdb::DB*, std::shared_ptr<FailStop>>& fail_stop_registry() {
   static std::unordered_map<const rocksdb::DB*, std::shared_ptr<FailStop>> r;
   return r;
 }
@@ -58,8 +58,8 @@ class FailStopListener final : public rocksdb::EventListener {
 }  // namespace
 
 void on_failure(FailureHandler fn) {
-  std::lock_guard<std::mutex> lock(handler_mu());
-  handler() = std::move(fn);
+  std::lock_guard<std::mutex> lock(failure_handler_mu());
+  failure_handler() = std::move(fn);
 }
 
 void FailStop::fail(std::string_view what, const rocksdb::Status& s) {
@@ -73,8 +73,8 @@ void FailStop::fail(std::string_view what, const rocksdb::Status& s) {
   }
   FailureHandler fn;
   {
-    std::lock_guard<std::mutex> lock(handler_mu());
-    fn = handler();
+    std::lock_guard<std::mutex> lock(failure_handler_mu());
+    fn = failure_handler();
   }
   if (fn) fn(reason);
 }
@@ -90,19 +90,19 @@ std::shared_ptr<rocksdb::EventListener> FailStop::listener(std::shared_ptr<FailS
 }
 
 void FailStop::add(const rocksdb::DB* db, std::shared_ptr<FailStop> f) {
-  std::lock_guard<std::mutex> lock(registry_mu());
-  registry()[db] = std::move(f);
+  std::lock_guard<std::mutex> lock(fail_stop_registry_mu());
+  fail_stop_registry()[db] = std::move(f);
 }
 
 void FailStop::remove(const rocksdb::DB* db) {
-  std::lock_guard<std::mutex> lock(registry_mu());
-  registry().erase(db);
+  std::lock_guard<std::mutex> lock(fail_stop_registry_mu());
+  fail_stop_registry().erase(db);
 }
 
 std::shared_ptr<FailStop> FailStop::of(const rocksdb::DB* db) {
-  std::lock_guard<std::mutex> lock(registry_mu());
-  auto it = registry().find(db);
-  return it == registry().end() ? nullptr : it->second;
+  std::lock_guard<std::mutex> lock(fail_stop_registry_mu());
+  auto it = fail_stop_registry().find(db);
+  return it == fail_stop_registry().end() ? nullptr : it->second;
 }
 
 }  // namespace etcdq::storage

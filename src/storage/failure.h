@@ -4,15 +4,16 @@
 // A RocksDB database whose write, flush, WAL sync or compaction failed is
 // not written to again: every later Engine::write, sync_wal, compact_all
 // and Checkpoints::take returns the first failure without reaching RocksDB,
-// and RocksDB's own recovery is off. Why: RocksDB's recovery from a full
-// disk (its SstFileManager polling for free space, then resuming) can
-// resume writes on a WAL file whose writer had failed, and Debian's
-// librocksdb 7.8 is built with assertions, so the next append or sync on
-// that writer aborts the process (`sync_without_flush_called_`,
-// file/writable_file_writer.h) instead of returning an error. Nothing is
-// lost by refusing instead: the Raft log is the write-ahead log (DESIGN.md,
-// "Write path"), so a restarted member re-applies whatever RocksDB had not
-// made durable.
+// and RocksDB's own recovery is off. Why: Debian's librocksdb 7.8 is built
+// with assertions, and an append, flush or sync on a file writer that has
+// failed aborts the process (`sync_without_flush_called_`,
+// file/writable_file_writer.h) instead of returning an error; RocksDB's
+// recovery from a full disk (its SstFileManager polling for free space,
+// then flushing and resuming) and a WAL sync racing a failed append both
+// go back to such writers. (Its LOG file did too: storage/rocksdb_log.h.)
+// Nothing is lost by refusing instead: the Raft log is the write-ahead log
+// (DESIGN.md, "Write path"), so a restarted member re-applies whatever
+// RocksDB had not made durable.
 //
 // The first failure of each database is also handed, once, to the handler
 // set here, on the thread that met it (a RocksDB background thread for a

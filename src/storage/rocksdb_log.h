@@ -5,8 +5,10 @@
 // failed append, so on a full disk its next log line appends to a writer
 // that has failed, and Debian's librocksdb (built with assertions) aborts
 // the process (`sync_without_flush_called_`, file/writable_file_writer.h).
-// That is what killed a follower whose data dir filled (issue #36), before
-// any write of ours failed. Its errors go to etcdq's log instead, as
+// That is the abort seen when a member's data dir filled (issue #36): with
+// every write of ours already failing cleanly, members still aborted that
+// way until the LOG went elsewhere (bench/RESULTS.md, "A member's disk
+// fills"). Its errors go to etcdq's log instead, as
 // warnings ("rocksdb: ..."); the rest is dropped, as the member logs what
 // matters itself.
 //
