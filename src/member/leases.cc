@@ -1,7 +1,10 @@
 #include "member/leases.h"
 
+#include <chrono>
+#include <string>
 #include <utility>
 
+#include "consensus/forwarder.h"
 #include "mvcc/range.h"
 
 namespace etcdq::member::leases {
@@ -14,6 +17,14 @@ int64_t next_id(Context& ctx) {
 }
 
 int64_t renew(Context& ctx, int64_t id) { return ctx.lessor->renew(id); }
+
+void renew_at_leader(Context& ctx, int64_t id, std::function<void(Error, int64_t ttl)> done) {
+  std::string target = ctx.node->leader_target();
+  if (target.empty()) return done(errors::no_leader(), 0);
+  ctx.node->forwarder().lease_keep_alive(target, id,
+                                         std::chrono::milliseconds(ctx.node->options().request_timeout_ms()),
+                                         std::move(done));
+}
 
 std::vector<int64_t> ids(const Context& ctx) { return ctx.lessor->ids(); }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "etcd/api/etcdserverpb/rpc.pb.h"
@@ -30,6 +31,13 @@ int64_t next_id(Context& ctx);
 // The leader's renewal (etcd's LeaseRenew on the leader): restarts the
 // lease's clock; its TTL, 0 for an unknown lease (what a keep-alive answers).
 int64_t renew(Context& ctx, int64_t id);
+
+// A follower's renewal: the leader renews (its Peer service, over the peer
+// URL, member/leader.h) and `done` gets the TTL (0: unknown lease) or the
+// error: errors::no_leader() at once when no leader is known, else the
+// forwarded call's (consensus/forwarder.h). `done` runs once, on this
+// thread for no_leader, else on a gRPC thread.
+void renew_at_leader(Context& ctx, int64_t id, std::function<void(Error, int64_t ttl)> done);
 
 // Every lease id, as LeaseLeases lists them.
 std::vector<int64_t> ids(const Context& ctx);

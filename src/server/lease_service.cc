@@ -49,22 +49,15 @@ class KeepAliveStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     resp_.set_id(req_.id());
     if (!ctx_->consensus->progress().is_leader) {
       // Lease clocks live on the leader.
-      std::string target = ctx_->node->leader_target();
-      if (target.empty()) {
-        Finish(to_grpc(errors::no_leader()));
-        return;
-      }
-      ctx_->node->forwarder().lease_keep_alive(
-          target, req_.id(), std::chrono::milliseconds(ctx_->node->options().request_timeout_ms()),
-          [this](Error e, int64_t ttl) {
-            if (e) {
-              Finish(to_grpc(e));
-              return;
-            }
-            resp_.set_ttl(ttl);
-            ctx_->fill_header(resp_.mutable_header());
-            write_response();
-          });
+      member::leases::renew_at_leader(*ctx_, req_.id(), [this](Error e, int64_t ttl) {
+        if (e) {
+          Finish(to_grpc(e));
+          return;
+        }
+        resp_.set_ttl(ttl);
+        ctx_->fill_header(resp_.mutable_header());
+        write_response();
+      });
       return;
     }
     resp_.set_ttl(member::leases::renew(*ctx_, req_.id()));
