@@ -30,22 +30,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from gatewaylib import b64  # noqa: E402
 
 ORACLE = harness.ORACLE
-VOLATILE = {"cluster_id", "member_id", "raft_term", "revision"}
 EOF = b"<closed>"
-
-
-def b64(s):
-    return base64.b64encode(s.encode()).decode()
-
-
-def normalize(v, key=None):
-    if isinstance(v, dict):
-        return {k: normalize(x, k) for k, x in v.items()}
-    if isinstance(v, list):
-        return [normalize(x, key) for x in v]
-    return "<%s>" % key if key in VOLATILE else v
 
 
 def exchange(port, data, quiet_s=1.0, timeout_s=10):

@@ -23,6 +23,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from gatewaylib import b64, normalize  # noqa: E402
 import grpc  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
@@ -31,10 +32,6 @@ ORACLE = harness.ORACLE
 VOLATILE = {"cluster_id", "member_id", "raft_term", "raftTerm", "ID", "lease", "leader", "peerURLs", "clientURLs",
             "dbSize", "dbSizeInUse", "raftIndex", "raftAppliedIndex", "version", "hash", "compact_revision_hash",
             "hash_revision", "name"}
-
-
-def b64(s):
-    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
 
 
 def post(m, path, body, headers=None, method="POST", timeout=10):
@@ -47,16 +44,6 @@ def post(m, path, body, headers=None, method="POST", timeout=10):
         return r.status, r.getheader("Content-Type"), r.read()
     finally:
         c.close()
-
-
-def normalize(v, key=None):
-    if isinstance(v, dict):
-        return {k: normalize(x, k) for k, x in v.items()}
-    if isinstance(v, list):
-        return [normalize(x, key) for x in v]
-    if key in VOLATILE:
-        return "<%s>" % key
-    return v
 
 
 def per_watcher(results):
@@ -75,7 +62,7 @@ def parsed(status, ctype, body):
             j = [json.loads(line) for line in body.decode().splitlines() if line]
         except ValueError:
             j = body.decode(errors="replace")
-    return status, ctype, normalize(j)
+    return status, ctype, normalize(j, VOLATILE)
 
 
 class JsonGatewayTest(harness.MemberTestCase):
@@ -273,7 +260,7 @@ class JsonGatewayTest(harness.MemberTestCase):
                 r.fp.readline()
                 for part in data.decode().splitlines():
                     if part:
-                        lines.append(normalize(json.loads(part)))
+                        lines.append(normalize(json.loads(part), VOLATILE))
             return r.status, r.getheader("Content-Type"), r.getheader("Transfer-Encoding"), lines
         finally:
             c.close()

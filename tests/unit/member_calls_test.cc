@@ -21,6 +21,7 @@
 #include "member/leases.h"
 #include "member/maintenance.h"
 #include "member/watches.h"
+#include "member_test_context.h"
 
 namespace etcdq {
 namespace {
@@ -68,17 +69,8 @@ class MemberCalls : public ::testing::Test {
     ASSERT_FALSE(apply::StateMachine::open(dir_.string(), {}, &sm_));
     consensus_ = std::make_unique<ApplyAtOnceConsensus>(sm_->applier());
     ids_ = std::make_unique<lease::IdGenerator>(0x51);
-    ctx_.node = nullptr;
-    ctx_.consensus = consensus_.get();
-    ctx_.store = sm_->store();
-    ctx_.lessor = sm_->lessor();
+    testing_member::wire_context(&ctx_, sm_.get(), consensus_.get());
     ctx_.lease_ids = ids_.get();
-    ctx_.alarms = sm_->alarms();
-    ctx_.members = sm_->members();
-    ctx_.auth = sm_->auth();
-    ctx_.keys = &sm_->applier()->keys();
-    ctx_.self.id = 0x51;
-    ctx_.cluster_id = 0xc1;
   }
   void TearDown() override {
     consensus_.reset();

@@ -22,6 +22,7 @@
 #include "member/context.h"
 #include "member/pipeline.h"
 #include "member/reads.h"
+#include "member_test_context.h"
 
 namespace etcdq {
 namespace {
@@ -89,16 +90,7 @@ class MemberPaths : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("etcdq-member-paths-" + std::to_string(std::random_device{}()));
     ASSERT_FALSE(apply::StateMachine::open(dir_.string(), {}, &sm_));
     consensus_ = std::make_unique<FakeConsensus>(sm_->applier());
-    ctx_.node = nullptr;
-    ctx_.consensus = consensus_.get();
-    ctx_.store = sm_->store();
-    ctx_.lessor = sm_->lessor();
-    ctx_.alarms = sm_->alarms();
-    ctx_.members = sm_->members();
-    ctx_.auth = sm_->auth();
-    ctx_.keys = &sm_->applier()->keys();
-    ctx_.self.id = 0x51;
-    ctx_.cluster_id = 0xc1;
+    testing_member::wire_context(&ctx_, sm_.get(), consensus_.get());
   }
   void TearDown() override {
     consensus_.reset();
