@@ -185,12 +185,9 @@ Error Host::bind_listeners() {
   const std::pair<const std::vector<Url>*, const char*> http_only[] = {{&cfg_.listen_client_http_urls, "client"},
                                                                        {&cfg_.listen_metrics_urls, "metrics client"}};
   for (const auto& [urls, role] : http_only) {
-    auto plain = addresses(*urls, "http");
-    if (plain.empty()) continue;
-    net::Mux probe(net::Mux::Routes{}, role);
-    Error e = probe.listen(plain);
-    probe.stop();
-    if (e) return e;
+    for (const auto& [host, port] : addresses(*urls, "http")) {
+      if (Error e = http::HttpServer::probe(host, port, role)) return e;
+    }
   }
   return {};
 }
@@ -332,12 +329,6 @@ Error Host::serve_clients() {
                                                           std::chrono::milliseconds(cfg_.watch_progress_notify_ms),
                                                           std::chrono::milliseconds(cfg_.member.election_ms));
   if (Error e = client_server_->start({})) return e;
-  {
-    std::lock_guard<std::mutex> lock(held_mu_);
-    grpc_ready_ = true;
-    for (int fd : held_grpc_) client_server_->adopt(fd);
-    held_grpc_.clear();
-  }
   http::HttpOptions ho = health_options();
   // The JSON gateway calls the client server above (http/gateway.h).
   ho.gateway_channel = client_server_->in_process_channel();
@@ -354,6 +345,15 @@ Error Host::serve_clients() {
   // The listeners (running since serve_health_early()) reach the servers
   // made above from now on.
   http1_route_ = http_server_.get();
+  // gRPC last: a client that got an answer there finds every other URL
+  // (--listen-client-http-urls) serving too, as before a member served
+  // health early.
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    grpc_ready_ = true;
+    for (int fd : held_grpc_) client_server_->adopt(fd);
+    held_grpc_.clear();
+  }
   spdlog::info("ready to serve client requests on {}", cfg_.listen_client_urls.front().text);
   return {};
 }

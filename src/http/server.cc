@@ -1,8 +1,13 @@
 #include "http/server.h"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <atomic>
 
@@ -274,6 +279,33 @@ Error HttpServer::start(const std::vector<std::pair<std::string, int>>& listen) 
     servers_.push_back(std::move(s));
     threads_.emplace_back([raw] { raw->listen_after_bind(); });
   }
+  return {};
+}
+
+Error HttpServer::probe(const std::string& host, int port, const std::string& role) {
+  const std::string name = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  int rc = getaddrinfo(h.empty() ? nullptr : h.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return {Code::kInvalidArgument, "cannot listen for " + role + "s on " + name + ": " + gai_strerror(rc)};
+  }
+  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int err = 0;
+  if (fd < 0) {
+    err = errno;
+  } else {
+    httplib::default_socket_options(fd);
+    if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 1) != 0) err = errno;
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  if (err != 0) return {Code::kUnavailable, "cannot listen for " + role + "s on " + name + ": " + std::strerror(err)};
   return {};
 }
 

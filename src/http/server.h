@@ -71,6 +71,13 @@ class HttpServer {
 
   // Listens on each (host, port). Errors name the address.
   Error start(const std::vector<std::pair<std::string, int>>& listen);
+  // Whether start() could bind (host, port) now, without serving it: a
+  // socket with cpp-httplib's own options (SO_REUSEPORT, not SO_REUSEADDR:
+  // a probe with other options than the server's later bind is refused by
+  // the previous process's connections in TIME_WAIT after a restart) is
+  // bound, listened on and closed. Errors: Unavailable "cannot listen for
+  // <role>s on host:port: <errno text>", as net/mux.h words them. Any thread.
+  static Error probe(const std::string& host, int port, const std::string& role);
   // Serves a connection accepted elsewhere (the client port, net/mux.h),
   // taking ownership of `fd`; any thread, until stop().
   void adopt(int fd);
