@@ -16,3 +16,17 @@ def normalize(v, volatile, key=None):
     if isinstance(v, list):
         return [normalize(x, volatile, key) for x in v]
     return "<%s>" % key if key in volatile else v
+
+
+class BesideOracle:
+    """For a harness.MemberTestCase: etcd 3.6 (the oracle) and a member under
+    test, one of each for the whole class; both() names them for a loop."""
+
+    @classmethod
+    def setUpClass(cls):
+        import harness   # the caller's sys.path has it (tests/integration)
+        cls.oracle = cls.new_class_member(binary=harness.ORACLE)
+        cls.m = cls.new_class_member()
+
+    def both(self):
+        return (("oracle", self.oracle), ("under test", self.m))

@@ -21,9 +21,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from gatewaylib import b64, normalize  # noqa: E402
+from gatewaylib import BesideOracle, b64, normalize  # noqa: E402
 
-ORACLE = harness.ORACLE
 VOLATILE = {"cluster_id", "member_id", "raft_term"}
 
 
@@ -67,15 +66,7 @@ def status_of(reply):
     return int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else 0
 
 
-class HttpChunkedTest(harness.MemberTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.oracle = cls.new_class_member(binary=ORACLE)
-        cls.m = cls.new_class_member()
-
-    def both(self):
-        return (("oracle", self.oracle), ("under test", self.m))
-
+class HttpChunkedTest(BesideOracle, harness.MemberTestCase):
     def test_curl_chunked_put_and_range_answer_as_etcd(self):
         answers = {}
         for name, m in self.both():

@@ -30,9 +30,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from gatewaylib import b64  # noqa: E402
+from gatewaylib import BesideOracle, b64  # noqa: E402
 
-ORACLE = harness.ORACLE
 EOF = b"<closed>"
 
 
@@ -92,15 +91,7 @@ def put_request(key, value, eol=b"\r\n"):
     return eol.join([b"POST /v3/kv/put HTTP/1.1", b"Host: x", b"Content-Length: %d" % len(body), b"", b""]) + body
 
 
-class HttpRequestFramingTest(harness.MemberTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.oracle = cls.new_class_member(binary=ORACLE)
-        cls.m = cls.new_class_member()
-
-    def both(self):
-        return (("oracle", self.oracle), ("under test", self.m))
-
+class HttpRequestFramingTest(BesideOracle, harness.MemberTestCase):
     def stored(self, m, key):
         """The value of `key` on member m (None if absent), read over the gateway."""
         body = json.dumps({"key": b64(key)}).encode()
