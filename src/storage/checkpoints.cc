@@ -42,7 +42,7 @@ std::string Checkpoints::dir_of(uint64_t index) const {
 
 Error Checkpoints::take(Engine* engine, uint64_t index) {
   // A database that failed a write is not flushed again (storage/failure.h).
-  if (Error e = FailStop::of(engine->db())->error()) return e;
+  if (Error e = engine->fail_stop().error()) return e;
   std::error_code ec;
   fs::create_directories(root_, ec);
   std::string dir = dir_of(index);

@@ -99,9 +99,9 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   }
   std::unique_ptr<Engine> e(new Engine());
   e->dir_ = dir;
+  e->fail_stop_ = std::move(fail_stop);
   e->db_.reset(raw);
   for (int i = 0; i < kCfCount; ++i) e->handles_[i] = handles[i];
-  FailStop::add(raw, std::move(fail_stop));
   log->opened();
   *out = std::move(e);
   return {};
@@ -113,7 +113,6 @@ Engine::~Engine() {
     if (h) db_->DestroyColumnFamilyHandle(h);
   }
   db_->Close();
-  FailStop::remove(db_.get());
 }
 
 #if defined(__has_feature)
@@ -123,10 +122,9 @@ Engine::~Engine() {
 #endif
 
 namespace {
-Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* batch) {
-  std::shared_ptr<FailStop> fail_stop = FailStop::of(db);
-  if (Error e = fail_stop->error()) return e;
-  std::shared_lock<std::shared_mutex> sync_lock(fail_stop->sync_mu());
+Error write_batch(rocksdb::DB* db, FailStop& fail_stop, const std::string& dir, rocksdb::WriteBatch* batch) {
+  if (Error e = fail_stop.error()) return e;
+  std::shared_lock<std::shared_mutex> sync_lock(fail_stop.sync_mu());
   auto start = std::chrono::steady_clock::now();
   rocksdb::WriteOptions wo;
   wo.sync = false;
@@ -142,21 +140,21 @@ Error write_batch(rocksdb::DB* db, const std::string& dir, rocksdb::WriteBatch* 
   rocksdb::Status s = db->Write(wo, batch);
   commit_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!s.ok()) {
-    fail_stop->fail("write", s);
+    fail_stop.fail("write", s);
     return errors::internal("state database write failed in " + dir + ": " + s.ToString());
   }
   return {};
 }
 }  // namespace
 
-Error Engine::write(Batch& batch) { return write_batch(db_.get(), dir_, &batch.batch_); }
+Error Engine::write(Batch& batch) { return write_batch(db_.get(), *fail_stop_, dir_, &batch.batch_); }
 
 Error Engine::write(IndexedBatch& batch) {
   std::unique_ptr<rocksdb::WriteBatch> merged;
   if (rocksdb::Status s = batch.merged(&merged); !s.ok()) {
     return errors::internal("state database batch failed in " + dir_ + ": " + s.ToString());
   }
-  return write_batch(db_.get(), dir_, merged ? merged.get() : batch.batch_.GetWriteBatch());
+  return write_batch(db_.get(), *fail_stop_, dir_, merged ? merged.get() : batch.batch_.GetWriteBatch());
 }
 
 namespace {
@@ -173,7 +171,7 @@ uint64_t defrag_dir_bytes(const std::string& dir) {
 }  // namespace
 
 Error Engine::compact_all() {
-  if (Error e = FailStop::of(db_.get())->error()) return e;
+  if (Error e = fail_stop_->error()) return e;
   // Start, progress (a column family done, at most once a second) and end
   // with the sizes and the time: etcd logs "defragmenting" and "finished
   // defragmenting directory" with sizes and "took" (backend.Defrag).
@@ -207,14 +205,14 @@ Error Engine::compact_all() {
 }
 
 Error Engine::sync_wal() {
-  std::shared_ptr<FailStop> fail_stop = FailStop::of(db_.get());
-  std::unique_lock<std::shared_mutex> sync_lock(fail_stop->sync_mu());
+  FailStop& fail_stop = *fail_stop_;
+  std::unique_lock<std::shared_mutex> sync_lock(fail_stop.sync_mu());
   // After a failed write RocksDB's WAL writer may have failed too: syncing
   // it would abort (storage/failure.h).
-  if (Error e = fail_stop->error()) return e;
+  if (Error e = fail_stop.error()) return e;
   rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
   if (!s.ok()) {
-    fail_stop->fail("WAL sync", s);
+    fail_stop.fail("WAL sync", s);
     return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
   }
   return {};

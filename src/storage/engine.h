@@ -38,6 +38,7 @@ inline constexpr int kCfCount = 4;
 inline constexpr const char* kCfNames[kCfCount] = {"default", "latest", "history", "revlog"};
 
 class Batch;
+class FailStop;
 class IndexedBatch;
 
 class Engine {
@@ -92,9 +93,13 @@ class Engine {
   friend class Checkpoints;
   rocksdb::DB* db() const { return db_.get(); }
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[static_cast<int>(c)]; }
+  // The database's failure latch (storage/fail_stop.h), shared with its
+  // RocksDB listener.
+  FailStop& fail_stop() const { return *fail_stop_; }
 
   Engine() = default;
   std::string dir_;
+  std::shared_ptr<FailStop> fail_stop_;  // set before db_ opens; outlives it
   std::unique_ptr<rocksdb::DB> db_;
   std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles_{};
   mutable std::atomic<int64_t> size_cache_{0};

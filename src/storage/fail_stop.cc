@@ -1,6 +1,5 @@
 #include "storage/fail_stop.h"
 
-#include <unordered_map>
 
 #include "storage/failure.h"
 
@@ -14,15 +13,6 @@ std::mutex& failure_handler_mu() {
 FailureHandler& failure_handler() {
   static FailureHandler fn;
   return fn;
-}
-
-std::mutex& fail_stop_registry_mu() {
-  static std::mutex mu;
-  return mu;
-}
-std::unordered_map<const rocksdb::DB*, std::shared_ptr<FailStop>>& fail_stop_registry() {
-  static std::unordered_map<const rocksdb::DB*, std::shared_ptr<FailStop>> r;
-  return r;
 }
 
 const char* background_reason_name(rocksdb::BackgroundErrorReason r) {
@@ -87,22 +77,6 @@ Error FailStop::error() const {
 
 std::shared_ptr<rocksdb::EventListener> FailStop::listener(std::shared_ptr<FailStop> f) {
   return std::make_shared<FailStopListener>(std::move(f));
-}
-
-void FailStop::add(const rocksdb::DB* db, std::shared_ptr<FailStop> f) {
-  std::lock_guard<std::mutex> lock(fail_stop_registry_mu());
-  fail_stop_registry()[db] = std::move(f);
-}
-
-void FailStop::remove(const rocksdb::DB* db) {
-  std::lock_guard<std::mutex> lock(fail_stop_registry_mu());
-  fail_stop_registry().erase(db);
-}
-
-std::shared_ptr<FailStop> FailStop::of(const rocksdb::DB* db) {
-  std::lock_guard<std::mutex> lock(fail_stop_registry_mu());
-  auto it = fail_stop_registry().find(db);
-  return it == fail_stop_registry().end() ? nullptr : it->second;
 }
 
 }  // namespace etcdq::storage

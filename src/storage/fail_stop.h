@@ -1,7 +1,6 @@
 // Inside storage/ only: the failure latch of one open RocksDB database
 // (storage/failure.h says what it promises). Engine::open makes one per
-// database and registers it under the rocksdb::DB*, which is how engine.cc
-// and checkpoints.cc, which both hold that pointer, reach it.
+// database; the Engine and the database's RocksDB listener share it.
 //
 // Thread-safety: every method from any thread.
 #pragma once
@@ -40,11 +39,6 @@ class FailStop {
   // compaction, WAL write, MANIFEST write) to fail() and turns RocksDB's
   // automatic recovery from them off.
   static std::shared_ptr<rocksdb::EventListener> listener(std::shared_ptr<FailStop> f);
-
-  // The registry: the latch of an open database, or null.
-  static void add(const rocksdb::DB* db, std::shared_ptr<FailStop> f);
-  static void remove(const rocksdb::DB* db);
-  static std::shared_ptr<FailStop> of(const rocksdb::DB* db);
 
  private:
   const std::string dir_;
