@@ -1,5 +1,6 @@
 #include "host/host.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -227,6 +228,18 @@ void Host::route_http1(int fd) {
 void Host::route_grpc(int fd) {
   std::lock_guard<std::mutex> lock(held_mu_);
   if (grpc_ready_) return client_server_->adopt(fd);
+  if (held_grpc_.size() >= kMaxHeldGrpcConnections) {
+    // Connections whose clients went away must not keep the slots: close
+    // those first (a client that connected and left, many times, would
+    // otherwise shut out every later one until a leader is known).
+    auto gone = [](int held) {
+      pollfd p{held, POLLRDHUP, 0};
+      return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    };
+    auto keep = std::stable_partition(held_grpc_.begin(), held_grpc_.end(), [&gone](int held) { return !gone(held); });
+    std::for_each(keep, held_grpc_.end(), [](int held) { ::close(held); });
+    held_grpc_.erase(keep, held_grpc_.end());
+  }
   if (held_grpc_.size() >= kMaxHeldGrpcConnections) {
     ::close(fd);
     return;
