@@ -22,6 +22,8 @@ PACKAGES=(
   prometheus
   # the queue sink's test starts a ClickHouse of its own on loopback
   clickhouse-server
+  # the queues' page is tested in a real browser, headless (test_queue_page.py)
+  chromium
   # the checks (scripts/checks.sh): clang's sanitizers and libFuzzer, and
   # llvm-symbolizer for readable reports
   clang-14 libclang-rt-14-dev llvm-14

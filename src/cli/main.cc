@@ -21,6 +21,7 @@
 #include "cli/logging.h"
 #include "cli/snapshot_restore.h"
 #include "host/host.h"
+#include "queue/ctl.h"
 
 using namespace etcdq;
 
@@ -43,6 +44,8 @@ bool stop_signal_pending(const sigset_t& sigs) {
 int main(int argc, char** argv) {
   // `etcdq snapshot restore FILE ...`: an offline command (cli/snapshot_restore.h).
   if (argc >= 2 && std::string_view(argv[1]) == "snapshot") return cli::snapshot_main(argc - 1, argv + 1);
+  // `etcdq queue ls|stat|peek|redrive|purge`: a client of any member (queue/ctl.h).
+  if (argc >= 2 && std::string_view(argv[1]) == "queue") return queue::ctl_main(argc - 1, argv + 1);
   // Descriptors: each TLS connection holds three (the socket and a
   // socketpair), a Raft one three too. Raise the soft limit to the hard
   // one, as Go's runtime does for etcd (Go 1.19), so that the servers' own

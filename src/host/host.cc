@@ -291,6 +291,20 @@ http::HttpOptions Host::health_options() {
   ho.cluster_version = server::kEtcdApiVersion;
   ho.storage_version = server::storage_version(server::kEtcdApiVersion);
   ho.max_request_bytes = static_cast<size_t>(cfg_.member.limits.max_request_bytes);
+  // The plug-ins' pages (/queues), on every HTTP port: each shows only what
+  // the requester's token may read on the client port (Member::page).
+  ho.page = [m](const std::string& path, const std::string& authorization, int* status, std::string* type,
+                std::string* body) {
+    bool found = false;
+    Error e = m->page(path, authorization, &found, type, body);
+    if (e) {
+      *status = 401;
+      *type = "application/json";
+      *body = "{\"error\":\"" + e.message() + "\",\"code\":" + std::to_string(static_cast<int>(e.code())) + "}";
+      return true;
+    }
+    return found;
+  };
   return ho;
 }
 

@@ -258,6 +258,21 @@ void HttpServer::route(Listener* s) {
                         "\",\"storage\":\"" + opts_.storage_version + "\"}",
                     "application/json");
   });
+  if (opts_.page) {
+    // Last: the paths above win. A page answers for its requester's token
+    // (member::Member::page checks it), so it is never cached.
+    s->Get("/.*", [this](const httplib::Request& req, httplib::Response& res) {
+      int status = 200;
+      std::string type, body;
+      if (!opts_.page(req.path, req.get_header_value("Authorization"), &status, &type, &body)) {
+        res.status = 404;
+        return;
+      }
+      res.status = status;
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(body, type);
+    });
+  }
   s->set_payload_max_length(body_limit());
   // Go's ServeMux answer for a path nothing serves.
   s->set_error_handler([](const httplib::Request&, httplib::Response& res) {

@@ -6,6 +6,7 @@
 //                  waiting for a linearizable read answers later, costing
 //                  no worker, and gives up at health_read_timeout)
 //   GET /version   {"etcdserver":..., "etcdcluster":..., "storage":...}
+//   GET other      a page of the member's plug-ins (HttpOptions::page)
 //   POST /v3/...   the JSON gateway (gateway.h), when given a channel
 //                  (its calls answer later, costing no worker: reply.h)
 //
@@ -62,6 +63,14 @@ struct HttpOptions {
   // gateway yields to gRPC clients); none: it never yields.
   std::function<uint64_t()> grpc_unary_started;
   size_t max_request_bytes = 1536 * 1024;  // --max-request-bytes (the gateway's body bound)
+  // Other GET pages (the key-space plug-ins', e.g. /queues): answers
+  // `path` for the request's Authorization header (an etcd token, as the
+  // gateway takes it; "" when absent): true with the status (200, or 401
+  // with an error text), Content-Type and body when something serves it;
+  // false: 404. None: every other path is 404.
+  std::function<bool(const std::string& path, const std::string& authorization, int* status,
+                     std::string* content_type, std::string* body)>
+      page;
 };
 
 class HttpServer {

@@ -104,6 +104,19 @@ class Kind {
 };
 
 // What a member lends an instance's background services (Instance::serve).
+// An HTTP page an instance serves (Instance::page): the body and its
+// Content-Type.
+struct Page {
+  std::string content_type;
+  std::string body;
+  // It shows keys: with auth on, a requester without a valid token gets
+  // the auth error instead (member::Member::page). A page that shows
+  // nothing of the keys (a static one) is served to anyone.
+  bool needs_user = false;
+};
+// Whether the requester of a page may read [key, end) (end "": the key).
+using MayRead = std::function<bool(std::string_view key, std::string_view end)>;
+
 struct MemberServices {
   uint64_t self = 0;  // this member's id
   // Proposes an internal command through the member's pipeline; `done`
@@ -170,6 +183,14 @@ class Instance {
   virtual bool peer_report(uint64_t from, const google::protobuf::Message& report) = 0;
   // Appends the instance's families for /metrics. `now_ms`: Unix ms.
   virtual void collect_metrics(int64_t now_ms, std::vector<prometheus::MetricFamily>* out) const = 0;
+  // A page of the instance's own on the member's HTTP ports (e.g. the
+  // queues' /queues): true and `out` filled when it serves `path`. The
+  // page shows only what `may_read` allows (the requester's read
+  // permission over [key, end), as the client port checks it). Any thread.
+  virtual bool page(std::string_view path, int64_t now_ms, const MayRead& may_read, Page* out) const {
+    (void)path, (void)now_ms, (void)may_read, (void)out;
+    return false;
+  }
 };
 
 }  // namespace etcdq::keyspace

@@ -105,4 +105,11 @@ void Instances::collect_metrics(int64_t now_ms, std::vector<prometheus::MetricFa
   for (const auto& i : all_) i->collect_metrics(now_ms, out);
 }
 
+bool Instances::page(std::string_view path, int64_t now_ms, const MayRead& may_read, Page* out) const {
+  for (const auto& i : all_) {
+    if (i->page(path, now_ms, may_read, out)) return true;
+  }
+  return false;
+}
+
 }  // namespace etcdq::keyspace

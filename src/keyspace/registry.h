@@ -75,6 +75,8 @@ class Instances {
   // True when an instance took the report.
   bool peer_report(uint64_t from, const google::protobuf::Message& report);
   void collect_metrics(int64_t now_ms, std::vector<prometheus::MetricFamily>* out) const;
+  // The first instance that serves `path` (Instance::page) fills `out`: true.
+  bool page(std::string_view path, int64_t now_ms, const MayRead& may_read, Page* out) const;
 
  private:
   std::vector<std::unique_ptr<Instance>> all_;

@@ -14,6 +14,7 @@
 #include "apply/state_machine.h"
 #include "lease/expiry.h"
 #include "member/answer_gate.h"
+#include "member/auth.h"
 #include "member/corruption_check.h"
 #include "member/fsm.h"
 #include "member/join_id.h"
@@ -527,6 +528,34 @@ std::vector<std::string> Member::active_alarms() {
     out.push_back(etcdserverpb::AlarmType_Name(a.alarm()));
   }
   return out;
+}
+
+Error Member::page(std::string_view path, std::string_view token, bool* found, std::string* content_type,
+                   std::string* body) {
+  *found = false;
+  if (ctx_.plugins == nullptr) return {};
+  // What a caller may see here is what it may Range on the client port: the
+  // same permission check (member/auth.h, check_read), with the token a
+  // gateway request carries. etcd's own HTTP-only ports (/metrics) show no
+  // keys, so nothing here is shown without that check passing.
+  auth::Caller caller;
+  bool checked = auth_enabled(ctx_);
+  Error refused;
+  if (checked) refused = token.empty() ? errors::user_empty() : caller_of_token(ctx_, token, &caller);
+  keyspace::MayRead may_read = [this, checked, &refused, &caller](std::string_view key, std::string_view end) {
+    if (!checked) return true;
+    return !refused && !check_read(ctx_, caller, key, end);
+  };
+  int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  keyspace::Page p;
+  if (!ctx_.plugins->page(path, now_ms, may_read, &p)) return {};
+  *found = true;
+  if (refused && p.needs_user) return refused;
+  *content_type = std::move(p.content_type);
+  *body = std::move(p.body);
+  return {};
 }
 
 void Member::health_read(bool serializable, std::function<void(Error)> done) {

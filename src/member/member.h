@@ -134,6 +134,16 @@ class Member {
   // etcd's request timeout (consensus/node.h), for callers that wait on the cluster.
   std::chrono::milliseconds request_timeout();
 
+  // A key-space plug-in's page on the HTTP ports (keyspace::Instance::page,
+  // e.g. /queues), for the requester holding `token` (an etcd auth token
+  // as the JSON gateway takes it, "" for none). With auth enabled the page
+  // shows only what that user may Range on the client port, and a request
+  // without a token is refused (errors::user_empty()), one with a bad token
+  // with errors::invalid_auth_token(). *found: a plug-in serves `path`.
+  // Any thread.
+  Error page(std::string_view path, std::string_view token, bool* found, std::string* content_type,
+             std::string* body);
+
   // Idempotent.
   void stop();
 

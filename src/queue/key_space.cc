@@ -10,6 +10,7 @@
 #include "queue/host.h"
 #include "queue/keys.h"
 #include "queue/metrics.h"
+#include "queue/page.h"
 #include "queue/rebuild.h"
 #include "queue/scheduler.h"
 
@@ -96,7 +97,7 @@ class QueueKind final : public keyspace::Kind {
 class QueueInstance final : public keyspace::Instance {
  public:
   QueueInstance(const QueueKind& kind, const keyspace::InstanceEnv& env)
-      : kind_(kind), store_(env.store), book_(env.engine) {
+      : kind_(kind), store_(env.store), self_(env.member_id), book_(env.engine) {
     book_.set_self(env.member_id);
     // Apply hands deliveries to the consumers hosted here and wakes the
     // scheduler (set before apply starts).
@@ -214,12 +215,32 @@ class QueueInstance final : public keyspace::Instance {
   }
 
   void collect_metrics(int64_t now_ms, std::vector<prometheus::MetricFamily>* out) const override {
-    queue::collect_metrics(book_, now_ms, out);
+    queue::collect_metrics(book_, now_ms, holder_alive(), out);
+  }
+
+  bool page(std::string_view path, int64_t now_ms, const keyspace::MayRead& may_read,
+            keyspace::Page* out) const override {
+    PageInputs in;
+    in.book = &book_;
+    in.self = self_;
+    in.alive = holder_alive();
+    for (const auto& c : host_.consumers()) ++in.consumers[c.queue];
+    return serve_page(in, path, now_ms, may_read, out);
   }
 
  private:
+  // A consumer dropped here (or, on the leader, gone from its member's
+  // report) holds nothing in flight any more (metrics.h).
+  HolderAlive holder_alive() const {
+    return [this](uint64_t member, uint64_t instance) {
+      if (Scheduler* s = scheduler_ptr_.load()) return s->holder_alive(member, instance);
+      return member != self_ || host_.has(instance);
+    };
+  }
+
   const QueueKind& kind_;
   mvcc::Store* store_;
+  uint64_t self_;
   Book book_;
   Host host_;
   std::atomic<Scheduler*> scheduler_ptr_{nullptr};

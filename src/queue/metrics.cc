@@ -4,7 +4,16 @@
 
 namespace etcdq::queue {
 
-void collect_metrics(const Book& book, int64_t now_ms, std::vector<prometheus::MetricFamily>* out) {
+uint64_t in_flight(const QueueView& v, int64_t now_ms, const HolderAlive& alive) {
+  uint64_t n = 0;
+  for (const auto& [idx, m] : v.handed_out) {
+    if (m.member() != 0 && m.deadline_ms() > now_ms && alive(m.member(), m.instance())) ++n;
+  }
+  return n;
+}
+
+void collect_metrics(const Book& book, int64_t now_ms, const HolderAlive& alive,
+                     std::vector<prometheus::MetricFamily>* out) {
   using prometheus::MetricType;
   struct Family {
     const char* name;
@@ -27,15 +36,12 @@ void collect_metrics(const Book& book, int64_t now_ms, std::vector<prometheus::M
   for (const auto& name : book.queues()) {
     QueueView v;
     if (!book.view(name, &v)) continue;
-    uint64_t in_flight = 0;
-    for (const auto& [idx, m] : v.handed_out) {
-      if (m.member() != 0 && m.deadline_ms() > now_ms) ++in_flight;
-    }
+    uint64_t flying = in_flight(v, now_ms, alive);
     int64_t oldest = book.oldest_produced_ms(name);
     double age = oldest > 0 && now_ms > oldest ? (now_ms - oldest) / 1000.0 : 0.0;
     const auto& c = v.counters;
     std::vector<prometheus::ClientMetric::Label> l{{"queue", metrics::label_value(name)}};
-    const double values[] = {static_cast<double>(c.depth()),       static_cast<double>(in_flight),
+    const double values[] = {static_cast<double>(c.depth()),       static_cast<double>(flying),
                              static_cast<double>(c.produced()),    static_cast<double>(c.delivered()),
                              static_cast<double>(c.redelivered()), static_cast<double>(c.acked()),
                              static_cast<double>(c.dead_lettered()), age};

@@ -78,6 +78,15 @@ class Scheduler {
   // whose parts do not all arrive within kReportStale.
   void reported(uint64_t member, uint64_t report, uint32_t part, uint32_t parts, std::vector<ConsumerRef> consumers);
 
+  // Whether the consumer `instance` on `member` is still there as far as
+  // this member knows: its own consumers, and on the leader the others'
+  // fresh reports (a member not heard from counts as there). What the
+  // in-flight metric counts (queue/metrics.h). Any thread.
+  bool holder_alive(uint64_t member, uint64_t instance) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return alive(Holder{member, instance});
+  }
+
   static constexpr uint32_t kMaxReportParts = 1024;
   static constexpr size_t kMaxReportedConsumers = 1 << 20;
 

@@ -5,14 +5,16 @@ its own consumer key; a consumer-scoped ack deletes the message, so it needs
 WRITE on the message key; a produce writes a message, so it needs WRITE over
 the queue's messages. etcdq-only (etcd has no queues).
 """
+import os
 import queue as pyqueue
+import subprocess
 import threading
 import unittest
 
 from etcd3.etcdrpc import auth_pb2, rpc_pb2, rpc_pb2_grpc
 
 import harness
-from test_auth import DENIED, auth_stub, code_and_message, enable_auth, md, token_of
+from test_auth import DENIED, ROOT_PW, auth_stub, code_and_message, enable_auth, md, token_of
 
 CANCELED_DENIED = "rpc error: code = PermissionDenied desc = etcdserver: permission denied"
 
@@ -106,6 +108,51 @@ class QueueAuthTest(harness.MemberTestCase):
         tok = give(m, root, "producer", "messages-write", b"/q/jobs/0", b"/q/jobs/:", auth_pb2.Permission.WRITE)
         kv.Put(put, timeout=10, metadata=md(tok))
         self.assertEqual(kv.Range(messages, timeout=10, metadata=md(root)).count, 1)
+
+    def test_producer_only_and_consumer_only_roles(self):
+        """The two roles of README's "Work queues", set up with etcdctl as written there; the
+        consumer is examples/python/worker.py."""
+        m = self.new_member(["--bcrypt-cost", "4"])
+        root = new_user(m, "producer")
+        auth_stub(m).UserAdd(rpc_pb2.AuthUserAddRequest(name="consumer", password="pw"), timeout=10,
+                             metadata=md(root))
+
+        def ctl(*args, user="root:" + ROOT_PW):
+            r = subprocess.run([harness.ETCDCTL, "--endpoints", m.endpoint, "--user", user] + list(args),
+                               capture_output=True, text=True, timeout=30, env=dict(os.environ, ETCDCTL_API="3"))
+            return r
+        for args in (("role", "add", "jobs-producer"),
+                     ("role", "grant-permission", "jobs-producer", "write", "/q/jobs/p/", "--prefix"),
+                     ("role", "grant-permission", "jobs-producer", "write", "/q/jobs/0", "/q/jobs/:"),
+                     ("role", "add", "jobs-consumer"),
+                     ("role", "grant-permission", "jobs-consumer", "read", "/q/jobs/c/", "--prefix"),
+                     ("role", "grant-permission", "jobs-consumer", "readwrite", "/q/jobs/0", "/q/jobs/:"),
+                     ("user", "grant-role", "producer", "jobs-producer"),
+                     ("user", "grant-role", "consumer", "jobs-consumer")):
+            r = ctl(*args)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+
+        # The producer produces; it reads nothing (a consumer watch needs READ: the first test)
+        # and cannot configure.
+        for i in range(3):
+            r = ctl("put", "/q/jobs/p/t%d" % i, "v%d" % i, user="producer:pw")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for args in (("get", "--prefix", "/q/jobs/"), ("put", "/q/jobs/config", '{"max_deliveries": 1}')):
+            r = ctl(*args, user="producer:pw")
+            self.assertIn("permission denied", r.stderr, args)
+        # The consumer cannot produce.
+        r = ctl("put", "/q/jobs/p/forged", "x", user="consumer:pw")
+        self.assertIn("permission denied", r.stderr)
+
+        # The consumer consumes and acks: the example worker, as user "consumer".
+        worker = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python", "worker.py")
+        r = subprocess.run(["/usr/bin/python3", worker, "--endpoint", m.endpoint, "--queue", "jobs", "--max", "3",
+                            "--user", "consumer", "--password", "pw"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(sorted(l.split()[-1] for l in r.stdout.splitlines() if l.startswith("handled ")),
+                         ["v0", "v1", "v2"])
+        messages = rpc_pb2.RangeRequest(key=b"/q/jobs/0", range_end=b"/q/jobs/:", count_only=True)
+        self.assertEqual(m.kv().Range(messages, timeout=10, metadata=md(root)).count, 0)
 
 
 if __name__ == "__main__":

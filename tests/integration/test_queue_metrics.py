@@ -67,6 +67,29 @@ class QueueMetrics(harness.MemberTestCase):
         for name in ("produced_total", "acked_total", "dead_lettered_total", "delivered_total"):
             self.assertEqual(after[("etcdq_queue_" + name, "mq")], v[("etcdq_queue_" + name, "mq")], name)
 
+    def test_in_flight_drops_when_the_consumer_goes(self):
+        """A consumer whose watch ended holds nothing in flight, though its message waits for
+        another consumer (the visibility timeout, 30 s, is far off)."""
+        hp = harness.free_port()
+        m = self.new_member(["--listen-client-http-urls", "http://127.0.0.1:%d" % hp])
+        c = m.client()
+        c.put("/q/solo/p/only", "v")
+        ws = watchlib.WatchStream(watchlib.ready_channel(m))
+        ws.create(b"/q/solo/c/worker")
+        self.assertTrue(ws.wait_until(lambda s: sum(len(r.events) for _t, r in s.log) >= 1))
+        self.assertTrue(wait_until(lambda: scrape(hp)[1].get(("etcdq_queue_in_flight", "solo")) == 1, 5))
+        ws.close()
+        self.assertTrue(wait_until(lambda: scrape(hp)[1].get(("etcdq_queue_in_flight", "solo")) == 0, 5),
+                        scrape(hp)[1])
+        _, v = scrape(hp)
+        self.assertEqual((v[("etcdq_queue_depth", "solo")], v[("etcdq_queue_delivered_total", "solo")]), (1, 1))
+        # A new consumer gets it again, and it is in flight again.
+        ws2 = watchlib.WatchStream(watchlib.ready_channel(m))
+        self.addCleanup(ws2.close)
+        ws2.create(b"/q/solo/c/next")
+        self.assertTrue(ws2.wait_until(lambda s: sum(len(r.events) for _t, r in s.log) >= 1))
+        self.assertTrue(wait_until(lambda: scrape(hp)[1].get(("etcdq_queue_in_flight", "solo")) == 1, 5))
+
     def test_health_and_version(self):
         hp = harness.free_port()
         self.new_member(["--listen-client-http-urls", "http://127.0.0.1:%d" % hp])

@@ -1,0 +1,404 @@
+#include "queue/ctl.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
+#include "queue/config.h"
+#include "queue/keys.h"
+
+namespace etcdq::queue {
+namespace {
+
+struct CtlFlags {
+  std::string endpoints = "127.0.0.1:2379";
+  std::string cacert, cert, key;
+  std::string user, password;
+  bool insecure_skip_verify = false;
+  double dial_timeout_s = 2;
+  double command_timeout_s = 5;
+};
+
+// A failure the user sees: one line, exit 1.
+struct CtlError {
+  std::string message;
+};
+
+bool read_file_to(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+std::string pem_of(const std::string& path, const char* flag) {
+  std::string pem;
+  if (!read_file_to(path, &pem)) throw CtlError{std::string("cannot read ") + flag + " " + path};
+  return pem;
+}
+
+// etcdctl's transport: https:// (or any TLS flag) means TLS, as
+// clientv3's; --insecure-skip-tls-verify accepts any server certificate.
+std::shared_ptr<grpc::ChannelCredentials> credentials_for(const CtlFlags& f, bool https) {
+  bool tls = https || !f.cacert.empty() || !f.cert.empty() || f.insecure_skip_verify;
+  if (!tls) return grpc::InsecureChannelCredentials();
+  if (f.cert.empty() != f.key.empty()) throw CtlError{"--cert and --key go together"};
+  std::string root = f.cacert.empty() ? "" : pem_of(f.cacert, "--cacert");
+  std::string cert = f.cert.empty() ? "" : pem_of(f.cert, "--cert");
+  std::string key = f.key.empty() ? "" : pem_of(f.key, "--key");
+  if (!f.insecure_skip_verify) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = root;
+    o.pem_cert_chain = cert;
+    o.pem_private_key = key;
+    return grpc::SslCredentials(o);
+  }
+  grpc::experimental::TlsChannelCredentialsOptions o;
+  std::vector<grpc::experimental::IdentityKeyCertPair> pairs;
+  if (!cert.empty()) pairs.push_back({key, cert});
+  if (!root.empty() || !pairs.empty()) {
+    o.set_certificate_provider(std::make_shared<grpc::experimental::StaticDataCertificateProvider>(root, pairs));
+    if (!root.empty()) o.watch_root_certs();
+    if (!pairs.empty()) o.watch_identity_key_cert_pairs();
+  }
+  o.set_verify_server_certs(false);
+  o.set_check_call_host(false);
+  o.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  return grpc::experimental::TlsCredentials(o);
+}
+
+std::chrono::system_clock::time_point after_s(double s) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+class Client {
+ public:
+  explicit Client(const CtlFlags& f) : flags_(f) {
+    std::vector<std::string> tried;
+    std::stringstream list(f.endpoints);
+    std::string ep;
+    while (std::getline(list, ep, ',')) {
+      if (ep.empty()) continue;
+      bool https = ep.starts_with("https://");
+      std::string target = ep;
+      if (https) target = ep.substr(8);
+      if (target.starts_with("http://")) target = target.substr(7);
+      if (target.starts_with("unix://") || target.starts_with("unixs://")) target = "unix:" + target.substr(target.find("//") + 2);
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(-1);
+      auto ch = grpc::CreateCustomChannel(target, credentials_for(f, https), args);
+      if (ch->WaitForConnected(after_s(f.dial_timeout_s))) {
+        channel_ = ch;
+        break;
+      }
+      tried.push_back(ep);
+    }
+    if (!channel_) {
+      std::string names;
+      for (const auto& t : tried) names += (names.empty() ? "" : ", ") + t;
+      bool tls = !f.cacert.empty() || !f.cert.empty() || f.insecure_skip_verify || f.endpoints.find("https://") != std::string::npos;
+      throw CtlError{"cannot connect to " + (names.empty() ? std::string("any endpoint") : names) +
+                     " within --dial-timeout" +
+                     (tls ? " (TLS: does the server want a client certificate, --cert/--key, and does --cacert "
+                            "sign its certificate?)"
+                          : "")};
+    }
+    kv_ = etcdserverpb::KV::NewStub(channel_);
+    if (!f.user.empty()) authenticate();
+  }
+
+  etcdserverpb::RangeResponse range(const etcdserverpb::RangeRequest& r) {
+    etcdserverpb::RangeResponse out;
+    auto ctx = context();
+    check(kv_->Range(ctx.get(), r, &out), "range");
+    return out;
+  }
+  etcdserverpb::DeleteRangeResponse del(const etcdserverpb::DeleteRangeRequest& r) {
+    etcdserverpb::DeleteRangeResponse out;
+    auto ctx = context();
+    check(kv_->DeleteRange(ctx.get(), r, &out), "delete");
+    return out;
+  }
+  etcdserverpb::TxnResponse txn(const etcdserverpb::TxnRequest& r) {
+    etcdserverpb::TxnResponse out;
+    auto ctx = context();
+    check(kv_->Txn(ctx.get(), r, &out), "txn");
+    return out;
+  }
+
+ private:
+  // --user NAME[:PASSWORD], as etcdctl; --password wins.
+  void authenticate() {
+    std::string name = flags_.user, password = flags_.password;
+    if (auto colon = name.find(':'); colon != std::string::npos) {
+      if (password.empty()) password = name.substr(colon + 1);
+      name = name.substr(0, colon);
+    }
+    auto auth = etcdserverpb::Auth::NewStub(channel_);
+    etcdserverpb::AuthenticateRequest req;
+    req.set_name(name);
+    req.set_password(password);
+    etcdserverpb::AuthenticateResponse resp;
+    auto ctx = context();
+    check(auth->Authenticate(ctx.get(), req, &resp), "authenticate");
+    token_ = resp.token();
+  }
+  std::unique_ptr<grpc::ClientContext> context() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(after_s(flags_.command_timeout_s));
+    if (!token_.empty()) ctx->AddMetadata("token", token_);
+    return ctx;
+  }
+  static void check(const grpc::Status& s, const char* what) {
+    if (!s.ok()) throw CtlError{std::string(what) + ": " + s.error_message()};
+  }
+
+  CtlFlags flags_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<etcdserverpb::KV::Stub> kv_;
+  std::string token_;
+};
+
+// A queue name the user gave: one non-empty path segment (keys.h).
+void check_name(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos) {
+    throw CtlError{"queue name \"" + name + "\": one non-empty path segment (no '/')"};
+  }
+}
+
+etcdserverpb::RangeRequest messages_of(const std::string& queue) {
+  etcdserverpb::RangeRequest r;
+  r.set_key(messages_begin(queue, 0));
+  r.set_range_end(messages_end(queue));
+  return r;
+}
+
+int64_t depth_of(Client& c, const std::string& queue) {
+  auto r = messages_of(queue);
+  r.set_count_only(true);
+  return c.range(r).count();
+}
+
+int cmd_ls(Client& c) {
+  // One keys-only Range of one key a queue: from each queue's first key
+  // the scan jumps past the queue's whole prefix.
+  std::vector<std::pair<std::string, int64_t>> rows;
+  std::string from = "/q/";
+  const std::string end = "/q0";
+  for (;;) {
+    etcdserverpb::RangeRequest r;
+    r.set_key(from);
+    r.set_range_end(end);
+    r.set_limit(1);
+    r.set_keys_only(true);
+    auto resp = c.range(r);
+    if (resp.kvs_size() == 0) break;
+    std::string_view rest = std::string_view(resp.kvs(0).key()).substr(3);
+    std::string name(rest.substr(0, rest.find('/')));
+    if (name.empty()) {  // "/q//...": no queue's; step over it
+      from = "/q/0";
+      continue;
+    }
+    rows.emplace_back(name, depth_of(c, name));
+    from = "/q/" + name + "0";  // '0' follows '/'
+  }
+  size_t width = 5;
+  for (const auto& [n, d] : rows) width = std::max(width, n.size());
+  std::printf("%-*s  %s\n", static_cast<int>(width), "QUEUE", "DEPTH");
+  for (const auto& [n, d] : rows) std::printf("%-*s  %lld\n", static_cast<int>(width), n.c_str(), static_cast<long long>(d));
+  return 0;
+}
+
+int cmd_stat(Client& c, const std::string& name) {
+  check_name(name);
+  int64_t depth = depth_of(c, name);
+  std::printf("queue:         %s\n", name.c_str());
+  std::printf("depth:         %lld\n", static_cast<long long>(depth));
+  for (bool newest : {false, true}) {
+    auto r = messages_of(name);
+    r.set_limit(1);
+    r.set_keys_only(true);
+    if (newest) {
+      r.set_sort_order(etcdserverpb::RangeRequest::DESCEND);
+      r.set_sort_target(etcdserverpb::RangeRequest::KEY);
+    }
+    auto resp = c.range(r);
+    if (resp.kvs_size() == 0) continue;
+    Key k = parse(resp.kvs(0).key());
+    std::printf("%s        idx %llu (%s)\n", newest ? "newest:" : "oldest:", static_cast<unsigned long long>(k.idx),
+                resp.kvs(0).key().c_str());
+  }
+  std::string dlq = dead_letter_queue(name);
+  try {
+    std::printf("dead letters:  %lld (queue %s)\n", static_cast<long long>(depth_of(c, dlq)), dlq.c_str());
+  } catch (const CtlError& e) {  // e.g. a user who may read the queue but not its dead letters
+    std::printf("dead letters:  unknown (queue %s: %s)\n", dlq.c_str(), e.message.c_str());
+  }
+  etcdserverpb::RangeRequest r;
+  r.set_key(config_key(name));
+  auto resp = c.range(r);
+  Config cfg;
+  std::string source = "defaults";
+  if (resp.kvs_size() == 1) {
+    if (Error e = parse_config(resp.kvs(0).value(), &cfg)) {
+      source = "config not valid (" + e.message() + "), defaults";
+    } else {
+      source = "config " + resp.kvs(0).value();
+    }
+  }
+  std::printf("settings:      visibility_timeout %.3g s, max_deliveries %u, max_in_flight %u (%s)\n",
+              cfg.visibility_ms / 1000.0, cfg.max_deliveries, cfg.max_in_flight, source.c_str());
+  std::printf("in flight, rates, consumers: the member's /queues page or /metrics\n");
+  return 0;
+}
+
+int cmd_peek(Client& c, const std::string& name, int64_t n) {
+  check_name(name);
+  if (n < 1) throw CtlError{"peek: N must be at least 1"};
+  auto r = messages_of(name);
+  r.set_limit(n);
+  auto resp = c.range(r);
+  for (const auto& kv : resp.kvs()) {
+    Key k = parse(kv.key());
+    std::printf("idx %llu  tail %.*s  (%s)\n", static_cast<unsigned long long>(k.idx), static_cast<int>(k.tail.size()),
+                k.tail.data(), kv.key().c_str());
+    std::fwrite(kv.value().data(), 1, kv.value().size(), stdout);
+    std::fputc('\n', stdout);
+  }
+  return 0;
+}
+
+int cmd_redrive(Client& c, const std::string& dlq) {
+  check_name(dlq);
+  const std::string suffix = ".dlq";
+  if (dlq.size() <= suffix.size() || !dlq.ends_with(suffix)) {
+    throw CtlError{"redrive: name a dead-letter queue (NAME.dlq), got \"" + dlq + "\""};
+  }
+  const std::string queue = dlq.substr(0, dlq.size() - suffix.size());
+  int64_t moved = 0, skipped = 0;
+  std::string from = messages_begin(dlq, 0);
+  for (;;) {
+    etcdserverpb::RangeRequest r = messages_of(dlq);
+    r.set_key(from);
+    r.set_limit(64);
+    auto resp = c.range(r);
+    if (resp.kvs_size() == 0) break;
+    for (const auto& kv : resp.kvs()) {
+      // A dead letter's value: a JSON line about it, then the payload
+      // exactly as produced (README, "Work queues").
+      const std::string& v = kv.value();
+      size_t nl = v.find('\n');
+      auto meta = nlohmann::json::parse(v.substr(0, nl == std::string::npos ? v.size() : nl), nullptr, false);
+      if (nl == std::string::npos || meta.is_discarded() || !meta.is_object()) {
+        std::fprintf(stderr, "etcdq queue: %s is not a dead letter (no JSON line); left as it is\n", kv.key().c_str());
+        ++skipped;
+        continue;
+      }
+      std::string tail = "redriven";
+      if (auto it = meta.find("key"); it != meta.end() && it->is_string()) {
+        std::string original = it->get<std::string>();
+        Key k = parse(original);
+        if (k.kind == KeyKind::kMessage && !k.tail.empty()) tail = std::string(k.tail);
+      }
+      etcdserverpb::TxnRequest t;
+      auto* cmp = t.add_compare();
+      cmp->set_key(kv.key());
+      cmp->set_target(etcdserverpb::Compare::MOD);
+      cmp->set_result(etcdserverpb::Compare::EQUAL);
+      cmp->set_mod_revision(kv.mod_revision());
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key("/q/" + queue + "/p/" + tail);
+      put->set_value(v.substr(nl + 1));
+      t.add_success()->mutable_request_delete_range()->set_key(kv.key());
+      if (c.txn(t).succeeded()) {
+        ++moved;
+      } else {
+        ++skipped;  // acked or redriven by someone else meanwhile
+      }
+    }
+    from = resp.kvs(resp.kvs_size() - 1).key() + '\0';
+    if (!resp.more()) break;
+  }
+  std::printf("redrove %lld messages from %s to %s", static_cast<long long>(moved), dlq.c_str(), queue.c_str());
+  if (skipped > 0) std::printf(" (%lld left or gone meanwhile)", static_cast<long long>(skipped));
+  std::printf("\n");
+  return 0;
+}
+
+int cmd_purge(Client& c, const std::string& name) {
+  check_name(name);
+  etcdserverpb::DeleteRangeRequest d;
+  d.set_key(messages_begin(name, 0));
+  d.set_range_end(messages_end(name));
+  auto resp = c.del(d);
+  std::printf("purged %lld messages from %s\n", static_cast<long long>(resp.deleted()), name.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int ctl_main(int argc, char** argv) {
+  // gRPC's own log lines (TLS handshake failures, retries) would come before
+  // our one line; the user's environment wins.
+  setenv("GRPC_VERBOSITY", "NONE", 0);
+  CLI::App app{"etcdq queue: see and steer the work queues of an etcdq cluster (etcd v3 API)", "etcdq queue"};
+  CtlFlags f;
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last one wins, as etcdctl
+  app.add_option("--endpoints", f.endpoints, "gRPC endpoints, comma-separated (etcdctl's)")->capture_default_str();
+  app.add_option("--cacert", f.cacert, "verify the server's certificate with this CA bundle");
+  app.add_option("--cert", f.cert, "client certificate for TLS");
+  app.add_option("--key", f.key, "client key for TLS");
+  app.add_option("--user", f.user, "username[:password] for auth");
+  app.add_option("--password", f.password, "password for auth (if --user has none)");
+  app.add_flag("--insecure-skip-tls-verify", f.insecure_skip_verify, "accept any server certificate");
+  app.add_option("--dial-timeout", f.dial_timeout_s, "seconds to connect")->capture_default_str();
+  app.add_option("--command-timeout", f.command_timeout_s, "seconds for each request")->capture_default_str();
+  app.require_subcommand(1);
+  app.fallthrough();  // connection flags anywhere, as etcdctl takes them
+  std::string name;
+  int64_t n = 10;
+  auto* ls = app.add_subcommand("ls", "list queues and their depth");
+  auto* stat = app.add_subcommand("stat", "one queue: depth, oldest, dead letters, settings");
+  stat->add_option("NAME", name, "queue")->required();
+  auto* peek = app.add_subcommand("peek", "the first N messages, unchanged");
+  peek->add_option("NAME", name, "queue")->required();
+  peek->add_option("N", n, "how many")->capture_default_str();
+  auto* redrive = app.add_subcommand("redrive", "dead letters back into their queue");
+  redrive->add_option("NAME", name, "the dead-letter queue, NAME.dlq")->required();
+  auto* purge = app.add_subcommand("purge", "delete every message of a queue");
+  purge->add_option("NAME", name, "queue")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    Client c(f);
+    if (ls->parsed()) return cmd_ls(c);
+    if (stat->parsed()) return cmd_stat(c, name);
+    if (peek->parsed()) return cmd_peek(c, name, n);
+    if (redrive->parsed()) return cmd_redrive(c, name);
+    if (purge->parsed()) return cmd_purge(c, name);
+  } catch (const CtlError& e) {
+    std::fprintf(stderr, "etcdq queue: %s\n", e.message.c_str());
+    return 1;
+  }
+  return 1;
+}
+
+}  // namespace etcdq::queue

@@ -1,0 +1,154 @@
+"""`etcdq queue ls|stat|peek|redrive|purge` (src/queue/ctl.h), the real binary as a
+client of a real member over gRPC: what it prints after real produces,
+deliveries and dead letters, what it changes, and its errors (one line, exit
+1). Then over TLS with auth, with etcdctl's flags. etcdq-only (etcd has no
+queues)."""
+import json
+import subprocess
+import time
+import unittest
+
+from etcd3.etcdrpc import auth_pb2, rpc_pb2
+
+import harness
+import tlslib
+import watchlib
+from queue_util import msg_key, wait_until
+from test_auth import ROOT_PW, enable_auth, md
+from test_queue_auth import give, new_user
+
+
+def ctl(endpoint, *args, extra=()):
+    """Runs `etcdq queue ARGS` against `endpoint`; returns the CompletedProcess."""
+    cmd = [harness.binary_under_test(), "queue", "--endpoints", endpoint, "--dial-timeout", "3"] + list(extra)
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=30)
+
+
+def messages(m, queue, token=None):
+    r = m.kv().Range(rpc_pb2.RangeRequest(key=("/q/%s/0" % queue).encode(),
+                                          range_end=("/q/%s/:" % queue).encode()),
+                     timeout=10, metadata=md(token))
+    return [(kv.key.decode(), kv.value) for kv in r.kvs]
+
+
+@unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
+class QueueCtl(harness.MemberTestCase):
+    def ok(self, r):
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_ls_stat_peek_redrive_purge(self):
+        m = self.new_member()
+        c = m.client()
+        for i in range(3):
+            c.put("/q/jobs/p/t%d" % i, "payload %d" % i)
+        c.put("/q/other/p/x", "x")
+        c.put("/q/slow/config", '{"visibility_timeout": 0.2, "max_deliveries": 1}')
+        c.put("/q/slow/p/a", "alpha")
+        c.put("/q/slow/p/b/with/slashes", "beta")
+
+        # A consumer that never acks: both slow messages become dead letters.
+        ws = watchlib.WatchStream(watchlib.ready_channel(m))
+        self.addCleanup(ws.close)
+        ws.create(b"/q/slow/c/lazy")
+        self.assertTrue(wait_until(lambda: len(messages(m, "slow.dlq")) == 2, 10), messages(m, "slow"))
+        ws.close()
+
+        lines = self.ok(ctl(m.endpoint, "ls")).splitlines()
+        self.assertEqual(lines[0].split(), ["QUEUE", "DEPTH"])
+        rows = dict(l.split() for l in lines[1:])
+        self.assertEqual(rows, {"jobs": "3", "other": "1", "slow": "0", "slow.dlq": "2"})
+
+        out = self.ok(ctl(m.endpoint, "stat", "jobs"))
+        self.assertIn("depth:         3\n", out)
+        self.assertIn("oldest:        idx 1 (%s)" % msg_key("jobs", 1, "t0"), out)
+        self.assertIn("newest:        idx 3 (%s)" % msg_key("jobs", 3, "t2"), out)
+        self.assertIn("dead letters:  0 (queue jobs.dlq)", out)
+        self.assertIn("visibility_timeout 30 s, max_deliveries 5, max_in_flight 64 (defaults)", out)
+        out = self.ok(ctl(m.endpoint, "stat", "slow"))
+        self.assertIn("dead letters:  2 (queue slow.dlq)", out)
+        self.assertIn("visibility_timeout 0.2 s, max_deliveries 1", out)
+
+        out = self.ok(ctl(m.endpoint, "peek", "jobs", "2"))
+        self.assertEqual(out, "idx 1  tail t0  (%s)\npayload 0\nidx 2  tail t1  (%s)\npayload 1\n" % (
+            msg_key("jobs", 1, "t0"), msg_key("jobs", 2, "t1")))
+        self.assertEqual(len(messages(m, "jobs")), 3)  # peek changes nothing
+
+        # Redrive: each dead letter back into `slow` as a new message, same tail and payload.
+        out = self.ok(ctl(m.endpoint, "redrive", "slow.dlq"))
+        self.assertEqual(out, "redrove 2 messages from slow.dlq to slow\n")
+        self.assertEqual(messages(m, "slow.dlq"), [])
+        self.assertEqual(messages(m, "slow"), [(msg_key("slow", 3, "a"), b"alpha"),
+                                               (msg_key("slow", 4, "b/with/slashes"), b"beta")])
+
+        out = self.ok(ctl(m.endpoint, "purge", "jobs"))
+        self.assertEqual(out, "purged 3 messages from jobs\n")
+        self.assertEqual(messages(m, "jobs"), [])
+        self.assertEqual(len(messages(m, "other")), 1)
+
+    def test_errors_are_one_line_and_exit_1(self):
+        m = self.new_member()
+        dead = "127.0.0.1:%d" % harness.free_port()
+        r = ctl(dead, "ls", extra=["--dial-timeout", "0.5"])
+        self.assertEqual((r.returncode, r.stderr),
+                         (1, "etcdq queue: cannot connect to %s within --dial-timeout\n" % dead))
+        r = ctl(m.endpoint, "redrive", "jobs")
+        self.assertEqual((r.returncode, r.stderr),
+                         (1, 'etcdq queue: redrive: name a dead-letter queue (NAME.dlq), got "jobs"\n'))
+        r = ctl(m.endpoint, "stat", "a/b")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("one non-empty path segment", r.stderr)
+        r = ctl(m.endpoint, "frobnicate")
+        self.assertNotEqual(r.returncode, 0)
+
+
+@unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
+class QueueCtlTlsAuth(harness.CleanupTestCase):
+    def test_tls_and_auth_flags(self):
+        pki = tlslib.Pki()
+        self.addCleanup(pki.cleanup)
+        m = self.track(tlslib.TlsMember(pki, ["--bcrypt-cost", "4"]))
+        root = new_user(m, "viewer")
+        m.kv().Put(rpc_pb2.PutRequest(key=b"/q/jobs/p/one", value=b"1"), timeout=10, metadata=md(root))
+        # The server wants a client certificate (--trusted-ca-file); its CN names no user.
+        cert, key = pki.issue("anon", "nobody", pki.ca, pki.ca_key, "extendedKeyUsage=clientAuth\n")
+        tls = ["--cacert", pki.ca, "--cert", cert, "--key", key]
+        url = "https://" + m.endpoint
+
+        # No user: the server's auth error, as one line.
+        r = ctl(url, "stat", "jobs", extra=tls)
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^etcdq queue: range: etcdserver: [^\n]*\n$")
+        r = ctl(url, "stat", "jobs", extra=tls + ["--user", "root", "--password", "wrong"])
+        self.assertEqual((r.returncode, r.stderr),
+                         (1, "etcdq queue: authenticate: etcdserver: authentication failed, invalid user ID or password\n"))
+        out = ctl(url, "stat", "jobs", extra=tls + ["--user", "root:" + ROOT_PW])
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("depth:         1\n", out.stdout)
+
+        # A user who may read only the queue `jobs`: stat and peek work, ls (all of /q/) does not,
+        # purge (a write) does not.
+        give(m, root, "viewer", "jobs-read", b"/q/jobs/", b"/q/jobs0", auth_pb2.Permission.READ)
+        viewer = tls + ["--user", "viewer", "--password", "pw"]
+        self.assertEqual(ctl(url, "peek", "jobs", extra=viewer).stdout,
+                         "idx 1  tail one  (%s)\n1\n" % msg_key("jobs", 1, "one"))
+        r = ctl(url, "ls", extra=viewer)
+        self.assertEqual((r.returncode, r.stderr), (1, "etcdq queue: range: etcdserver: permission denied\n"))
+        r = ctl(url, "purge", "jobs", extra=viewer)
+        self.assertEqual((r.returncode, r.stderr), (1, "etcdq queue: delete: etcdserver: permission denied\n"))
+        self.assertEqual(len(messages(m, "jobs", root)), 1)
+
+        # Without the CA the server is not trusted; --insecure-skip-tls-verify accepts it.
+        r = ctl(url, "stat", "jobs", extra=["--cert", cert, "--key", key, "--user", "viewer:pw",
+                                            "--dial-timeout", "1"])
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.startswith("etcdq queue: cannot connect to %s within --dial-timeout" % url), r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        r = ctl(url, "stat", "jobs", extra=["--cert", cert, "--key", key, "--user", "viewer:pw",
+                                            "--insecure-skip-tls-verify"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("depth:         1\n", r.stdout)
+        self.assertIn("dead letters:  unknown (queue jobs.dlq: range: etcdserver: permission denied)", r.stdout)
+
+if __name__ == "__main__":
+    harness.main()
