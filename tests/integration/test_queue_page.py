@@ -219,6 +219,22 @@ class QueuePage(harness.MemberTestCase):
         with urllib.request.urlopen("http://%s/queues" % m.endpoint, timeout=10) as r:
             self.assertEqual(r.status, 200)
             self.assertIn(b'id="login"', r.read())
+        if CHROMIUM is None:
+            return
+        # In a browser: the login form, then what that user may see.
+        b = Browser()
+        self.addCleanup(b.cleanup)
+        tab = b.open("http://%s/queues" % m.endpoint)
+        deadline = time.monotonic() + 15
+        while b.eval(tab, "(document.getElementById('login') || {style: {}}).style.display") != "block":
+            self.assertLess(time.monotonic(), deadline, "no login form")
+            time.sleep(0.05)
+        b.eval(tab, "document.getElementById('user').value = 'viewer';"
+                    "document.getElementById('password').value = 'pw';"
+                    "document.getElementById('login').requestSubmit()")
+        q = b.wait_page(tab, lambda q: "jobs" in q)
+        self.assertEqual(list(q), ["jobs"])
+        self.assertEqual(q["jobs"]["depth"], "1")
 
 
 if __name__ == "__main__":
