@@ -82,13 +82,13 @@ std::shared_ptr<grpc::ChannelCredentials> credentials_for(const CtlFlags& f, boo
   return grpc::experimental::TlsCredentials(o);
 }
 
-std::chrono::system_clock::time_point after_s(double s) {
+std::chrono::system_clock::time_point ctl_deadline(double s) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
-class Client {
+class CtlClient {
  public:
-  explicit Client(const CtlFlags& f) : flags_(f) {
+  explicit CtlClient(const CtlFlags& f) : flags_(f) {
     std::vector<std::string> tried;
     std::stringstream list(f.endpoints);
     std::string ep;
@@ -102,7 +102,7 @@ class Client {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(-1);
       auto ch = grpc::CreateCustomChannel(target, credentials_for(f, https), args);
-      if (ch->WaitForConnected(after_s(f.dial_timeout_s))) {
+      if (ch->WaitForConnected(ctl_deadline(f.dial_timeout_s))) {
         channel_ = ch;
         break;
       }
@@ -160,7 +160,7 @@ class Client {
   }
   std::unique_ptr<grpc::ClientContext> context() {
     auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(after_s(flags_.command_timeout_s));
+    ctx->set_deadline(ctl_deadline(flags_.command_timeout_s));
     if (!token_.empty()) ctx->AddMetadata("token", token_);
     return ctx;
   }
@@ -175,26 +175,26 @@ class Client {
 };
 
 // A queue name the user gave: one non-empty path segment (keys.h).
-void check_name(const std::string& name) {
+void ctl_check_name(const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos) {
     throw CtlError{"queue name \"" + name + "\": one non-empty path segment (no '/')"};
   }
 }
 
-etcdserverpb::RangeRequest messages_of(const std::string& queue) {
+etcdserverpb::RangeRequest ctl_messages_of(const std::string& queue) {
   etcdserverpb::RangeRequest r;
   r.set_key(messages_begin(queue, 0));
   r.set_range_end(messages_end(queue));
   return r;
 }
 
-int64_t depth_of(Client& c, const std::string& queue) {
-  auto r = messages_of(queue);
+int64_t ctl_depth_of(CtlClient& c, const std::string& queue) {
+  auto r = ctl_messages_of(queue);
   r.set_count_only(true);
   return c.range(r).count();
 }
 
-int cmd_ls(Client& c) {
+int cmd_ls(CtlClient& c) {
   // One keys-only Range of one key a queue: from each queue's first key
   // the scan jumps past the queue's whole prefix.
   std::vector<std::pair<std::string, int64_t>> rows;
@@ -214,7 +214,7 @@ int cmd_ls(Client& c) {
       from = "/q/0";
       continue;
     }
-    rows.emplace_back(name, depth_of(c, name));
+    rows.emplace_back(name, ctl_depth_of(c, name));
     from = "/q/" + name + "0";  // '0' follows '/'
   }
   size_t width = 5;
@@ -224,13 +224,13 @@ int cmd_ls(Client& c) {
   return 0;
 }
 
-int cmd_stat(Client& c, const std::string& name) {
-  check_name(name);
-  int64_t depth = depth_of(c, name);
+int cmd_stat(CtlClient& c, const std::string& name) {
+  ctl_check_name(name);
+  int64_t depth = ctl_depth_of(c, name);
   std::printf("queue:         %s\n", name.c_str());
   std::printf("depth:         %lld\n", static_cast<long long>(depth));
   for (bool newest : {false, true}) {
-    auto r = messages_of(name);
+    auto r = ctl_messages_of(name);
     r.set_limit(1);
     r.set_keys_only(true);
     if (newest) {
@@ -245,7 +245,7 @@ int cmd_stat(Client& c, const std::string& name) {
   }
   std::string dlq = dead_letter_queue(name);
   try {
-    std::printf("dead letters:  %lld (queue %s)\n", static_cast<long long>(depth_of(c, dlq)), dlq.c_str());
+    std::printf("dead letters:  %lld (queue %s)\n", static_cast<long long>(ctl_depth_of(c, dlq)), dlq.c_str());
   } catch (const CtlError& e) {  // e.g. a user who may read the queue but not its dead letters
     std::printf("dead letters:  unknown (queue %s: %s)\n", dlq.c_str(), e.message.c_str());
   }
@@ -267,10 +267,10 @@ int cmd_stat(Client& c, const std::string& name) {
   return 0;
 }
 
-int cmd_peek(Client& c, const std::string& name, int64_t n) {
-  check_name(name);
+int cmd_peek(CtlClient& c, const std::string& name, int64_t n) {
+  ctl_check_name(name);
   if (n < 1) throw CtlError{"peek: N must be at least 1"};
-  auto r = messages_of(name);
+  auto r = ctl_messages_of(name);
   r.set_limit(n);
   auto resp = c.range(r);
   for (const auto& kv : resp.kvs()) {
@@ -283,8 +283,8 @@ int cmd_peek(Client& c, const std::string& name, int64_t n) {
   return 0;
 }
 
-int cmd_redrive(Client& c, const std::string& dlq) {
-  check_name(dlq);
+int cmd_redrive(CtlClient& c, const std::string& dlq) {
+  ctl_check_name(dlq);
   const std::string suffix = ".dlq";
   if (dlq.size() <= suffix.size() || !dlq.ends_with(suffix)) {
     throw CtlError{"redrive: name a dead-letter queue (NAME.dlq), got \"" + dlq + "\""};
@@ -293,7 +293,7 @@ int cmd_redrive(Client& c, const std::string& dlq) {
   int64_t moved = 0, skipped = 0;
   std::string from = messages_begin(dlq, 0);
   for (;;) {
-    etcdserverpb::RangeRequest r = messages_of(dlq);
+    etcdserverpb::RangeRequest r = ctl_messages_of(dlq);
     r.set_key(from);
     r.set_limit(64);
     auto resp = c.range(r);
@@ -340,8 +340,8 @@ int cmd_redrive(Client& c, const std::string& dlq) {
   return 0;
 }
 
-int cmd_purge(Client& c, const std::string& name) {
-  check_name(name);
+int cmd_purge(CtlClient& c, const std::string& name) {
+  ctl_check_name(name);
   etcdserverpb::DeleteRangeRequest d;
   d.set_key(messages_begin(name, 0));
   d.set_range_end(messages_end(name));
@@ -388,7 +388,7 @@ int ctl_main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    Client c(f);
+    CtlClient c(f);
     if (ls->parsed()) return cmd_ls(c);
     if (stat->parsed()) return cmd_stat(c, name);
     if (peek->parsed()) return cmd_peek(c, name, n);
