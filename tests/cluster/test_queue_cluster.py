@@ -12,6 +12,7 @@ import os
 import random
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,6 +20,7 @@ from etcd3.etcdrpc import rpc_pb2  # noqa: E402
 
 from cluster import ClusterTestCase, main  # noqa: E402  (puts tests/integration on sys.path)
 import harness  # noqa: E402
+import watchlib  # noqa: E402
 from queue_util import Consumer, Producer, parse_msg_key, wait_until  # noqa: E402
 
 harness.quiet_closed_etcd3_watchers()
@@ -242,6 +244,30 @@ class QueueCluster(ClusterTestCase):
         self.assertTrue(ok, "the follower's good consumer got %s after another client on its member watched "
                         "/q/other/c/name-\\xff; still queued: %s" % (
                             [d[1] for d in good.delivered()], queued(c.kv(leader), "cq")))
+
+    def test_in_flight_drops_on_the_leader_and_the_consumers_member_when_the_consumer_goes(self):
+        # etcdq_queue_in_flight (and /queues) counts a message whose holder is known alive: the
+        # member hosting the consumer knows at once, the leader from that member's next report
+        # (every second). The third member cannot know before the visibility timeout (30 s).
+        c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS)
+        leader = c.leader_index()
+        follower = next(i for i in range(3) if i != leader)
+        ws = watchlib.WatchStream(watchlib.ready_channel(c[follower]))
+        self.addCleanup(ws.close)
+        ws.create(b"/q/fly/c/worker")
+        time.sleep(1.5)  # the follower's report reaches the leader
+        c.kv(leader).Put(rpc_pb2.PutRequest(key=b"/q/fly/p/one", value=b"1"), timeout=5)
+        self.assertTrue(ws.wait_until(lambda s: sum(len(r.events) for _t, r in s.log) >= 1), "not delivered")
+
+        def in_flight(i):
+            with urllib.request.urlopen("http://%s/queues.json" % c[i].endpoint, timeout=5) as r:
+                q = [x for x in json.loads(r.read())["queues"] if x["name"] == "fly"]
+            return q[0]["in_flight"] if q else None
+        for i in (leader, follower):
+            self.assertTrue(wait_until(lambda: in_flight(i) == 1, 5), (i, in_flight(i)))
+        ws.close()
+        for i in (leader, follower):
+            self.assertTrue(wait_until(lambda: in_flight(i) == 0, 5), (i, in_flight(i)))
 
 
 if __name__ == "__main__":
