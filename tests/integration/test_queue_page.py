@@ -38,11 +38,13 @@ class Browser:
         self._ans_r, ans_w = os.pipe()
 
         def fds():
-            a, b = os.dup(cmd_r), os.dup(ans_w)  # above 4, so the dup2s below clobber neither
+            a, b = os.dup(cmd_r), os.dup(ans_w)  # copies first: neither dup2 below clobbers a source
             os.dup2(a, 3)
             os.dup2(b, 4)
         self.proc = subprocess.Popen(
+            # --disable-dev-shm-usage: a container's /dev/shm may be 64 MiB (Docker's default).
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-dev-shm-usage",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--user-data-dir=" + self.profile, "--remote-debugging-pipe", "about:blank"],
             pass_fds=(3, 4), preexec_fn=fds, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
