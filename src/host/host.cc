@@ -18,6 +18,7 @@
 #include "http/timer.h"
 #include "member/member.h"
 #include "net/grpc_fd_guard.h"
+#include "net/h2_guard.h"
 #include "net/mux.h"
 #include "net/tls_context.h"
 #include "net/tls_listener.h"
@@ -151,6 +152,10 @@ Error Host::check_initial_corruption() {
 // and --listen-metrics-urls (http:// ones) bind when they start: their
 // addresses are tried here (bound and closed at once), so that a taken
 // port is found before the data dir is made.
+// One cap on the streams of a connection: the peer server advertises it,
+// the guard enforces it on client and peer URLs alike (server/server.h).
+static_assert(net::H2Guard::kMaxConcurrentStreams == static_cast<size_t>(server::kMaxConcurrentStreams));
+
 Error Host::bind_listeners() {
   if (Error e = bind_peers()) return e;
   net::Mux::Routes routes;
