@@ -196,12 +196,17 @@ class RestoreBar {
                   static_cast<long long>(revisions),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
     line += tail;
+    // Blanks over what a longer line drawn before left.
+    const size_t len = line.size();
+    if (len < widest_) line.append(widest_ - len, ' ');
+    widest_ = std::max(widest_, len);
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
   }
   bool on_;
   std::chrono::steady_clock::time_point t0_;
   bool drawn_ = false;
+  size_t widest_ = 0;
 };
 
 int restore_main(int argc, char** argv) {
