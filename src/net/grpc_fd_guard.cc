@@ -28,6 +28,7 @@ struct Guarded {
   std::string role, peer;
   bool cut = false;
   bool refusal_logged = false;
+  bool writing = false;  // a write of gRPC's is in the kernel now: no reply goes meanwhile
 };
 
 // fd -> its guard; zero-initialized, so pages no guarded fd reaches are
@@ -67,11 +68,12 @@ void log_cut(const Guarded& g, const char* why) {
 
 
 // Writes what the guard owes the client (its refusals of streams past the
-// cap) when gRPC's output is between frames. g.mu held: gRPC's own writes
-// (sendmsg below) hold it too, so nothing of theirs is half sent now
-// unless the guard's out parse says so. A full socket leaves the rest for
-// the next read or write of this fd.
+// cap) when gRPC's output is between frames and no write of gRPC's is under
+// way (guarded_write below marks it), so nothing of gRPC's is half sent now
+// unless the guard's out parse says so. g.mu held. A full socket leaves the
+// rest for the next read or write of this fd.
 void send_replies(int fd, Guarded& g) {
+  if (g.writing) return;  // that write's end sends them
   while (!g.guard.replies().empty() && (g.guard.replies_mid_frame() || g.guard.server_between_frames())) {
     std::string_view r = g.guard.replies();
     ssize_t w = ::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -135,18 +137,22 @@ void show_write(Guarded& g, const struct msghdr* msg, ssize_t n) {
 // gRPC's write of `msg`, shown to the guard, with the guard's replies put
 // between gRPC's frames.
 ssize_t guarded_write(SendmsgFn next, int fd, Guarded& g, const struct msghdr* msg, int flags) {
-  std::lock_guard<std::mutex> lock(g.mu);
-  if (g.guard.replies_mid_frame()) {
-    send_replies(fd, g);
-    if (g.guard.replies_mid_frame()) {  // gRPC waits for the socket, as on any full one
-      errno = EAGAIN;
-      return -1;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.guard.replies_mid_frame()) {
+      send_replies(fd, g);
+      if (g.guard.replies_mid_frame()) {  // gRPC waits for the socket, as on any full one
+        errno = EAGAIN;
+        return -1;
+      }
     }
+    g.writing = true;
   }
   ssize_t n = next ? next(fd, msg, flags) : syscall(SYS_sendmsg, fd, msg, flags);
-  if (n <= 0) return n;
   int saved = errno;
-  show_write(g, msg, n);
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.writing = false;
+  if (n > 0) show_write(g, msg, n);
   if (!g.guard.replies().empty()) send_replies(fd, g);
   errno = saved;
   return n;
