@@ -129,7 +129,9 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         }
         ++resets_;
         if (unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
-      } else if (type == kHeaders && answered_.count(stream) == 0 && unanswered_.count(stream) == 0) {
+      } else if (opens) {
+        // (HEADERS on a stream id at or below one opened before is no new
+        // stream: trailers, or one gRPC drops as out of order.)
         // A new stream. Streams reset or abandoned unanswered (by anyone)
         // are still being paid for: wait.
         // A connection that has nothing of its own to pay for, and only a
@@ -170,7 +172,7 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         }
         unanswered_[stream] = Pending{(header_[4] & kEndStreamFlag) != 0, now};
         shared_->unanswered.fetch_add(1);
-        if (opens) highest_opened_ = stream;
+        highest_opened_ = stream;
       } else if (stream != 0 && !unanswered_.empty()) {
         // The client is still sending an unanswered stream (or finished
         // it: END_STREAM, and it now waits on the server).
