@@ -67,6 +67,7 @@ struct Conn {
     check(guard->holds() == twin->holds());
     check(guard->server_resets() == twin->server_resets());
     check(guard->unanswered() == twin->unanswered());
+    check(guard->refused_streams() == twin->refused_streams() && guard->replies() == twin->replies());
     check(shared.unanswered.load() == static_cast<int64_t>(guard->unanswered()));
     check(twin_shared.unanswered.load() == static_cast<int64_t>(twin->unanswered()));
   }
@@ -75,11 +76,15 @@ struct Conn {
   void offer(Clock::time_point now) {
     if (guard->refused() || pending.empty()) return;
     Clock::time_point resume{};
+    // Each guard rewrites the headers of streams it refuses in what it is
+    // given: the twin gets its own copy of the client's bytes.
+    std::string twin_pending = pending;
     size_t n = guard->admit(pending.data(), pending.size(), now, &resume);
     check(n <= pending.size());
     size_t t = 0;
     Clock::time_point twin_resume{};
-    while (t < pending.size() && twin->admit(pending.data() + t, 1, now, &twin_resume) == 1) ++t;
+    while (t < twin_pending.size() && twin->admit(twin_pending.data() + t, 1, now, &twin_resume) == 1) ++t;
+    check(pending.compare(0, n, twin_pending, 0, n) == 0);
     check(t == n);
     same();
     if (guard->refused()) {

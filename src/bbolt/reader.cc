@@ -158,7 +158,11 @@ Reader::~Reader() {
 }
 
 Reader::Reader(Reader&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), db_bytes_(o.db_bytes_), meta_(o.meta_) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      path_(std::move(o.path_)),
+      db_bytes_(o.db_bytes_),
+      meta_(o.meta_),
+      bytes_read_(o.bytes_read_) {}
 
 Reader& Reader::operator=(Reader&& o) noexcept {
   if (this != &o) {
@@ -167,6 +171,7 @@ Reader& Reader::operator=(Reader&& o) noexcept {
     path_ = std::move(o.path_);
     db_bytes_ = o.db_bytes_;
     meta_ = o.meta_;
+    bytes_read_ = o.bytes_read_;
   }
   return *this;
 }
@@ -197,6 +202,7 @@ Error Reader::read_page(uint64_t pgid, std::string* buf) const {
   const uint64_t pages = uint64_t(get32(head + 12)) + 1;
   if (pgid + pages > meta_.pgid) return corrupt("page " + std::to_string(pgid) + " overflows past the high-water mark");
   buf->resize(pages * ps);
+  bytes_read_ += buf->size();
   return pread_all(fd_, buf->data(), buf->size(), pgid * ps, path_);
 }
 

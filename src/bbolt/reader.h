@@ -69,6 +69,11 @@ class Reader {
 
   // The meta page in use.
   const Meta& meta() const { return meta_; }
+  // The bytes of tree pages read so far (a page read twice counts twice),
+  // and of the database's pages in all (meta().pgid pages): how far a
+  // caller that reads most of the file is. Not thread-safe (as the reads).
+  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t pages_bytes() const { return meta_.pgid * meta_.page_size; }
 
   // Walks every bucket, key and value.
   Error walk(Visitor& v) const;
@@ -89,6 +94,7 @@ class Reader {
   std::string path_;
   uint64_t db_bytes_ = 0;
   Meta meta_;
+  mutable uint64_t bytes_read_ = 0;
 };
 
 }  // namespace etcdq::bbolt

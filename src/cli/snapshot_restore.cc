@@ -1,5 +1,7 @@
 #include "cli/snapshot_restore.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "common/progress.h"
 #include "etcd_snapshot/restore.h"
 #include "member/identity.h"
 #include "member/member.h"
@@ -156,6 +159,56 @@ Error compute_ids(const RestoreFlags& f, uint64_t* member_id, uint64_t* cluster_
   return {};
 }
 
+// How far a restore is, 0 to 1: the file's pages read of all of them
+// (the key bucket, read in one pass, is most of them).
+double restore_fraction(const etcd_snapshot::RestoreOptions::Progress& p) {
+  if (p.bytes_total == 0) return 0;
+  return std::min(1.0, static_cast<double>(p.bytes_read) / static_cast<double>(p.bytes_total));
+}
+
+// The progress bar `etcdq snapshot restore` draws on a terminal (stderr):
+// one line, redrawn in place with a carriage return, ended by finish().
+class RestoreBar {
+ public:
+  RestoreBar(bool on, std::chrono::steady_clock::time_point t0) : on_(on), t0_(t0) {}
+  bool on() const { return on_; }
+  // An empty bar, before anything is read.
+  void start() {
+    if (on_) draw_at(0, 0);
+  }
+  void draw(const etcd_snapshot::RestoreOptions::Progress& p) { draw_at(restore_fraction(p), p.revisions); }
+  // After the restore: a full bar when it succeeded, and the line ended.
+  void finish(bool ok, int64_t revisions) {
+    if (!on_ || !drawn_) return;
+    if (ok) draw_at(1.0, revisions);
+    std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  static constexpr int kWidth = 30;
+  void draw_at(double fraction, int64_t revisions) {
+    drawn_ = true;
+    int filled = static_cast<int>(fraction * kWidth);
+    std::string line = "\rrestoring [" + std::string(filled, '#') + std::string(kWidth - filled, '-') + "] ";
+    char tail[128];
+    std::snprintf(tail, sizeof tail, "%3d%%  %lld key revisions, %.1f s", static_cast<int>(100 * fraction),
+                  static_cast<long long>(revisions),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+    line += tail;
+    // Blanks over what a longer line drawn before left.
+    const size_t len = line.size();
+    if (len < widest_) line.append(widest_ - len, ' ');
+    widest_ = std::max(widest_, len);
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+  }
+  bool on_;
+  std::chrono::steady_clock::time_point t0_;
+  bool drawn_ = false;
+  size_t widest_ = 0;
+};
+
 int restore_main(int argc, char** argv) {
   RestoreFlags f;
   bool help = false;
@@ -179,24 +232,45 @@ int restore_main(int argc, char** argv) {
     member::keep_identity(engine, &member, &cluster, f.token);
   };
   auto t0 = std::chrono::steady_clock::now();
-  // Start, progress (at most once a second) and end on stderr, as the
+  // Start, progress (at most once a second, or a bar on a terminal) and end on stderr, as the
   // summary below is stdout's.
   std::error_code size_ec;
   const auto file_bytes = std::filesystem::file_size(f.file, size_ec);
   std::fprintf(stderr, "restoring snapshot %s (%llu bytes) into %s\n", f.file.c_str(),
                size_ec ? 0ULL : static_cast<unsigned long long>(file_bytes), f.data_dir.c_str());
-  o.on_progress = [t0](int64_t revisions, int64_t revision) {
-    std::fprintf(stderr, "restoring: %lld key revisions copied, at revision %lld, %.1f s\n",
-                 static_cast<long long>(revisions), static_cast<long long>(revision),
+  // On a terminal, a bar redrawn in place (at most 10 times a second);
+  // else a line at most once a second (common/progress.h).
+  RestoreBar bar(::isatty(STDERR_FILENO) == 1, t0);
+  o.progress_every = bar.on() ? std::min(std::chrono::milliseconds(100), common::progress_interval())
+                              : common::progress_interval();
+  bar.start();
+  o.on_progress = [&bar, t0](const etcd_snapshot::RestoreOptions::Progress& p) {
+    if (bar.on()) return bar.draw(p);
+    std::fprintf(stderr,
+                 "restoring: %lld key revisions copied, at revision %lld, %llu of %llu bytes read (%d%%), %.1f s\n",
+                 static_cast<long long>(p.revisions), static_cast<long long>(p.revision),
+                 static_cast<unsigned long long>(p.bytes_read), static_cast<unsigned long long>(p.bytes_total),
+                 static_cast<int>(100 * restore_fraction(p)),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
   etcd_snapshot::RestoreStats s;
   member::add_key_spaces();  // their records are rebuilt too
-  if (Error e = etcd_snapshot::restore_etcd_snapshot(o, &s)) {
-    std::fprintf(stderr, "Error: %s\n", e.message().c_str());
+  Error restored = etcd_snapshot::restore_etcd_snapshot(o, &s);
+  bar.finish(!restored, s.revisions);
+  if (restored) {
+    std::fprintf(stderr, "Error: %s\n", restored.message().c_str());
     return 1;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  uint64_t db_bytes = 0;  // the new data dir's files
+  std::error_code walk_ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(f.data_dir, walk_ec)) {
+    std::error_code size_ec;
+    if (entry.is_regular_file(size_ec)) db_bytes += entry.file_size(size_ec);
+  }
+  std::fprintf(stderr, "finished restoring snapshot %s: %lld key revisions, %llu bytes in %s, took %.2f s\n",
+               f.file.c_str(), static_cast<long long>(s.revisions), static_cast<unsigned long long>(db_bytes),
+               f.data_dir.c_str(), secs);
   std::printf(
       "restored snapshot %s into %s: member %llx of cluster %llx, revision %lld, compacted at %lld, %lld revisions, "
       "%lld keys, %lld leases (%.2f s)\n",

@@ -156,10 +156,10 @@ Error copy_keys(const bbolt::Reader& r, const std::string& path, storage::Engine
       b.put(storage::Cf::kRevlog, mvcc::revlog_key(rev), log);
     }
     ++stats->revisions;
-    if (o.on_progress && (stats->revisions & 1023) == 0) {
-      if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
+    if (o.on_progress && (stats->revisions & 255) == 0) {
+      if (auto now = std::chrono::steady_clock::now(); now - last_report >= o.progress_every) {
         last_report = now;
-        o.on_progress(stats->revisions, rev.main);
+        o.on_progress({stats->revisions, rev.main, r.bytes_read(), r.pages_bytes()});
       }
     }
     return w.maybe_flush();

@@ -65,6 +65,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -82,10 +83,19 @@ struct RestoreOptions {
   // Stores the member's identity in the new database, last before it is
   // synced and moved into place (may be empty: none stored).
   std::function<void(storage::Engine*)> store_identity;
-  // Progress while the key bucket is copied, at most once a second (may be
-  // empty): key bucket entries copied so far and the revision reached. On
-  // the restoring thread.
-  std::function<void(int64_t revisions, int64_t revision)> on_progress;
+  // Progress while the key bucket is copied, at most once every
+  // `progress_every` (may be empty): key bucket entries copied so far, the
+  // revision reached, and the bytes of the file's pages read so far of all
+  // of them (bbolt::Reader::bytes_read(), pages_bytes()). On the restoring
+  // thread.
+  struct Progress {
+    int64_t revisions = 0;
+    int64_t revision = 0;
+    uint64_t bytes_read = 0;
+    uint64_t bytes_total = 0;
+  };
+  std::function<void(const Progress&)> on_progress;
+  std::chrono::milliseconds progress_every{1000};
 };
 
 struct RestoreStats {

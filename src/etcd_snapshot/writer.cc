@@ -110,13 +110,26 @@ Error sorted_bucket(BucketSink* out, std::string_view name, const std::map<std::
 
 class WriterSink final : public BucketSink {
  public:
-  explicit WriterSink(bbolt::Writer* w) : w_(w) {}
-  Error begin_bucket(std::string_view name) override { return w_->begin_bucket(name); }
-  Error put(std::string_view key, std::string_view value) override { return w_->put(key, value); }
+  WriterSink(bbolt::Writer* w, const KeyProgress& on_key) : w_(w), on_key_(on_key) {}
+  Error begin_bucket(std::string_view name) override {
+    in_keys_ = name == "key";
+    return w_->begin_bucket(name);
+  }
+  Error put(std::string_view key, std::string_view value) override {
+    // The key bucket is in revision order: its key's first 8 bytes are the
+    // main revision (big-endian, mvcc/etcd_keys.h).
+    if (in_keys_ && on_key_ && (++keys_ & 255) == 0 && key.size() >= 8) {
+      on_key_(static_cast<int64_t>(get_be64(key.data())), keys_);
+    }
+    return w_->put(key, value);
+  }
   Error end_bucket() override { return w_->end_bucket(); }
 
  private:
   bbolt::Writer* w_;
+  const KeyProgress& on_key_;
+  bool in_keys_ = false;
+  int64_t keys_ = 0;
 };
 
 class HashSink final : public BucketSink {
@@ -228,10 +241,11 @@ Error etcd_hash(const Tables& tables, const mvcc::ReadView& view, uint32_t* hash
   return {};
 }
 
-Error write_etcd_snapshot(const Tables& tables, const mvcc::ReadView& view, const std::string& path) {
+Error write_etcd_snapshot(const Tables& tables, const mvcc::ReadView& view, const std::string& path,
+                          const KeyProgress& on_key) {
   bbolt::Writer w;  // removes its file unless finish() succeeds
   if (Error e = w.open(path)) return e;
-  WriterSink sink(&w);
+  WriterSink sink(&w, on_key);
   if (Error e = write_etcd_buckets(tables, view, &sink)) return e;
   if (Error e = w.finish()) return e;
   if (Error e = bbolt::append_sha256_trailer(path)) {

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,9 +70,16 @@ Error write_etcd_buckets(const Tables& tables, const mvcc::ReadView& view, Bucke
 // is equal on every member of an etcdq cluster at the same revision.
 Error etcd_hash(const Tables& tables, const mvcc::ReadView& view, uint32_t* hash);
 
+// How far the key bucket is written: the main revision reached (of the
+// view's revision) and the entries written so far. Called every 256
+// entries, on the writing thread.
+using KeyProgress = std::function<void(int64_t revision, int64_t entries)>;
+
 // Writes etcd's snapshot file to `path`: the bbolt database, then its
 // sha256 (bbolt/snapshot_file.h). On error no file is left at `path`.
-// Memory: bbolt/writer.h's bound plus mvcc/etcd_keys.h's.
-Error write_etcd_snapshot(const Tables& tables, const mvcc::ReadView& view, const std::string& path);
+// Memory: bbolt/writer.h's bound plus mvcc/etcd_keys.h's. `on_key` (may be
+// empty): progress, see KeyProgress.
+Error write_etcd_snapshot(const Tables& tables, const mvcc::ReadView& view, const std::string& path,
+                          const KeyProgress& on_key = {});
 
 }  // namespace etcdq::etcd_snapshot

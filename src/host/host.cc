@@ -18,6 +18,7 @@
 #include "http/timer.h"
 #include "member/member.h"
 #include "net/grpc_fd_guard.h"
+#include "net/h2_guard.h"
 #include "net/mux.h"
 #include "net/tls_context.h"
 #include "net/tls_listener.h"
@@ -45,6 +46,18 @@ std::vector<std::pair<std::string, int>> addresses(const std::vector<Url>& urls,
 constexpr int kClientGraceMs = 1000;
 // How often a waiting linearizable health read looks for a lost leader.
 constexpr auto kHealthLeaderPoll = std::chrono::milliseconds(50);
+// The longest a linearizable health check waits for its read (issue #36:
+// /health and /readyz answer within a second on a member whose peers just
+// went down). A member learns it has lost its leader only an election
+// timeout after the last message (1-2 s with etcd's defaults: libraft
+// randomizes it between one and two), and a read started before that
+// waits for a leader that will not answer; past this it answers 503 with
+// etcd's reason for a read that did not complete ("etcdserver: request
+// timed out", which etcd gives after its 7 s request timeout), or "no
+// leader" once the member knows. A healthy member's read takes
+// milliseconds (one heartbeat round), so this is not reached under load
+// that a member serves.
+constexpr auto kHealthAnswerBudget = std::chrono::milliseconds(800);
 
 }  // namespace
 
@@ -151,6 +164,10 @@ Error Host::check_initial_corruption() {
 // and --listen-metrics-urls (http:// ones) bind when they start: their
 // addresses are tried here (bound and closed at once), so that a taken
 // port is found before the data dir is made.
+// One cap on the streams of a connection: the peer server advertises it,
+// the guard enforces it on client and peer URLs alike (server/server.h).
+static_assert(net::H2Guard::kMaxConcurrentStreams == static_cast<size_t>(server::kMaxConcurrentStreams));
+
 Error Host::bind_listeners() {
   if (Error e = bind_peers()) return e;
   net::Mux::Routes routes;
@@ -183,12 +200,16 @@ Error Host::bind_listeners() {
                          "metrics")) {
     return e;
   }
-  const std::pair<const std::vector<Url>*, const char*> http_only[] = {{&cfg_.listen_client_http_urls, "client"},
-                                                                       {&cfg_.listen_metrics_urls, "metrics client"}};
-  for (const auto& [urls, role] : http_only) {
-    for (const auto& [host, port] : addresses(*urls, "http")) {
-      if (Error e = http::HttpServer::probe(host, port, role)) return e;
-    }
+  // http:// URLs of --listen-client-http-urls: HTTP/1.1 only (an HTTP/2
+  // connection is closed, as gRPC is not served there), routed as the
+  // client URLs' HTTP is, so they answer health from serve_health_early()
+  // on, before a leader, and the gateway once the member serves.
+  if (auto plain = addresses(cfg_.listen_client_http_urls, "http"); !plain.empty()) {
+    client_http_mux_ = std::make_unique<net::Mux>(net::Mux::Routes{nullptr, [this](int fd) { route_http1(fd); }, {}});
+    if (Error e = client_http_mux_->listen(plain)) return e;
+  }
+  for (const auto& [host, port] : addresses(cfg_.listen_metrics_urls, "http")) {
+    if (Error e = http::HttpServer::probe(host, port, "metrics client")) return e;
   }
   return {};
 }
@@ -265,7 +286,8 @@ http::HttpOptions Host::health_options() {
     // A linearizable read that started while the member still had a leader
     // waits for it until the request timeout (7 s, measured, when the
     // peers were SIGKILLed): once the member knows it has none, the check
-    // answers "no leader" at once.
+    // answers "no leader" at once, and it never waits past
+    // kHealthAnswerBudget.
     struct Once {
       std::atomic<bool> answered{false};
       std::function<void(std::string)> done;
@@ -277,10 +299,14 @@ http::HttpOptions Host::health_options() {
     once->done = std::move(done);
     m->health_read(false, [once](Error e) { once->answer(e.message()); });
     auto watch = std::make_shared<std::function<void()>>();
-    *watch = [m, timer, once, weak = std::weak_ptr<std::function<void()>>(watch)] {
+    auto give_up_at = std::chrono::steady_clock::now() + kHealthAnswerBudget;
+    *watch = [m, timer, once, give_up_at, weak = std::weak_ptr<std::function<void()>>(watch)] {
       if (once->answered) return;
       if (!m->has_leader()) return once->answer(errors::no_leader().message());
-      if (auto again = weak.lock()) timer->after(kHealthLeaderPoll, [again] { (*again)(); });
+      auto now = std::chrono::steady_clock::now();
+      if (now >= give_up_at) return once->answer(errors::timeout().message());
+      auto next = std::min<std::chrono::steady_clock::duration>(kHealthLeaderPoll, give_up_at - now);
+      if (auto again = weak.lock()) timer->after(next, [again] { (*again)(); });
     };
     timer->after(kHealthLeaderPoll, [watch] { (*watch)(); });
   };
@@ -313,10 +339,10 @@ http::HttpOptions Host::health_options() {
 // instead of leaving connections unanswered: the health endpoints and
 // /metrics answer from now on (/health 503 "RAFT NO LEADER", /readyz 503
 // with linearizable_read failed), no JSON gateway; gRPC connections wait
-// (held, as in the listen backlog) until serve_clients(). etcd 3.6 answers
-// nothing on its client URLs until it is ready. Not yet served: the http://
-// URLs of --listen-client-http-urls (cpp-httplib binds them in
-// serve_clients()).
+// (held, as in the listen backlog) until serve_clients(). The URLs of
+// --listen-client-http-urls alike. etcd 3.6 answers nothing on its client
+// URLs, --listen-client-http-urls included, until it is ready (measured:
+// 5 s curl timeouts restarted alone), only on --listen-metrics-urls.
 Error Host::serve_health_early() {
   http::HttpOptions ho = health_options();
   ho.gateway_channel = nullptr;  // /v3/... answer 404 until the member serves
@@ -334,6 +360,12 @@ Error Host::serve_health_early() {
     }
   }
   if (Error e = client_mux_->start()) return e;
+  if (client_http_mux_) {
+    if (Error e = client_http_mux_->start()) return e;
+    for (const auto& [host, port] : addresses(cfg_.listen_client_http_urls, "http")) {
+      spdlog::info("serving HTTP (/metrics, /health; the gateway once the member serves) on http://{}:{}", host, port);
+    }
+  }
   for (auto& l : tls_listeners_) {
     if (Error e = l->start()) return e;
   }
@@ -362,13 +394,7 @@ Error Host::serve_clients() {
   server::ClientServer* grpc_side = client_server_.get();
   ho.grpc_unary_started = [grpc_side] { return grpc_side->unary_calls_started(); };
   http_server_ = std::make_unique<http::HttpServer>(std::move(ho));
-  {
-    auto listen_http = addresses(cfg_.listen_client_http_urls, "http");
-    if (Error e = http_server_->start(listen_http)) return e;
-    for (const auto& [host, port] : listen_http) {
-      spdlog::info("serving HTTP (gateway, /metrics, /health) on http://{}:{}", host, port);
-    }
-  }
+  if (Error e = http_server_->start({})) return e;  // it serves connections the listeners hand it
   // The listeners (running since serve_health_early()) reach the servers
   // made above from now on.
   http1_route_ = http_server_.get();
@@ -392,6 +418,7 @@ void Host::stop() {
   // stopped"; then the servers close, and every watch stream ends with
   // Unavailable (clients resume from their last revision).
   if (client_mux_) client_mux_->stop();  // no new connections for the servers below
+  if (client_http_mux_) client_http_mux_->stop();
   {
     std::lock_guard<std::mutex> lock(held_mu_);
     for (int fd : held_grpc_) ::close(fd);

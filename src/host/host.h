@@ -129,12 +129,13 @@ class Host {
   std::unique_ptr<http::HttpServer> http_server_;     // client URLs' HTTP, or --listen-client-http-urls
   std::unique_ptr<http::HttpServer> metrics_server_;  // --listen-metrics-urls
   std::unique_ptr<net::Mux> client_mux_;              // http:// client URLs
+  std::unique_ptr<net::Mux> client_http_mux_;         // http:// --listen-client-http-urls (HTTP/1.1 only)
   std::vector<std::unique_ptr<net::TlsListener>> tls_listeners_;  // https:// client, HTTP, metrics URLs
   // Health and metrics on the client URLs while the member waits for a
   // leader (serve_health_early); keeps the connections it took until stop().
   std::unique_ptr<http::HttpServer> early_http_;
   std::unique_ptr<http::Timer> health_timer_;  // health reads' watch for a lost leader
-  std::atomic<http::HttpServer*> http1_route_{nullptr};  // where the client URLs' HTTP/1.1 goes now
+  std::atomic<http::HttpServer*> http1_route_{nullptr};  // where client HTTP/1.1 (either kind of URL) goes now
   std::mutex held_mu_;              // guards the two below
   bool grpc_ready_ = false;         // client_server_ takes connections
   std::vector<int> held_grpc_;      // gRPC connections made before that

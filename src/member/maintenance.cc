@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "common/progress.h"
 #include "etcd_snapshot/writer.h"
 #include "member/cluster.h"
 #include "mvcc/etcd_keys.h"
@@ -58,8 +59,16 @@ Error hash(const Context& ctx, uint32_t* out, int64_t* revision) {
 
 Error write_snapshot(const Context& ctx, const std::string& path) {
   auto view = ctx.store->view();
-  spdlog::info("building a database snapshot for a client at revision {}", view->revision());
-  return etcd_snapshot::write_etcd_snapshot(snapshot_tables(ctx), *view, path);
+  const int64_t revision = view->revision();
+  spdlog::info("building a database snapshot for a client at revision {}", revision);
+  // Progress at most once a second (common/progress.h): the key bucket is
+  // written in revision order, most of the file.
+  common::ProgressPacer pacer;
+  return etcd_snapshot::write_etcd_snapshot(snapshot_tables(ctx), *view, path, [&](int64_t at, int64_t entries) {
+    if (!pacer.due()) return;
+    spdlog::info("building a database snapshot for a client: at revision {} of {}, {} key revisions written, {} ms",
+                 at, revision, entries, pacer.elapsed_ms());
+  });
 }
 
 std::string snapshot_dir(const Context& ctx) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <unordered_set>
 
+#include "common/progress.h"
 #include "mvcc/codec.h"
 #include "storage/batch.h"
 
@@ -96,17 +97,16 @@ bool Compactor::compact_to(int64_t rev) {
   // how long it took (issue #36: etcd's "compact tree index" / "finished
   // scheduled compaction" lines, with progress a long one lacked).
   const auto t0 = std::chrono::steady_clock::now();
-  auto last_report = t0;
+  common::ProgressPacer pacer;
   const int64_t from = log.valid() && log.key().compare(stop_key) < 0 ? decode_revlog_key(log.key()).main : rev;
   spdlog::info("compaction to revision {} started: history from revision {}", rev, from);
   while (log.valid() && log.key().compare(stop_key) < 0) {
-    if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
-      last_report = now;
+    if (pacer.due()) {
       int64_t at = decode_revlog_key(log.key()).main;
       spdlog::info("compaction to revision {}: at revision {} ({}% of revisions {}..{}), {} changes swept, {} "
                    "versions removed, {} ms",
                    rev, at, rev > from ? (at - from) * 100 / (rev - from) : 100, from, rev, swept, removed,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(now - t0).count());
+                   pacer.elapsed_ms());
     }
     storage::Batch batch(engine_);
     std::unordered_set<std::string> seen;  // keys already swept in this batch

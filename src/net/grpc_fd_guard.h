@@ -4,7 +4,12 @@
 // definitions come first, as a malloc replacement's do). For an fd handed
 // to guard_grpc_fd(), what gRPC reads passes the guard before gRPC sees it
 // and what it writes is shown to the guard; every other fd of the process
-// goes straight to libc (one table lookup).
+// goes straight to libc (one table lookup). What the guard itself owes the
+// client (RST_STREAM refusals of streams past the cap) is written between
+// gRPC's frames: after a read or a write of gRPC's, never while a write of
+// gRPC's on that fd is in the kernel (a flag under the connection's mutex),
+// so nothing of gRPC's is half written meanwhile (a refusal half written
+// makes gRPC's next write wait for the socket, EAGAIN, until it is whole).
 //
 // Why not the TLS pump's way (a copy through a socketpair, which TLS
 // connections pay anyway): for plaintext the copy cost a large share of

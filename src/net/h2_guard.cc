@@ -71,7 +71,7 @@ H2Guard::~H2Guard() {
   shared_->unanswered.fetch_sub(static_cast<int64_t>(unanswered_.size()));
 }
 
-size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at) {
+size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at) {
   if (refused_) return 0;
   size_t i = 0;
   while (i < n) {
@@ -92,7 +92,27 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
     if (header_len_ == kFrameHeaderBytes - 1) {
       uint8_t type = header_[3];
       uint32_t stream = stream_of(header_, static_cast<uint8_t>(data[i]));
-      if (type == kRstStream && !forget_answered(stream)) {
+      bool opens = type == kHeaders && stream > highest_opened_ && (stream & 1) != 0;
+      if (opens && answered_.size() + unanswered_.size() >= kMaxConcurrentStreams) {
+        if ((header_[4] & kEndHeadersFlag) == 0) {
+          // gRPC 1.51 cannot drop a header block that goes on in
+          // CONTINUATION frames (its skip parser fails on them and closes
+          // the connection): close it here. Clients split a block only
+          // past 16 KiB of metadata.
+          why_ = "it opened a stream past the limit with a header block in CONTINUATION frames";
+          refused_ = true;
+          return i;
+        }
+        if (replies_.size() - replies_off_ + kReplyFrameBytes > kMaxRepliesBytes) {
+          why_ = "it opens streams past the limit faster than it reads the server's refusals";
+          refused_ = true;
+          return i;
+        }
+        refuse_stream(stream, &data[i]);
+      } else if (type == kRstStream && stream != 0 &&
+                 std::find(refused_ids_.begin(), refused_ids_.end(), stream) != refused_ids_.end()) {
+        // gRPC never saw the stream: nothing to pay for.
+      } else if (type == kRstStream && !forget_answered(stream)) {
         // A stream the server has not answered: gRPC may not have
         // started its call, and cancels it on its own threads.
         why_ = "it resets streams faster than the server answers them (HTTP/2 rapid reset)";
@@ -109,7 +129,9 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
         }
         ++resets_;
         if (unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
-      } else if (type == kHeaders && answered_.count(stream) == 0 && unanswered_.count(stream) == 0) {
+      } else if (opens) {
+        // (HEADERS on a stream id at or below one opened before is no new
+        // stream: trailers, or one gRPC drops as out of order.)
         // A new stream. Streams reset or abandoned unanswered (by anyone)
         // are still being paid for: wait.
         // A connection that has nothing of its own to pay for, and only a
@@ -150,6 +172,7 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
         }
         unanswered_[stream] = Pending{(header_[4] & kEndStreamFlag) != 0, now};
         shared_->unanswered.fetch_add(1);
+        highest_opened_ = stream;
       } else if (stream != 0 && !unanswered_.empty()) {
         // The client is still sending an unanswered stream (or finished
         // it: END_STREAM, and it now waits on the server).
@@ -168,6 +191,34 @@ size_t H2Guard::admit(const char* data, size_t n, Clock::time_point now, Clock::
     }
   }
   return n;
+}
+
+void H2Guard::refuse_stream(uint32_t stream, char* last_byte) {
+  // An even id: gRPC decodes the header block and drops it (see the header).
+  *last_byte = static_cast<char>(*last_byte & ~1);
+  highest_opened_ = stream;
+  refused_ids_[refused_next_] = stream;
+  refused_next_ = (refused_next_ + 1) % kRecentlyRefused;
+  ++refused_streams_;
+  if (replies_off_ > 0) {
+    replies_.erase(0, replies_off_);
+    replies_off_ = 0;
+  }
+  const uint8_t frame[kReplyFrameBytes] = {0, 0, 4, kRstStream, 0,
+                                           static_cast<uint8_t>((stream >> 24) & 0x7f),
+                                           static_cast<uint8_t>(stream >> 16),
+                                           static_cast<uint8_t>(stream >> 8),
+                                           static_cast<uint8_t>(stream),
+                                           0, 0, 0, static_cast<uint8_t>(kRefusedStreamCode)};
+  replies_.append(reinterpret_cast<const char*>(frame), sizeof frame);
+}
+
+void H2Guard::replies_sent(size_t n) {
+  replies_off_ = std::min(replies_.size(), replies_off_ + n);
+  if (replies_off_ == replies_.size()) {
+    replies_.clear();
+    replies_off_ = 0;
+  }
 }
 
 size_t H2Guard::stale(Clock::time_point now) const {

@@ -63,6 +63,31 @@
 // and kConnPerSecond, kThreadBurst and kThreadPerSecond below (nghttp2's
 // rapid-reset defaults are 1000 and 33 a second a connection).
 //
+// Streams past the cap: a connection has at most kMaxConcurrentStreams
+// streams open (opened by the client and not yet ended by the server's
+// END_STREAM or a reset either way; reset or abandoned ones are paced as
+// above). A new stream past that is refused as Go's http2 server refuses
+// one past its MaxConcurrentStreams: RST_STREAM(REFUSED_STREAM) to the
+// client, which may retry it (clients treat it as never processed), and
+// gRPC never sees it as a stream. gRPC cannot be asked to do that: past
+// its own limit gRPC 1.51 closes the whole connection, and a client that
+// honours the limit it advertises queues its calls past it, so a plain Put
+// after 4,096 watches on one connection waited out its deadline (issue
+// #36). So the client server advertises no limit (as etcd, whose
+// --max-concurrent-streams defaults to math.MaxUint32) and this guard
+// enforces one. How: the HEADERS frame still reaches gRPC, since its
+// header block changes the connection's HPACK table, but with the stream
+// id's lowest bit cleared: an even id, which a server never accepts as a
+// stream from a client, so gRPC decodes the block and drops it (chttp2
+// parsing.cc, "non-client generated index"). Later frames of the refused
+// stream reach gRPC as frames of a closed stream (DATA counts for the
+// connection's flow control, and is dropped). The RST_STREAM frames the
+// guard owes the client wait in replies(): its caller sends them when the
+// server's own output is between frames. A stream past the cap whose
+// header block goes on in CONTINUATION frames closes the connection
+// instead (gRPC 1.51 fails on such a block once dropped, and would close
+// it anyway).
+//
 // It also refuses a client that opens more than kStreamsBeforeSettingsAck
 // streams before it acknowledged the server's SETTINGS: gRPC enforces its
 // limit on concurrent streams (server/server.h kMaxConcurrentStreams) only
@@ -86,6 +111,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -125,7 +152,16 @@ class H2Guard {
   static constexpr size_t kPrefaceBytes = 24;
   static constexpr size_t kFrameHeaderBytes = 9;
   static constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4;
-  static constexpr uint8_t kAckFlag = 0x1, kEndStreamFlag = 0x1;
+  static constexpr uint8_t kAckFlag = 0x1, kEndStreamFlag = 0x1, kEndHeadersFlag = 0x4;
+  static constexpr uint32_t kRefusedStreamCode = 0x7;  // RFC 9113 section 7
+  // Streams one connection may have open at once (see above). The peer
+  // server advertises the same number (server/server.h), so a member's
+  // own calls queue in its client instead of being refused.
+  static constexpr size_t kMaxConcurrentStreams = 4096;
+  // Refusals not yet sent (RST_STREAM frames, 13 bytes each); a client that
+  // opens streams past the cap faster than it reads what the server sends
+  // is refused (the connection closed).
+  static constexpr size_t kMaxRepliesBytes = 1024 * 13;
   // Streams remembered as answered and not ended; past it, resets of
   // further answered streams take tokens (gRPC allows 4096 open at once).
   static constexpr size_t kMaxAnswered = 8192;
@@ -173,15 +209,34 @@ class H2Guard {
   // wait, and *resume_at says when to offer them again. Fewer, and
   // refused() true, when the connection must be closed.
   // (A held frame may have its payload partly passed only when offered
-  // again; a frame's payload is never inspected.)
-  size_t admit(const char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at);
+  // again; a frame's payload is never inspected.) The header of a stream it
+  // refuses is rewritten in `data` (its stream id made even, see above)
+  // and a RST_STREAM for it joins replies().
+  size_t admit(char* data, size_t n, Clock::time_point now, Clock::time_point* resume_at);
   // The next `n` bytes the server sent to the client (from its first
   // byte): which streams it answered and ended, and its RST_STREAM frames
   // on streams it never answered, charged to the buckets.
   void server_sent(const char* data, size_t n, Clock::time_point now);
 
+  // Frames the guard owes the client (RST_STREAM(REFUSED_STREAM) for each
+  // stream refused past the cap), in order. The caller writes them to the
+  // client only when server_between_frames() or replies_mid_frame(), and
+  // then nothing of the server's until !replies_mid_frame(); replies_sent()
+  // counts what was written.
+  std::string_view replies() const { return std::string_view(replies_).substr(replies_off_); }
+  void replies_sent(size_t n);
+  // Everything the server sent so far (server_sent()) ends with a whole
+  // frame: a reply may go in now.
+  bool server_between_frames() const { return out_header_len_ == 0 && out_payload_left_ == 0; }
+  // Part of a reply frame was written: the rest must follow before
+  // anything of the server's.
+  bool replies_mid_frame() const { return replies_off_ % kReplyFrameBytes != 0; }
+  uint64_t refused_streams() const { return refused_streams_; }
+
   // The client opened kStreamsBeforeSettingsAck streams without having
-  // acknowledged the server's SETTINGS: close the connection.
+  // acknowledged the server's SETTINGS, owes kMaxRepliesBytes of
+  // refusals, or opened a stream past the cap with a header block in
+  // CONTINUATION frames: close the connection.
   bool refused() const { return refused_; }
   uint64_t resets() const { return resets_; }  // unanswered RST_STREAM frames let through
   uint64_t holds() const { return holds_; }    // times admit() held a frame
@@ -228,6 +283,21 @@ class H2Guard {
   bool forget_answered(uint32_t stream);
   uint64_t headers_ = 0;  // HEADERS frames, counted until the first SETTINGS ack
   bool settings_acked_ = false, refused_ = false;
+  // Refusing a stream past the cap (see above). The highest stream the
+  // client opened (a new stream's id is higher than every earlier one,
+  // RFC 9113 section 5.1.1).
+  uint32_t highest_opened_ = 0;
+  // The last kRecentlyRefused streams refused: a client's reset of one is
+  // free (gRPC never saw the stream). A ring; 0 is no stream.
+  static constexpr size_t kRecentlyRefused = 64;
+  std::array<uint32_t, kRecentlyRefused> refused_ids_{};
+  size_t refused_next_ = 0;
+  uint64_t refused_streams_ = 0;
+  static constexpr size_t kReplyFrameBytes = kFrameHeaderBytes + 4;
+  std::string replies_;
+  size_t replies_off_ = 0;
+  // Refuses the new stream whose header's last byte is data[i].
+  void refuse_stream(uint32_t stream, char* last_byte);
 };
 
 }  // namespace etcdq::net

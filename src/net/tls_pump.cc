@@ -79,6 +79,7 @@ struct TlsPump::Impl {
     size_t out_off = 0, out_len = 0;
     bool held = false;    // waiting in Worker::held for a reset token
     bool warned = false;  // its first hold was logged
+    bool refusal_warned = false;  // its first refused stream was logged
     bool tls_eof = false, plain_eof = false, plain_shut = false;
   };
 
@@ -420,6 +421,25 @@ struct TlsPump::Impl {
         if (c.tls_eof && c.in.empty() && !c.plain_shut) {
           shutdown(c.plain, SHUT_WR);  // the server sees the client's end
           c.plain_shut = true;
+        }
+        // What the guard owes the client (refusals of streams past the
+        // cap) goes out between the server's frames: everything received
+        // from the server went out and ended with a whole frame. Whole
+        // reply frames only, so the server's next bytes may follow.
+        if (H2Guard* guard = c.in.guard(); guard && c.out_len == 0 && !guard->replies().empty() &&
+                                           (guard->replies_mid_frame() || guard->server_between_frames())) {
+          if (!c.refusal_warned) {
+            c.refusal_warned = true;
+            warn(c, "refusing new streams past " + std::to_string(H2Guard::kMaxConcurrentStreams) +
+                        " open at once (RST_STREAM REFUSED_STREAM)");
+          }
+          std::string_view r = guard->replies();
+          size_t k = std::min(r.size(), kBufferBytes);
+          std::memcpy(c.out.get(), r.data(), k);
+          guard->replies_sent(k);
+          c.out_off = 0;
+          c.out_len = k;
+          progress = true;
         }
         if (!c.plain_eof && c.out_len == 0) {
           ssize_t r = recv(c.plain, c.out.get(), kBufferBytes, 0);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/progress.h"
 #include "member/maintenance.h"
 #include "member/pipeline.h"
 #include "server/blocking_writer.h"
@@ -274,12 +275,12 @@ class SnapshotStream final : public BlockingWriter<etcdserverpb::SnapshotRespons
     // etcd 3.6 names the storage version in every message (etcdctl prints
     // "Server version ..."); empty, as from etcd 3.5, below 3.6.
     chunk_.set_version(storage_version(kEtcdApiVersion));
-    auto last_report = std::chrono::steady_clock::now();
+    common::ProgressPacer pacer;
     while (sent < total) {
       // Progress at most once a second (etcd logs only start and end).
-      if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1)) {
-        last_report = now;
-        spdlog::info("sending database snapshot to client: {} of {} bytes ({}%)", sent, total, sent * 100 / total);
+      if (pacer.due()) {
+        spdlog::info("sending database snapshot to client: {} of {} bytes ({}%), {} ms", sent, total,
+                     sent * 100 / total, pacer.elapsed_ms());
       }
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, total - sent));
       if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {

@@ -96,7 +96,7 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   // etcd's keepalive enforcement defaults: clients may ping every 5 s.
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
+  // No GRPC_ARG_MAX_CONCURRENT_STREAMS: the guard enforces it (server.h).
   b.RegisterService(&services_->kv);
   b.RegisterService(&services_->watch);
   b.RegisterService(&services_->lease);

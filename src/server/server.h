@@ -18,12 +18,19 @@
 
 namespace etcdq::server {
 
-// Streams one HTTP/2 connection may have open at once, client and peer
-// servers alike (SETTINGS_MAX_CONCURRENT_STREAMS; clients queue calls past
-// it). etcd leaves it unbounded (math.MaxUint32); here each open stream is
-// a gRPC call that holds memory, so streams opened and left waiting on one
-// connection grew a member by gigabytes (bench/RESULTS.md, "Measurements moved from headers"). Streams a
-// client reset do not count: net/h2_guard.h paces those.
+// Streams one HTTP/2 connection to the peer server may have open at once
+// (SETTINGS_MAX_CONCURRENT_STREAMS): a member's own gRPC client queues its
+// calls past it. Each open stream is a gRPC call that holds memory, so
+// streams opened and left waiting on one connection grew a member by
+// gigabytes before there was a limit (bench/RESULTS.md, "Measurements
+// moved from headers"). The client server advertises none, as etcd (whose
+// --max-concurrent-streams defaults to math.MaxUint32): a client that
+// honours a limit queues its calls past it, so a Put after 4,096 watches
+// on one connection waited out its deadline. There net/h2_guard.h
+// (kMaxConcurrentStreams, the same number) refuses a stream past it with
+// RST_STREAM(REFUSED_STREAM), as Go's http2 server does past its limit;
+// host/host.cc checks the two agree. Streams a client reset do not count:
+// the guard paces those.
 constexpr int kMaxConcurrentStreams = 4096;
 
 class ClientServer {

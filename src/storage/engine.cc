@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/metrics.h"
+#include "common/progress.h"
 
 #include "storage/batch.h"
 #include "storage/fail_stop.h"
@@ -14,8 +15,11 @@
 #include <rocksdb/table.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace etcdq::storage {
@@ -172,30 +176,66 @@ uint64_t defrag_dir_bytes(const std::string& dir) {
 
 Error Engine::compact_all() {
   if (Error e = fail_stop_->error()) return e;
-  // Start, progress (a column family done, at most once a second) and end
-  // with the sizes and the time: etcd logs "defragmenting" and "finished
-  // defragmenting directory" with sizes and "took" (backend.Defrag).
-  const auto t0 = std::chrono::steady_clock::now();
-  auto last_report = t0;
+  // Start, progress at most once a second (common/progress.h: bytes of the
+  // column families done of all of them, also while one long column family
+  // compacts) and end with the sizes and the time: etcd logs
+  // "defragmenting" and "finished defragmenting directory" with sizes and
+  // "took" (backend.Defrag).
+  common::ProgressPacer pacer;
   const uint64_t before = defrag_dir_bytes(dir_);
+  // The memtables first (CompactRange would flush them itself), so that the
+  // column families' table files hold everything the progress counts.
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  if (rocksdb::Status s = db_->Flush(flush, {handles_.begin(), handles_.end()}); !s.ok()) {
+    spdlog::warn("defragmenting {}: flush before it failed: {}", dir_, s.ToString());
+  }
+  std::vector<uint64_t> cf_bytes(handles_.size(), 0);
+  uint64_t total = 0;
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    uint64_t v = 0;
+    if (db_->GetIntProperty(handles_[i], "rocksdb.total-sst-files-size", &v)) cf_bytes[i] = v;
+    total += cf_bytes[i];
+  }
   spdlog::info("defragmenting {}: {} bytes in {} column families", dir_, before, handles_.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  uint64_t done_bytes = 0;  // guarded by mu, as the two below
+  size_t done = 0;
+  std::string current;
+  // CompactRange of one column family is one call: the progress of a long
+  // one comes from here.
+  std::thread reporter([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    const auto step = std::max<std::chrono::milliseconds>(common::progress_interval(), std::chrono::milliseconds(1));
+    do {
+      if (!pacer.due()) continue;
+      spdlog::info("defragmenting {}: {} of {} bytes done ({} of {} column families; compacting {}), {} ms", dir_,
+                   done_bytes, total, done, handles_.size(), current, pacer.elapsed_ms());
+    } while (!cv.wait_for(lock, step, [&] { return finished; }));
+  });
   rocksdb::CompactRangeOptions o;
   Error e;
-  size_t done = 0;
-  for (auto* h : handles_) {
-    rocksdb::Status s = db_->CompactRange(o, h, nullptr, nullptr);
-    if (!s.ok()) e = errors::internal("defragment failed: " + s.ToString());
-    ++done;
-    if (auto now = std::chrono::steady_clock::now(); now - last_report >= std::chrono::seconds(1) &&
-                                                     done < handles_.size()) {
-      last_report = now;
-      spdlog::info("defragmenting {}: {} of {} column families done ({}), {} ms", dir_, done, handles_.size(),
-                   h->GetName(), std::chrono::duration_cast<std::chrono::milliseconds>(now - t0).count());
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      current = handles_[i]->GetName();
     }
+    rocksdb::Status s = db_->CompactRange(o, handles_[i], nullptr, nullptr);
+    if (!s.ok()) e = errors::internal("defragment failed: " + s.ToString());
+    std::lock_guard<std::mutex> lock(mu);
+    ++done;
+    done_bytes += cf_bytes[i];
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    finished = true;
+  }
+  cv.notify_all();
+  reporter.join();
   const uint64_t after = defrag_dir_bytes(dir_);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t ms = pacer.elapsed_ms();
   if (e) {
     spdlog::warn("defragmenting {} failed after {} ms: {}", dir_, ms, e.message());
   } else {

@@ -352,6 +352,98 @@ TEST(H2Guard, PastTwiceTheBoundAConnectionKeepsOnlyAFewUnanswered) {
   EXPECT_EQ(last, H2Guard::kStaleInDebt);
 }
 
+// Past kMaxConcurrentStreams open streams a new one is refused as Go's
+// http2 server refuses one: RST_STREAM(REFUSED_STREAM) owed to the client,
+// and its HEADERS passed on with an even stream id, which gRPC decodes (the
+// HPACK table stays in step) and drops.
+TEST(H2Guard, RefusesAStreamPastTheCapAndLetsOneInOnceAStreamEnded) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string in = kPreface + settings_ack();
+  for (uint32_t i = 0; i < H2Guard::kMaxConcurrentStreams; ++i) in += frame(0x1, 0x4, 2 * i + 1, "h");
+  ASSERT_EQ(g.admit(in.data(), in.size(), now, &resume), in.size());
+  // Half of them answered (a Watch that sent its first response).
+  std::string answers;
+  for (uint32_t i = 0; i < H2Guard::kMaxConcurrentStreams; i += 2) answers += frame(0x1, 0x4, 2 * i + 1, "m");
+  g.server_sent(answers.data(), answers.size(), now);
+  EXPECT_TRUE(g.replies().empty());
+
+  const uint32_t past = 2 * H2Guard::kMaxConcurrentStreams + 1;
+  std::string next = frame(0x1, 0x4, past, "h") + frame(0x0, 0x1, past, "request");
+  std::string sent = next;
+  ASSERT_EQ(g.admit(next.data(), next.size(), now, &resume), next.size());
+  EXPECT_EQ(g.refused_streams(), 1u);
+  EXPECT_FALSE(g.refused());
+  // What reaches gRPC: the same frames but the HEADERS' stream id, made even.
+  EXPECT_EQ(next, frame(0x1, 0x4, past - 1, "h") + frame(0x0, 0x1, past, "request"));
+  EXPECT_EQ(g.replies(), frame(H2Guard::kRstStream, 0, past, std::string("\0\0\0\x07", 4)));
+  EXPECT_TRUE(g.server_between_frames());
+  g.replies_sent(5);
+  EXPECT_TRUE(g.replies_mid_frame());
+  g.replies_sent(8);
+  EXPECT_TRUE(g.replies().empty());
+  EXPECT_FALSE(g.replies_mid_frame());
+  // The client's reset of the refused stream costs nothing.
+  std::string cancel = reset(past);
+  ASSERT_EQ(g.admit(cancel.data(), cancel.size(), now, &resume), cancel.size());
+  EXPECT_EQ(g.resets(), 0u);
+
+  // The server ends one stream (trailers): the next new stream passes as it is.
+  std::string trailers = frame(0x1, 0x5, 1, "t");
+  g.server_sent(trailers.data(), trailers.size(), now);
+  std::string later = frame(0x1, 0x4, past + 2, "h");
+  const std::string unchanged = later;
+  ASSERT_EQ(g.admit(later.data(), later.size(), now, &resume), later.size());
+  EXPECT_EQ(later, unchanged);
+  EXPECT_EQ(g.refused_streams(), 1u);
+  EXPECT_TRUE(g.replies().empty());
+  // A partly sent server frame: replies wait for its end.
+  std::string more = frame(0x1, 0x4, past + 4, "h");
+  ASSERT_EQ(g.admit(more.data(), more.size(), now, &resume), more.size());
+  EXPECT_FALSE(g.replies().empty());
+  std::string half = frame(0x0, 0, 3, "0123456789").substr(0, 12);
+  g.server_sent(half.data(), half.size(), now);
+  EXPECT_FALSE(g.server_between_frames());
+  std::string rest = frame(0x0, 0, 3, "0123456789").substr(12);
+  g.server_sent(rest.data(), rest.size(), now);
+  EXPECT_TRUE(g.server_between_frames());
+}
+
+TEST(H2Guard, ClosesAConnectionThatOpensAStreamPastTheCapWithContinuationFrames) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string in = kPreface + settings_ack();
+  for (uint32_t i = 0; i < H2Guard::kMaxConcurrentStreams; ++i) in += frame(0x1, 0x4, 2 * i + 1, "h");
+  ASSERT_EQ(g.admit(in.data(), in.size(), now, &resume), in.size());
+  std::string split = frame(0x1, 0x0, 2 * H2Guard::kMaxConcurrentStreams + 1, "h") +
+                      frame(0x9, 0x4, 2 * H2Guard::kMaxConcurrentStreams + 1, "h");
+  EXPECT_EQ(g.admit(split.data(), split.size(), now, &resume), H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_TRUE(g.refused());
+}
+
+TEST(H2Guard, ClosesAConnectionThatDoesNotReadItsRefusals) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond);
+  H2Guard g(&shared);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string in = kPreface + settings_ack();
+  uint32_t id = 1;
+  for (uint32_t i = 0; i < H2Guard::kMaxConcurrentStreams; ++i, id += 2) in += frame(0x1, 0x4, id, "h");
+  ASSERT_EQ(g.admit(in.data(), in.size(), now, &resume), in.size());
+  const size_t fit = H2Guard::kMaxRepliesBytes / (H2Guard::kFrameHeaderBytes + 4);
+  std::string past;
+  for (size_t i = 0; i < fit; ++i, id += 2) past += frame(0x1, 0x4, id, "h");
+  ASSERT_EQ(g.admit(past.data(), past.size(), now, &resume), past.size());
+  EXPECT_FALSE(g.refused());
+  std::string one_more = frame(0x1, 0x4, id, "h");
+  EXPECT_LT(g.admit(one_more.data(), one_more.size(), now, &resume), one_more.size());
+  EXPECT_TRUE(g.refused());
+}
+
 TEST(TokenBucket, RefillsAtItsRateUpToItsBurst) {
   TokenBucket b(2, 4);
   auto t = Clock::now();
