@@ -58,6 +58,22 @@ std::string ch_queue_text(std::string_view queue) {
   return nlohmann::json::parse(ch_queue_json(queue)).get<std::string>();
 }
 
+// What went wrong on the way, in words (httplib's names are enum names).
+std::string ch_transport_error(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect: refused, or nothing listens there";
+    case httplib::Error::ConnectionTimeout:
+      return "connecting timed out";
+    case httplib::Error::Read:
+      return "no answer: the connection closed or the answer took too long";
+    case httplib::Error::Write:
+      return "the connection broke while sending";
+    default:
+      return httplib::to_string(e) + " error";
+  }
+}
+
 }  // namespace
 
 ClickHouseSink::ClickHouseSink(Book* book, mvcc::Store* store, ClickHouseOptions opts)
@@ -177,7 +193,7 @@ Error ClickHouseSink::request(const std::string& query, const std::string& body,
   }
   if (!res) {
     Error e{Code::kUnavailable,
-            "ClickHouse at " + opts_.url + " does not answer (" + httplib::to_string(res.error()) + ")"};
+            "ClickHouse at " + opts_.url + " does not answer (" + ch_transport_error(res.error()) + ")"};
     if (reach_ != Reach::kSilent) {
       spdlog::warn("{}: the ch:{{table}} queues keep their messages and retry until it answers (--clickhouse-url)",
                    e.message());

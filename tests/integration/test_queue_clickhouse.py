@@ -8,11 +8,14 @@ scripts/clickhouse.sh on free loopback ports, as the README does;
 etcdq-only (etcd has no queues). Killing the leader between ClickHouse's
 acceptance and the delete: tests/cluster/test_queue_clickhouse_exactly_once.py."""
 import json
+import os
+import re
+import subprocess
 import time
 import unittest
 
 import harness
-from clickhouselib import EVENTS_DDL, ClickHouse
+from clickhouselib import EVENTS_DDL, REPO, ClickHouse
 
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
@@ -133,6 +136,27 @@ class ClickHouseSinkTest(harness.MemberTestCase):
         self.wait_for("the log to say why", lambda: "needs the columns etcdq_queue String and etcdq_idx UInt64"
                       in self.log(m))
         self.assertEqual(self.depth(c, "ch:events"), 1)
+
+    def test_readme_example_as_written(self):
+        with open(os.path.join(REPO, "README.md")) as f:
+            readme = f.read()
+        section = readme[readme.index("### Queues into ClickHouse"):]
+        start = section.index("```sh\n") + 6
+        block = section[start:section.index("\n```", start)]
+        ddl = re.search(r'sql ch "(CREATE TABLE .*?)"', block, re.S).group(1)
+        self.assertEqual(" ".join(ddl.split()), EVENTS_DDL)
+        produce = [ln for ln in block.splitlines() if ln.startswith("etcdctl put ")]
+        shown = [ln[2:] for ln in block.splitlines() if ln.startswith("# ch:events")]
+        self.assertEqual((len(produce), len(shown)), (1, 1), block)
+        ch = self.track(ClickHouse())
+        ch.start()  # the README's `start ch`, on free ports
+        ch.sql(ddl)
+        m = self.new_member(["--clickhouse-url", ch.url])
+        env = dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=m.endpoint,
+                   PATH=os.path.dirname(harness.ETCDCTL) + ":" + os.environ.get("PATH", ""))
+        p = subprocess.run(["bash", "-c", produce[0]], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "OK"), p.stderr)
+        self.wait_for("the README's row", lambda: ch.sql("SELECT * FROM events").rstrip("\n") == shown[0])
 
     def test_not_set_up_keeps_messages_and_says_so_once(self):
         m = self.new_member([])
