@@ -191,6 +191,9 @@ Error ClickHouseSink::request(const std::string& query, const std::string& body,
     active_ = nullptr;
     if (stop_) return errors::stopped();
   }
+  // Sent, and the answer lost: ClickHouse may still be taking it.
+  last_uncertain_ = !res && res.error() != httplib::Error::Connection &&
+                    res.error() != httplib::Error::ConnectionTimeout;
   if (!res) {
     Error e{Code::kUnavailable,
             "ClickHouse at " + opts_.url + " does not answer (" + ch_transport_error(res.error()) + ")"};
@@ -375,9 +378,13 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
                         " FORMAT JSONEachRow";
     std::string ignored;
     if (Error e = request(query, rows, &ignored)) {
-      // It may have landed all the same (an answer lost): ask again first.
+      // It may have landed all the same (an answer lost): ask again first,
+      // and not before ClickHouse had as long again to finish it.
       known_high_.erase(queue);
       refused(queue, count, e);
+      if (last_uncertain_) {
+        retry_at_[queue] = std::max(retry_at_[queue], std::chrono::steady_clock::now() + kInsertTimeout);
+      }
       return progressed;
     }
     known_high_[queue] = std::max(high, top);

@@ -21,7 +21,10 @@
 // writer of etcdq rows of its queues (one etcdq cluster per table and queue)
 // and that a deposed leader stops inserting before the next one starts: a
 // leader cut off from its peers but not from ClickHouse may insert one batch
-// within the election timeout after the next leader took over.
+// within the election timeout after the next leader took over; an insert
+// whose answer was lost is asked about again only after kInsertTimeout more,
+// so a ClickHouse that needs longer than twice that to finish an insert it
+// already dropped the answer to may get it twice.
 //
 // Logs: whether ClickHouse answers, once at start and on each change (one
 // line, not one per queue or message); why a queue's batch was refused, once
@@ -119,6 +122,7 @@ class ClickHouseSink {
   uint64_t seen_epoch_ = 0;
   enum class Reach { kUnknown, kAnswers, kSilent };
   Reach reach_ = Reach::kUnknown;
+  bool last_uncertain_ = false;  // the last request was sent and got no answer
   std::map<std::string, std::chrono::steady_clock::time_point> retry_at_;
   std::map<std::string, std::chrono::milliseconds> backoff_;
   std::thread thread_;

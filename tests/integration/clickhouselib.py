@@ -81,8 +81,7 @@ class ClickHouse:
 class InsertGate:
     """An HTTP proxy in front of ClickHouse. arm(): the next INSERT that ClickHouse
     answers 200 (its rows are in) gets no answer; `held` is set, and the connection is
-    closed once `release` is set. down = True: every request is closed unanswered,
-    as a ClickHouse that went away."""
+    closed once `release` is set. down = True: every request is refused (503)."""
 
     def __init__(self, target_url):
         self.target = urllib.parse.urlparse(target_url)
@@ -122,7 +121,13 @@ class InsertGate:
         n = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(n) if n else b""
         if self.down:
-            h.close_connection = True
+            # Refused with an answer: an answer lost would make etcdq wait
+            # before it asks again (a lost answer may be an insert landing).
+            data = b"Code: 210, e.displayText() = DB::NetException: InsertGate is down"
+            h.send_response(503)
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
             return
         conn = http.client.HTTPConnection(self.target.hostname, self.target.port, timeout=30)
         try:
