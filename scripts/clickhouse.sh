@@ -90,6 +90,13 @@ EOF
 EOF
   fi
   port=$(port_of)
+  # Another server there (Debian's clickhouse-server service on a systemd
+  # host takes 8123) would answer the readiness check below for this one.
+  if curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; then
+    echo "clickhouse.sh: something already listens on 127.0.0.1:$port (a ClickHouse service?): use it," \
+      "or give other ports: $0 start DIR HTTP_PORT TCP_PORT" >&2
+    exit 1
+  fi
   : >"$dir/log/stdout.log"
   setsid "$SERVER" --config-file="$dir/config.xml" </dev/null >>"$dir/log/stdout.log" 2>&1 &
   echo $! >"$dir/clickhouse.pid"
