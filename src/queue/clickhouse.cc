@@ -134,12 +134,6 @@ void ClickHouseSink::run() {
       woken_ = false;
     }
     if (!role_leading_.load()) continue;
-    // What ClickHouse held was learnt while leading before: another leader
-    // may have inserted since.
-    if (uint64_t epoch = leading_epoch_.load(); epoch != seen_epoch_) {
-      seen_epoch_ = epoch;
-      known_high_.clear();
-    }
     bool busy = true;
     while (busy) {
       busy = false;
@@ -267,6 +261,12 @@ void ClickHouseSink::refused(const std::string& queue, size_t rows, const Error&
 }
 
 bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
+  // What ClickHouse held was learnt while leading before: another leader
+  // may have inserted since.
+  if (uint64_t epoch = leading_epoch_.load(); epoch != seen_epoch_) {
+    seen_epoch_ = epoch;
+    known_high_.clear();
+  }
   auto view = store_->view();
   std::string prefix = message_meta_key(queue, 0);
   prefix.resize(prefix.size() - kIdxDigits);
