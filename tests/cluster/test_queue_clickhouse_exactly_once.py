@@ -99,7 +99,7 @@ class ClickHouseExactlyOnce(ClusterTestCase):
 
     def test_every_message_once_across_leader_kills_and_a_restore(self):
         c = self.new_cluster(3, extra_args=["--clickhouse-url", self.gate.url])
-        rounds = 5
+        rounds = 8
         def kill_leader():
             leader = c.wait_leader()
             c.kill9(leader)
