@@ -137,6 +137,34 @@ class ClickHouseSinkTest(harness.MemberTestCase):
                       in self.log(m))
         self.assertEqual(self.depth(c, "ch:events"), 1)
 
+    def test_two_queues_into_one_table_each_ask_for_their_own_idx(self):
+        # Two ch: queues whose tables are Buffers in front of one table: each
+        # reads the other's rows too, and only the queue column tells whose
+        # highest idx is whose.
+        ch = self.track(ClickHouse())
+        ch.start()
+        ch.sql(EVENTS_DDL)
+        for t in ("events_a", "events_b"):
+            ch.sql("CREATE TABLE %s AS events ENGINE = Buffer(default, events, 1, 0, 1, 1, 1000000, 1, 100000000)" % t)
+        m = self.new_member(["--clickhouse-url", ch.url])
+        c = m.client()
+        for i in range(10):
+            c.put("/q/ch:events_a/p/a%d" % i, json.dumps({"id": i, "name": "a"}))
+        self.wait_for("queue a's rows", lambda: self.rows(ch) == (10, 10))
+        # Queue b's first messages (idx 1 to 3, as a's first ones) wait while
+        # ClickHouse is away: the leader learns nothing about b before it is back.
+        ch.stop()
+        for i in range(10, 13):
+            c.put("/q/ch:events_b/p/b%d" % i, json.dumps({"id": i, "name": "b"}))
+        time.sleep(1)
+        ch.start()
+        self.wait_for("queue b's rows", lambda: self.rows(ch) == (13, 13))
+        self.wait_for("queue b to empty", lambda: self.depth(c, "ch:events_b") == 0)
+        got = ch.query("SELECT etcdq_queue, etcdq_idx, name FROM events ORDER BY etcdq_queue, etcdq_idx "
+                       "FORMAT TabSeparated").splitlines()
+        self.assertEqual(got, ["ch:events_a\t%d\ta" % i for i in range(1, 11)] +
+                         ["ch:events_b\t%d\tb" % i for i in range(1, 4)])
+
     def test_readme_example_as_written(self):
         with open(os.path.join(REPO, "README.md")) as f:
             readme = f.read()
