@@ -137,7 +137,8 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--listen-metrics-urls", r->listen_metrics, "More URLs to serve /metrics, /health and /version on")
       ->envname(env("ETCD_LISTEN_METRICS_URLS"));
   app.add_option("--clickhouse-url", c->clickhouse_url,
-                 "ClickHouse HTTP interface (http://host:8123) that ch:{table} queues insert into")
+                 "ClickHouse HTTP interface (http://host:8123) that ch:{table} queues insert into (the table needs "
+                 "columns etcdq_queue String and etcdq_idx UInt64; scripts/clickhouse.sh starts a ClickHouse)")
       ->envname(env("ETCDQ_CLICKHOUSE_URL"));
   app.add_option("--clickhouse-db", c->clickhouse_db, "ClickHouse database of the ch:{table} queues' tables")
       ->envname(env("ETCDQ_CLICKHOUSE_DB"));

@@ -35,6 +35,7 @@ std::string dead_letter_value(std::string_view queue, uint64_t idx, std::string_
 
 }  // namespace
 
+std::string restore_base_key() { return "queue-restore-base"; }  // sorts before kMetaPrefix
 std::string counters_key(std::string_view queue) { return std::string(kMetaPrefix) + std::string(queue) + "/a"; }
 std::string config_meta_key(std::string_view queue) { return std::string(kMetaPrefix) + std::string(queue) + "/c"; }
 std::string message_meta_key(std::string_view queue, uint64_t idx) {
@@ -92,6 +93,16 @@ void Book::reload() {
   }
   fresh_.clear();
   fresh_bytes_ = 0;
+  std::string base;
+  restore_pending_ = false;
+  restore_base_ = 0;
+  if (engine_->get(storage::Cf::kMeta, restore_base_key(), &base)) {
+    if (base == "pending") {
+      restore_pending_ = true;
+    } else {
+      restore_base_ = std::strtoull(base.c_str(), nullptr, 10);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   queues_ = std::move(loaded);
   nonempty_ = std::move(nonempty);
@@ -165,6 +176,15 @@ void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tai
   {
     std::lock_guard<std::mutex> lock(mu_);
     Queue& q = queue_locked(w, queue);
+    std::string_view table;
+    if ((restore_pending_ || restore_base_ > 0) && clickhouse_table(queue, &table)) {
+      if (restore_pending_) {
+        restore_pending_ = false;
+        restore_base_ = static_cast<uint64_t>(std::max<int64_t>(time_ms, 1)) * 1000;
+        w.put_meta(restore_base_key(), std::to_string(restore_base_));
+      }
+      if (q.counters.next_idx() < restore_base_) q.counters.set_next_idx(restore_base_);
+    }
     idx = q.counters.next_idx();
     q.counters.set_next_idx(idx + 1);
     q.counters.set_depth(q.counters.depth() + 1);

@@ -140,10 +140,23 @@ class Book {
   std::set<std::string, std::less<>> changed_queues_;  // to tell the scheduler
   bool dirty_ = false;
   bool dead_lettering_ = false;
+  // restore_base_key(): the apply thread's copy (reload).
+  bool restore_pending_ = false;
+  uint64_t restore_base_ = 0;
 };
 
 // Meta column family keys.
 std::string counters_key(std::string_view queue);
+// Written by a restore (queue/rebuild.h): "pending", and then, by the first
+// produce to a `ch:` queue, the decimal idx below which no later produce to
+// a ch: queue goes (that entry's time in Unix microseconds). A restored
+// cluster's history forks from the one that went on after the backup, whose
+// ch: queues already put idx beyond the backup's into ClickHouse; a ch:
+// queue's idx name its rows there (queue/clickhouse.h), so they must not be
+// used again. Taken from the entry, not the restore's clock, so that every
+// member (each restored on its own) assigns the same idx. Holds while no
+// ch: queue took more than a million messages a second on average.
+std::string restore_base_key();
 std::string config_meta_key(std::string_view queue);
 std::string message_meta_key(std::string_view queue, uint64_t idx);
 

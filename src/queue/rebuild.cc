@@ -61,6 +61,7 @@ Error rebuild_records(storage::Engine* engine, int64_t now_ms, RebuildStats* sta
     }
   }
   for (const auto& [name, c] : counters) batch.put(storage::Cf::kMeta, counters_key(name), c.SerializeAsString());
+  batch.put(storage::Cf::kMeta, restore_base_key(), "pending");
   stats->queues = static_cast<int64_t>(counters.size());
   return engine->write(batch);
 }

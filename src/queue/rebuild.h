@@ -10,9 +10,12 @@
 // delivered; counters with next_idx past the highest idx, depth and
 // produced the number of messages, cursor 0 (every message is delivered
 // again, first deliveries in idx order: at least once). A /q/{queue}/config
-// key gives the queue its settings record. Plain keys elsewhere, and under
-// /q/ in no queue form, are left alone; so is a second key at one idx (only
-// keys written to etcd by hand can have that), which stays a plain key.
+// key gives the queue its settings record. The restore is marked
+// (restore_base_key(), queue/book.h) so that ch: queues never use an idx
+// again that the history after the backup may have put into ClickHouse.
+// Plain keys elsewhere, and under /q/ in no queue form, are left alone; so
+// is a second key at one idx (only keys written to etcd by hand can have
+// that), which stays a plain key.
 //
 // Memory: streams the /q/ keys; one small counters record per queue.
 // Errors: Internal for a storage error. Thread-safety: one caller, before

@@ -1,96 +1,21 @@
 """The ClickHouse sink (QUEUES.md): a `ch:{table}` queue inserts its JSON
-messages into ClickHouse, exactly once while etcdq stays up, also across a
-ClickHouse outage; a non-JSON message goes to the dead-letter queue.
+messages into ClickHouse, each row with its queue and idx, exactly once also
+across a ClickHouse outage; a non-JSON message goes to the dead-letter queue;
+a ClickHouse that does not answer at start is one log line.
 
-Starts Debian's clickhouse-server (installed by scripts/setup.sh) on free
-loopback ports with its own temp dir; etcdq-only (etcd has no queues)."""
+Starts Debian's clickhouse-server (installed by scripts/setup.sh) with
+scripts/clickhouse.sh on free loopback ports, as the README does;
+etcdq-only (etcd has no queues). Killing the leader between ClickHouse's
+acceptance and the delete: tests/cluster/test_queue_clickhouse_exactly_once.py."""
 import json
 import os
-import shutil
-import signal
+import re
 import subprocess
-import tempfile
 import time
 import unittest
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import harness
-
-CLICKHOUSE = "/usr/sbin/clickhouse-server"
-
-
-class ClickHouse:
-    """One clickhouse-server on loopback, its data in a temp dir."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="etcdq-it-clickhouse-")
-        self.http_port = harness.free_port()
-        self.tcp_port = harness.free_port()
-        self.url = "http://127.0.0.1:%d" % self.http_port
-        self.config = os.path.join(self.dir, "config.xml")
-        d = self.dir
-        with open(self.config, "w") as f:
-            f.write("""<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><log>%(d)s/server.log</log><errorlog>%(d)s/error.log</errorlog></logger>
-  <http_port>%(http)d</http_port>
-  <tcp_port>%(tcp)d</tcp_port>
-  <listen_host>127.0.0.1</listen_host>
-  <path>%(d)s/data/</path>
-  <tmp_path>%(d)s/tmp/</tmp_path>
-  <user_files_path>%(d)s/user_files/</user_files_path>
-  <format_schema_path>%(d)s/format_schemas/</format_schema_path>
-  <users_config>/etc/clickhouse-server/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mark_cache_size>268435456</mark_cache_size>
-</yandex>
-""" % {"d": d, "http": self.http_port, "tcp": self.tcp_port})
-        self.proc = None
-
-    def start(self, timeout=60):
-        self.proc = subprocess.Popen([CLICKHOUSE, "--config-file=" + self.config], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.query("SELECT 1").strip() == "1":
-                    return
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError("clickhouse-server exited: %s" % self.log_tail())
-            time.sleep(0.2)
-        raise RuntimeError("clickhouse-server did not answer within %d s: %s" % (timeout, self.log_tail()))
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def query(self, sql):
-        req = urllib.request.Request(self.url + "/", data=sql.encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.read().decode()
-
-    def log_tail(self):
-        for name in ("error.log", "server.log"):
-            p = os.path.join(self.dir, name)
-            if os.path.exists(p):
-                with open(p, errors="replace") as f:
-                    return f.read()[-3000:]
-        return "(no log)"
-
-    def cleanup(self):
-        self.stop(signal.SIGKILL)
-        shutil.rmtree(self.dir, ignore_errors=True)
+from clickhouselib import EVENTS_DDL, REPO, ClickHouse
 
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
@@ -114,13 +39,17 @@ class ClickHouseSinkTest(harness.MemberTestCase):
         out = ch.query("SELECT count(), uniqExact(id) FROM default.events").split()
         return int(out[0]), int(out[1])
 
+    def log(self, m):
+        with open(m.log_path, errors="replace") as f:
+            return f.read()
+
     def depth(self, c, queue):
         return sum(1 for _ in c.get_prefix("/q/%s/0" % queue))
 
     def test_rows_arrive_once_across_an_outage(self):
         ch = self.track(ClickHouse())
         ch.start()
-        ch.query("CREATE TABLE default.events (id UInt64, name String) ENGINE = MergeTree ORDER BY id")
+        ch.sql(EVENTS_DDL)
         m = self.new_member(["--clickhouse-url", ch.url])
         c = m.client()
 
@@ -143,26 +72,119 @@ class ClickHouseSinkTest(harness.MemberTestCase):
         self.wait_for("the queue to empty", lambda: self.depth(c, "ch:events") == 0)
         time.sleep(1)
         self.assertEqual(self.rows(ch), (1500, 1500), "a row arrived twice")
-        self.assertIn("retried", m.log_tail(200))
+        # Each row names its queue and idx: produced one at a time, row{i} got idx i+1.
+        got = ch.query("SELECT etcdq_queue, etcdq_idx, id FROM default.events ORDER BY etcdq_idx FORMAT TabSeparated")
+        self.assertEqual(got.splitlines(), ["ch:events\t%d\t%d" % (i + 1, i) for i in range(1500)])
+        log = self.log(m)
+        self.assertEqual(log.count("does not answer"), 1, log[-3000:])
+        self.assertEqual(log.count("answers again"), 1, log[-3000:])
 
     def test_non_json_goes_to_the_dead_letter_queue(self):
         ch = self.track(ClickHouse())
         ch.start()
-        ch.query("CREATE TABLE default.events (id UInt64, name String) ENGINE = MergeTree ORDER BY id")
+        ch.sql(EVENTS_DDL)
         m = self.new_member(["--clickhouse-url", ch.url])
         c = m.client()
         c.put("/q/ch:events/p/good1", json.dumps({"id": 1, "name": "a"}))
         c.put("/q/ch:events/p/bad", "this is not json")
         c.put("/q/ch:events/p/list", "[1, 2]")
+        c.put("/q/ch:events/p/clash", json.dumps({"id": 3, "etcdq_idx": 7}))
         c.put("/q/ch:events/p/good2", json.dumps({"id": 2, "name": "b"}))
         self.wait_for("2 rows", lambda: self.rows(ch) == (2, 2))
-        dead = self.wait_for("2 dead letters", lambda: [v.partition(b"\n") for v, _ in c.get_prefix("/q/ch:events.dlq/")]
-                             if len(list(c.get_prefix("/q/ch:events.dlq/"))) == 2 else None)
+        dead = self.wait_for("3 dead letters", lambda: [v.partition(b"\n") for v, _ in c.get_prefix("/q/ch:events.dlq/")]
+                             if len(list(c.get_prefix("/q/ch:events.dlq/"))) == 3 else None)
         # Each: a JSON line about it, then the payload as produced.
-        self.assertEqual(sorted(payload for _h, _n, payload in dead), [b"[1, 2]", b"this is not json"])
-        for head, _n, _p in dead:
-            self.assertIn("JSON", json.loads(head)["reason"])
+        self.assertEqual(sorted(payload for _h, _n, payload in dead),
+                         [b"[1, 2]", b"this is not json", b'{"id": 3, "etcdq_idx": 7}'])
+        reasons = sorted(json.loads(head)["reason"] for head, _n, _p in dead)
+        self.assertIn("etcdq_idx", reasons[0])
+        for r in reasons[1:]:
+            self.assertIn("JSON", r)
+        self.assertEqual(ch.query("SELECT etcdq_idx, id FROM default.events ORDER BY id FORMAT TabSeparated"),
+                         "1\t1\n5\t2\n")
         self.assertEqual(self.depth(c, "ch:events"), 0)
+
+    def test_clickhouse_silent_at_start_is_one_log_line(self):
+        ch = self.track(ClickHouse())  # its ports are chosen; it is not started yet
+        m = self.new_member(["--clickhouse-url", ch.url])
+        c = m.client()
+        for i in range(20):
+            c.put("/q/ch:events/p/r%d" % i, json.dumps({"id": i, "name": "n"}))
+        time.sleep(4)  # several retries (backoff 0.2 s doubling)
+        log = self.log(m)
+        lines = [ln for ln in log.splitlines() if "ClickHouse" in ln]
+        self.assertEqual(len(lines), 1, "\n".join(lines))
+        self.assertIn("ClickHouse at %s does not answer" % ch.url, lines[0])
+        self.assertIn("--clickhouse-url", lines[0])
+        self.assertEqual(self.depth(c, "ch:events"), 20)
+
+        ch.start()
+        ch.sql(EVENTS_DDL)
+        self.wait_for("20 rows", lambda: self.rows(ch) == (20, 20), timeout=60)
+        self.wait_for("the queue to empty", lambda: self.depth(c, "ch:events") == 0)
+        log = self.log(m)
+        self.assertEqual(log.count("does not answer"), 1, log[-3000:])
+        self.assertIn("ClickHouse at %s answers again" % ch.url, log)
+
+    def test_table_without_the_queue_columns_is_explained(self):
+        ch = self.track(ClickHouse())
+        ch.start()
+        ch.sql("CREATE TABLE events (id UInt64) ENGINE = MergeTree ORDER BY id")
+        m = self.new_member(["--clickhouse-url", ch.url])
+        c = m.client()
+        c.put("/q/ch:events/p/a", json.dumps({"id": 1}))
+        self.wait_for("the log to say why", lambda: "needs the columns etcdq_queue String and etcdq_idx UInt64"
+                      in self.log(m))
+        self.assertEqual(self.depth(c, "ch:events"), 1)
+
+    def test_two_queues_into_one_table_each_ask_for_their_own_idx(self):
+        # Two ch: queues whose tables are Buffers in front of one table: each
+        # reads the other's rows too, and only the queue column tells whose
+        # highest idx is whose.
+        ch = self.track(ClickHouse())
+        ch.start()
+        ch.sql(EVENTS_DDL)
+        for t in ("events_a", "events_b"):
+            ch.sql("CREATE TABLE %s AS events ENGINE = Buffer(default, events, 1, 0, 1, 1, 1000000, 1, 100000000)" % t)
+        m = self.new_member(["--clickhouse-url", ch.url])
+        c = m.client()
+        for i in range(10):
+            c.put("/q/ch:events_a/p/a%d" % i, json.dumps({"id": i, "name": "a"}))
+        self.wait_for("queue a's rows", lambda: self.rows(ch) == (10, 10))
+        # Queue b's first messages (idx 1 to 3, as a's first ones) wait while
+        # ClickHouse is away: the leader learns nothing about b before it is back.
+        ch.stop()
+        for i in range(10, 13):
+            c.put("/q/ch:events_b/p/b%d" % i, json.dumps({"id": i, "name": "b"}))
+        time.sleep(1)
+        ch.start()
+        self.wait_for("queue b's rows", lambda: self.rows(ch) == (13, 13))
+        self.wait_for("queue b to empty", lambda: self.depth(c, "ch:events_b") == 0)
+        got = ch.query("SELECT etcdq_queue, etcdq_idx, name FROM events ORDER BY etcdq_queue, etcdq_idx "
+                       "FORMAT TabSeparated").splitlines()
+        self.assertEqual(got, ["ch:events_a\t%d\ta" % i for i in range(1, 11)] +
+                         ["ch:events_b\t%d\tb" % i for i in range(1, 4)])
+
+    def test_readme_example_as_written(self):
+        with open(os.path.join(REPO, "README.md")) as f:
+            readme = f.read()
+        section = readme[readme.index("### Queues into ClickHouse"):]
+        start = section.index("```sh\n") + 6
+        block = section[start:section.index("\n```", start)]
+        ddl = re.search(r'sql ch "(CREATE TABLE .*?)"', block, re.S).group(1)
+        self.assertEqual(" ".join(ddl.split()), EVENTS_DDL)
+        produce = [ln for ln in block.splitlines() if ln.startswith("etcdctl put ")]
+        shown = [ln[2:] for ln in block.splitlines() if ln.startswith("# ch:events")]
+        self.assertEqual((len(produce), len(shown)), (1, 1), block)
+        ch = self.track(ClickHouse())
+        ch.start()  # the README's `start ch`, on free ports
+        ch.sql(ddl)
+        m = self.new_member(["--clickhouse-url", ch.url])
+        env = dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=m.endpoint,
+                   PATH=os.path.dirname(harness.ETCDCTL) + ":" + os.environ.get("PATH", ""))
+        p = subprocess.run(["bash", "-c", produce[0]], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "OK"), p.stderr)
+        self.wait_for("the README's row", lambda: ch.sql("SELECT * FROM events").rstrip("\n") == shown[0])
 
     def test_not_set_up_keeps_messages_and_says_so_once(self):
         m = self.new_member([])

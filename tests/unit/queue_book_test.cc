@@ -17,6 +17,7 @@
 #include "queue/book.h"
 #include "queue/key_space.h"
 #include "queue/keys.h"
+#include "queue/rebuild.h"
 
 namespace etcdq {
 namespace {
@@ -164,6 +165,36 @@ TEST_F(QueueBook, AQueueWithOnlyAConfigStartsAtIdx1AfterARestart) {
   mvccpb::KeyValue kv;
   EXPECT_TRUE(stored(queue::message_key("jobs", 1, "a"), &kv));
   EXPECT_FALSE(stored(queue::message_key("jobs", 0, "a"), &kv));
+}
+
+// After a restore, the history that went on after the backup may have put
+// a ch: queue's later idx into ClickHouse (queue/clickhouse.h names rows by
+// queue and idx): the first produce to a ch: queue fixes a base from its
+// entry's time (the same on every member), and no ch: queue goes below it;
+// other queues go on as before.
+TEST_F(QueueBook, AfterARestoreChQueuesGoOnFromTheFirstProducesTimeInMicroseconds) {
+  entry({produce("ch:events", "a", "{}"), produce("jobs", "a", "1")});
+  // What `etcdq snapshot restore` does after writing the keys.
+  queue::RebuildStats stats;
+  ASSERT_FALSE(queue::rebuild_records(sm_->engine(), 1, &stats));
+  open();
+  constexpr int64_t kTimeMs = 1765000000123;
+  Command first = produce("ch:new", "b", "{}");
+  first.set_time_ms(kTimeMs);
+  Command later = produce("ch:events", "b", "{}");
+  later.set_time_ms(kTimeMs + 5000);  // the base stays the first one's
+  entry({first, later, produce("jobs", "b", "2")});
+  mvccpb::KeyValue kv;
+  const uint64_t base = static_cast<uint64_t>(kTimeMs) * 1000;
+  EXPECT_TRUE(stored(queue::message_key("ch:new", base, "b"), &kv));
+  EXPECT_TRUE(stored(queue::message_key("ch:events", 1, "a"), &kv));  // the restored message keeps its idx
+  EXPECT_TRUE(stored(queue::message_key("ch:events", base, "b"), &kv));
+  EXPECT_TRUE(stored(queue::message_key("jobs", 2, "b"), &kv));
+  // Kept across a restart: a ch: queue first used now starts at the base too.
+  open();
+  entry({produce("ch:other", "c", "{}"), produce("ch:new", "c", "{}")});
+  EXPECT_TRUE(stored(queue::message_key("ch:other", base, "c"), &kv));
+  EXPECT_TRUE(stored(queue::message_key("ch:new", base + 1, "c"), &kv));
 }
 
 // A plain key with a message's idx and another tail can exist only from
