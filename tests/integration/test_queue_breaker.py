@@ -64,7 +64,12 @@ def cpu_share(pid, seconds):
 
 
 class Recorder:
-    """An HTTP server that answers 200 to every POST and keeps the bodies (a ClickHouse stand-in)."""
+    """A ClickHouse stand-in: answers 200 to every POST and keeps the inserts' bodies.
+
+    The sink's own questions (a SELECT in the body of a POST to `/`: the
+    version at start, the highest idx a table holds for a queue before a
+    leader's first insert, which idx of a batch it holds) are answered as
+    an empty table would, and not kept."""
 
     def __init__(self):
         self.bodies = []
@@ -74,10 +79,18 @@ class Recorder:
         class H(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                rec.bodies.append((self.path, body))
+                answer = b""
+                if self.path.rstrip("/") == "" and body.startswith(b"SELECT"):
+                    if body.startswith(b"SELECT version()"):
+                        answer = b"18.16.1\n"
+                    elif body.startswith(b"SELECT max("):
+                        answer = b"0\n"
+                else:
+                    rec.bodies.append((self.path, body))
                 self.send_response(200)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *a):
                 pass
