@@ -206,13 +206,13 @@ void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& ho
           c->set_instance(r.instance);
         }
       }
-      auto now = Clock::now();
       for (const auto& r : v.ready) {
         if (std::binary_search(want.begin(), want.end(), r)) continue;
-        // A member just made leader has not heard every member's report
-        // yet: their consumers stay ready until it could have.
-        bool known = r.member == opts_.self || reports_.count(r.member) > 0 || now - leading_since_ >= kReportStale;
-        if (!known) continue;
+        // Not live as far as this leader knows: a new leader has no
+        // member's report yet, so its first round takes every other
+        // member's consumers out (those of a leader that died must not get
+        // new messages), and each comes back with its member's report,
+        // which a member sends as soon as it sees the new leader.
         auto* c = a->add_gone();
         c->set_member(r.member);
         c->set_instance(r.instance);
