@@ -45,7 +45,7 @@ INTRO = ("`/usr/bin/python3 bench/queue_cycle.py` (issue #37): one client runs p
          "consumer watch → ack (etcdq queue) against put → watch event → delete (etcd 3.6.17, plain keys), one "
          "step at a time; on 3 members the client is on a follower. Then an open-loop 1,000 messages/s "
          "producer and an acking consumer on a follower: produce→delivery (etcdq) against put→event (etcd). "
-         "Client (Python gRPC) and servers share the machine's cores.")
+         "Client (Python gRPC) and servers share the machine's cores.\n")
 
 
 def default_etcd36():
