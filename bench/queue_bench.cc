@@ -20,6 +20,14 @@
 // acked; duplicates (redeliveries) and errors are counted; exit 1 when a
 // message is missing or a call failed.
 //
+// Open loop (--rate R): one Put every 1/R s from the main thread, never
+// waiting for earlier ones (--in-flight is then ignored), to measure the
+// produce-to-delivery delay at a given load rather than at saturation.
+// --plain runs the same loop on plain keys, for etcd (which has no
+// queues): Puts to /plain-{queue}/m{seq}, one consumer watching the prefix
+// /plain-{queue}/ and deleting each key it sees put (etcd's nearest to an
+// ack); needs --consumers 1.
+//
 // Threads: gRPC's callback threads; the main thread only paces and waits.
 #include <grpcpp/grpcpp.h>
 
@@ -56,6 +64,8 @@ struct Options {
   int produce_batch = 1;  // Puts a request
   int ack_batch = 1;      // Deletes a request
   int timeout_s = 300;
+  double rate = 0;     // Puts a second, open loop; 0: --in-flight Puts kept in flight
+  bool plain = false;  // plain keys and a prefix watch (etcd)
   std::string json;
 };
 
@@ -83,6 +93,8 @@ bool parse(int argc, char** argv, Options* o) {
     else if (a == "--ack-batch") o->ack_batch = std::stoi(val());
     else if (a == "--timeout") o->timeout_s = std::stoi(val());
     else if (a == "--json") o->json = val();
+    else if (a == "--rate") o->rate = std::stod(val());
+    else if (a == "--plain") o->plain = true;
     else if (a == "--help" || a == "-h") return false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -91,6 +103,7 @@ bool parse(int argc, char** argv, Options* o) {
   }
   if (o->consume_endpoints.empty()) o->consume_endpoints = o->produce_endpoints;
   if (o->queue.empty()) o->queue = "bench" + std::to_string(now_ns() % 1000000000);
+  if (o->plain && o->consumers != 1) return false;
   return o->messages > 0 && o->consumers > 0 && o->in_flight > 0 && o->produce_batch > 0 && o->ack_batch > 0;
 }
 
@@ -125,7 +138,12 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
  public:
   Consumer(Shared* s, std::shared_ptr<grpc::Channel> ch, int n) : s_(s), kv_(etcdserverpb::KV::NewStub(ch)) {
     watch_ = etcdserverpb::Watch::NewStub(ch);
-    req_.mutable_create_request()->set_key("/q/" + s->opt.queue + "/c/consumer-" + std::to_string(n));
+    if (s->opt.plain) {
+      req_.mutable_create_request()->set_key("/plain-" + s->opt.queue + "/");
+      req_.mutable_create_request()->set_range_end("/plain-" + s->opt.queue + "0");
+    } else {
+      req_.mutable_create_request()->set_key("/q/" + s->opt.queue + "/c/consumer-" + std::to_string(n));
+    }
     watch_->async()->Watch(&ctx_, this);
     StartWrite(&req_);
     StartRead(&resp_);
@@ -153,6 +171,7 @@ class Consumer final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest
     int64_t recv = now_ns();
     std::vector<uint32_t> delays;
     for (const auto& ev : resp_.events()) {
+      if (ev.type() != mvccpb::Event::PUT) continue;  // --plain: the acks' own deletes
       const auto& kv = ev.kv();
       if (kv.value().size() < 16) {
         s_->error("unexpected event on " + kv.key());
@@ -265,6 +284,7 @@ class Producer {
  public:
   Producer(Shared* s, std::vector<std::unique_ptr<etcdserverpb::KV::Stub>>* stubs) : s_(s), stubs_(stubs) {}
   void run() {
+    if (s_->opt.rate > 0) return paced();
     for (int i = 0; i < s_->opt.in_flight; ++i) next();
   }
 
@@ -277,16 +297,30 @@ class Producer {
     std::memcpy(v.data() + 8, &seq, 8);
     return v;
   }
-  std::string key(int64_t seq) const { return "/q/" + s_->opt.queue + "/p/m" + std::to_string(seq); }
+  std::string key(int64_t seq) const {
+    if (s_->opt.plain) return "/plain-" + s_->opt.queue + "/m" + std::to_string(seq);
+    return "/q/" + s_->opt.queue + "/p/m" + std::to_string(seq);
+  }
+  // Open loop: Put number i at start + i / rate.
+  void paced() {
+    auto start = Clock::now();
+    for (int64_t i = 0; i < s_->opt.messages; ++i) {
+      std::this_thread::sleep_until(start + std::chrono::nanoseconds(static_cast<int64_t>(1e9 * i / s_->opt.rate)));
+      put(issued_.fetch_add(1), false);
+    }
+  }
   void next() {
     if (s_->opt.produce_batch > 1) return next_batch();
     int64_t seq = issued_.fetch_add(1);
     if (seq >= s_->opt.messages) return;
+    put(seq, true);
+  }
+  void put(int64_t seq, bool chain) {
     auto* c = new Call;
     c->req.set_key(key(seq));
     c->req.set_value(payload(seq));
     auto& stub = (*stubs_)[static_cast<size_t>(seq) % stubs_->size()];
-    stub->async()->Put(&c->ctx, &c->req, &c->resp, [this, c](grpc::Status st) {
+    stub->async()->Put(&c->ctx, &c->req, &c->resp, [this, c, chain](grpc::Status st) {
       if (!st.ok()) {
         s_->error("put: " + st.error_message());
       } else {
@@ -294,7 +328,7 @@ class Producer {
         s_->last_produce_ns.store(now_ns());
       }
       delete c;
-      next();
+      if (chain) next();
     });
   }
   void next_batch() {
@@ -339,12 +373,12 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) {
     std::fprintf(stderr, "usage: etcdq_queue_bench [--endpoints A,B] [--consume-endpoints C,D] [--messages N] "
                          "[--consumers C] [--in-flight P] [--max-in-flight M] [--value-size B] [--produce-batch N] "
-                         "[--ack-batch N] [--json FILE]\n");
+                         "[--ack-batch N] [--rate R] [--plain] [--json FILE]\n");
     return 2;
   }
   Shared s(o);
   int nch = 0;
-  {
+  if (!o.plain) {
     auto kv = etcdserverpb::KV::NewStub(bench::make_channel(o.produce_endpoints[0], nch++));
     grpc::ClientContext ctx;
     etcdserverpb::PutRequest req;
@@ -418,7 +452,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(s.duplicates.load()), static_cast<long long>(missing),
               static_cast<long long>(s.errors.load()));
   if (!s.first_error.empty()) std::fprintf(stderr, "first error: %s\n", s.first_error.c_str());
-  {
+  if (!o.plain) {
     // The queue is empty now; its config key would keep it listed in /metrics.
     auto kv = etcdserverpb::KV::NewStub(bench::make_channel(o.produce_endpoints[0], nch++));
     grpc::ClientContext ctx;

@@ -42,11 +42,13 @@ Error PluginLayer::put(ApplyCtx& c, const etcdserverpb::PutRequest& r, etcdserve
 
 Error PluginLayer::delete_range(ApplyCtx& c, const etcdserverpb::DeleteRangeRequest& r,
                                 etcdserverpb::DeleteRangeResponse* resp) {
+  instance_->command_time(c.cmd.time_ms());
   c.keys = &keys_;
   return next().delete_range(c, r, resp);
 }
 
 Error PluginLayer::txn(ApplyCtx& c, const etcdserverpb::TxnRequest& r, etcdserverpb::TxnResponse* resp) {
+  instance_->command_time(c.cmd.time_ms());
   c.keys = &keys_;
   return next().txn(c, r, resp);
 }

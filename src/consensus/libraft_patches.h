@@ -21,6 +21,9 @@
 //   4. UvWriterSubmit (uv_writer.c) and 5. uv_queue_work (libuv, as
 //      libraft's objects call it): an idle consensus thread writes a small
 //      append itself (InlineWrites below).
+//   6. Not a wrap: send_commit_now below calls libraft's own
+//      replicationHeartbeat (replication.c) so that followers hear of a
+//      commit at once, not at the next append or heartbeat.
 #pragma once
 
 extern "C" {
@@ -51,6 +54,13 @@ class InlineWrites {
 // Registers `w` for the calling thread (the loop's), or none (nullptr).
 // Thread-local: one loop a thread.
 void set_inline_writes(InlineWrites* w);
+
+// 6. An empty AppendEntries (a heartbeat, carrying the commit index) now
+// to every follower in pipeline state (the steady state), whatever was
+// last sent to it; other followers are left to libraft's pacing. `r` must
+// lead. The consensus thread only: from libraft's callbacks, as
+// raft_barrier may be called there.
+void send_commit_now(struct raft* r);
 
 }  // namespace etcdq::consensus
 
@@ -83,6 +93,11 @@ int __real_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_
                           size_t offset, UvWriterReqCb cb);
 int __wrap_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
                           size_t offset, UvWriterReqCb cb);
+// 6. libraft's own (replication.c, 0.15; what its tick calls): an
+// AppendEntries to each follower that progressShouldReplicate says is due
+// one (entries it lacks, or a heartbeat once an interval passed since the
+// last send to it). Errors are only logged by libraft; returns 0.
+int replicationHeartbeat(struct raft* r);
 // 5. libuv's, as libraft's calls reach it.
 int __real_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);
 int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);

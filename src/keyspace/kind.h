@@ -150,6 +150,10 @@ class Instance {
   // An owned command (Kind::owns_command), inside an open Writer txn; no
   // client answer but the error.
   virtual Error apply_command(mvcc::Writer& w, const apply::Command& cmd) = 0;
+  // A DeleteRange or Txn command of the entry is about to apply; `time_ms`
+  // is its proposer's clock (apply::Command.time_ms), the only time apply
+  // may use. Optional.
+  virtual void command_time(int64_t /*time_ms*/) {}
   // Before an entry's first command, after its last (before its batch is
   // written), once it is committed at `revision`, and after the whole state
   // was replaced by a snapshot's (apply/applier.h).

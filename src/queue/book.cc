@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,28 @@ std::string config_meta_key(std::string_view queue) { return std::string(kMetaPr
 std::string message_meta_key(std::string_view queue, uint64_t idx) {
   return std::string(kMetaPrefix) + std::string(queue) + "/m/" + idx_digits(idx);
 }
+std::string ready_meta_key(std::string_view queue, ReadyConsumer c) {
+  char d[33];
+  std::snprintf(d, sizeof d, "%016llx%016llx", static_cast<unsigned long long>(c.member),
+                static_cast<unsigned long long>(c.instance));
+  return std::string(kMetaPrefix) + std::string(queue) + "/h/" + std::string(d, 32);
+}
+
+void Book::Queue::hold(uint64_t idx, const apply::QueueMessage& m) {
+  unhold(idx);
+  handed_out[idx] = m;
+  if (m.member() != 0) ++holds[ReadyConsumer{m.member(), m.instance()}];
+}
+
+void Book::Queue::unhold(uint64_t idx) {
+  auto it = handed_out.find(idx);
+  if (it == handed_out.end()) return;
+  if (it->second.member() != 0) {
+    auto h = holds.find(ReadyConsumer{it->second.member(), it->second.instance()});
+    if (h != holds.end() && --h->second == 0) holds.erase(h);
+  }
+  handed_out.erase(it);
+}
 
 Book::Book(storage::Engine* engine) : engine_(engine) { reload(); }
 
@@ -63,6 +86,10 @@ void Book::reload() {
       Config c;
       if (!parse_config(v, &c)) q.config = c;
       q.has_config = true;
+    } else if (what.starts_with("h/") && what.size() == 2 + 32) {
+      ReadyConsumer c{std::strtoull(std::string(what.substr(2, 16)).c_str(), nullptr, 16),
+                      std::strtoull(std::string(what.substr(18, 16)).c_str(), nullptr, 16)};
+      q.ready.push_back(c);  // in key order: sorted
     } else if (what.starts_with("m/")) {
       uint64_t idx = std::strtoull(std::string(what.substr(2)).c_str(), nullptr, 10);
       if (idx > q.counters.cursor()) {
@@ -73,7 +100,9 @@ void Book::reload() {
         it.prev();
         continue;
       }
-      q.handed_out[idx].ParseFromArray(v.data(), static_cast<int>(v.size()));
+      apply::QueueMessage m;
+      m.ParseFromArray(v.data(), static_cast<int>(v.size()));
+      q.hold(idx, m);
     }
   }
   std::set<std::string, std::less<>> nonempty;
@@ -103,6 +132,8 @@ void Book::reload() {
       restore_base_ = std::strtoull(base.c_str(), nullptr, 10);
     }
   }
+  fill_queues_.clear();
+  entry_time_ms_ = 0;
   std::lock_guard<std::mutex> lock(mu_);
   queues_ = std::move(loaded);
   nonempty_ = std::move(nonempty);
@@ -158,7 +189,20 @@ void Book::save_counters(std::string_view name) {
   dirty_ = true;
 }
 
+void Book::begin_entry() {
+  entry_time_ms_ = 0;
+  fill_queues_.clear();
+}
+
+void Book::command_time(int64_t time_ms) { entry_time_ms_ = std::max(entry_time_ms_, time_ms); }
+
 void Book::before_commit(mvcc::Writer& w) {
+  if (!fill_queues_.empty()) {
+    std::set<std::string, std::less<>> names;
+    names.swap(fill_queues_);
+    for (const auto& name : names) fill(w, name);
+    fill_queues_.clear();  // what the fills' own dead letters added
+  }
   if (dirty_queues_.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& name : dirty_queues_) {
@@ -191,6 +235,8 @@ void Book::produce(mvcc::Writer& w, std::string_view queue, std::string_view tai
     q.counters.set_produced(q.counters.produced() + 1);
     save_counters(queue);
   }
+  command_time(time_ms);
+  if (fill_queues_.find(queue) == fill_queues_.end()) fill_queues_.emplace(queue);
   apply::QueueMessage m;
   m.set_tail(std::string(tail));
   m.set_produced_ms(time_ms);
@@ -243,7 +289,8 @@ void Book::deleted(mvcc::Writer& w, std::string_view key) {
   if (fresh != fresh_.end()) erase_fresh(fresh);
   std::lock_guard<std::mutex> lock(mu_);
   Queue& q = queue_locked(w, k.queue);
-  q.handed_out.erase(k.idx);
+  q.unhold(k.idx);
+  if (fill_queues_.find(k.queue) == fill_queues_.end()) fill_queues_.emplace(k.queue);
   if (q.counters.depth() > 0) q.counters.set_depth(q.counters.depth() - 1);
   if (dead_lettering_) {
     q.counters.set_dead_lettered(q.counters.dead_lettered() + 1);
@@ -279,67 +326,160 @@ void Book::dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, con
 
 void Book::assign(mvcc::Writer& w, const apply::QueueAssign& a, int64_t time_ms) {
   std::string name = a.queue();
+  command_time(time_ms);
+  set_ready(w, name, a);
   for (const auto& as : a.assignments()) {
-    std::string meta_key = message_meta_key(name, as.idx());
-    apply::QueueMessage m;
-    mvccpb::KeyValue fresh_kv;
-    bool fresh = false;
-    if (auto f = fresh_.find(meta_key); f != fresh_.end()) {
-      if (f->second.record.deliveries() != as.deliveries()) continue;  // decided on stale state
-      m = std::move(f->second.record);
-      fresh_kv = std::move(f->second.kv);
-      fresh = true;
-      erase_fresh(f);
-    } else {
-      std::string rec;
-      if (!w.get(storage::Cf::kMeta, meta_key, &rec)) continue;  // acked meanwhile
-      if (!m.ParseFromString(rec) || m.deliveries() != as.deliveries()) continue;  // decided on stale state
-    }
-    if (as.member() == 0) {
-      dead_letter(w, name, as.idx(), m, as.reason(), time_ms);
-      continue;
-    }
-    std::string key = message_key(name, as.idx(), m.tail());
-    if (m.member() == self_ && m.instance() != 0 && m.instance() != as.instance() && time_ms < m.deadline_ms()) {
-      revoked_.push_back(m.instance());
-    }
-    m.set_deliveries(m.deliveries() + 1);
-    m.set_member(as.member());
-    m.set_instance(as.instance());
-    m.set_deadline_ms(a.deadline_ms());
-    w.put_meta(meta_key, m.SerializeAsString());
+    hand_out(w, name, as.idx(), as.deliveries(), ReadyConsumer{as.member(), as.instance()}, a.deadline_ms(),
+             as.reason(), time_ms);
+  }
+  if (fill_queues_.find(name) == fill_queues_.end()) fill_queues_.emplace(name);
+}
+
+void Book::set_ready(mvcc::Writer& w, const std::string& name, const apply::QueueAssign& a) {
+  if (a.ready().empty() && a.gone().empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Queue& q = queue_locked(w, name);
+  for (const auto& c : a.gone()) {
+    ReadyConsumer r{c.member(), c.instance()};
+    auto it = std::lower_bound(q.ready.begin(), q.ready.end(), r);
+    if (it == q.ready.end() || *it != r) continue;
+    q.ready.erase(it);
+    w.delete_meta(ready_meta_key(name, r));
+  }
+  for (const auto& c : a.ready()) {
+    ReadyConsumer r{c.member(), c.instance()};
+    if (r.member == 0) continue;
+    auto it = std::lower_bound(q.ready.begin(), q.ready.end(), r);
+    if (it != q.ready.end() && *it == r) continue;
+    q.ready.insert(it, r);
+    w.put_meta(ready_meta_key(name, r), "");
+  }
+  save_counters(name);  // a queue without ready consumers may now leave the mirror
+}
+
+void Book::fill(mvcc::Writer& w, const std::string& name) {
+  // No command time in this entry (none of its commands told one): the
+  // leader's scheduler hands the messages out instead.
+  if (entry_time_ms_ <= 0) return;
+  for (;;) {
+    uint64_t idx;
+    ReadyConsumer to;
+    int64_t deadline;
+    uint64_t next_idx;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      Queue& q = queue_locked(w, name);
-      if (as.idx() > q.counters.cursor() + 1) {
-        // Messages skipped on the way (a lost decision) join the handed-out
-        // set undelivered, so they are delivered next.
-        storage::Iterator it = w.iterator(storage::Cf::kMeta);
-        std::string from = message_meta_key(name, q.counters.cursor() + 1);
-        std::string to = message_meta_key(name, as.idx());
-        for (it.seek(from); it.valid() && it.key().compare(to) < 0; it.next()) {
-          uint64_t skipped = std::strtoull(std::string(it.key().substr(from.size() - kIdxDigits)).c_str(), nullptr, 10);
-          q.handed_out[skipped].ParseFromArray(it.value().data(), static_cast<int>(it.value().size()));
+      auto it = queues_.find(name);
+      if (it == queues_.end()) return;
+      Queue& q = it->second;
+      idx = q.counters.cursor() + 1;
+      next_idx = q.counters.next_idx();
+      if (q.ready.empty() || idx >= next_idx) return;
+      // Round-robin from replicated state only: the same pick on every member.
+      size_t n = q.ready.size();
+      bool found = false;
+      for (size_t k = 0; k < n && !found; ++k) {
+        const ReadyConsumer& c = q.ready[(idx + k) % n];
+        auto h = q.holds.find(c);
+        if (h == q.holds.end() || h->second < q.config.max_in_flight) {
+          to = c;
+          found = true;
         }
       }
-      if (as.idx() > q.counters.cursor()) q.counters.set_cursor(as.idx());
-      q.handed_out[as.idx()] = m;
-      q.counters.set_delivered(q.counters.delivered() + 1);
-      if (m.deliveries() > 1) q.counters.set_redelivered(q.counters.redelivered() + 1);
-      save_counters(name);
+      if (!found) return;
+      // Messages due again go before new ones (QUEUES.md, "Redelivery"):
+      // while one waits, the scheduler hands out this queue's messages.
+      for (const auto& [i, m] : q.handed_out) {
+        if (m.member() == 0 || m.deadline_ms() <= entry_time_ms_) return;
+      }
+      deadline = entry_time_ms_ + q.config.visibility_ms;
     }
-    if (as.member() == self_ && deliver_) {
-      Delivery d;
-      d.instance = as.instance();
-      d.queue = name;
-      if (fresh) {
-        d.kv = std::move(fresh_kv);
-        pending_.push_back(std::move(d));
-      } else if (w.get_latest(key, &d.kv)) {
-        pending_.push_back(std::move(d));
+    if (fresh_.find(message_meta_key(name, idx)) == fresh_.end()) {
+      // Not remembered: the first message still there above the cursor (an
+      // earlier one may have been deleted before it was delivered).
+      storage::Iterator it = w.iterator(storage::Cf::kMeta);
+      std::string from = message_meta_key(name, idx);
+      std::string to_key = message_meta_key(name, next_idx);
+      it.seek(from);
+      if (!it.valid() || it.key().compare(to_key) >= 0) {
+        // None: every message up to next_idx was handed out or deleted.
+        std::lock_guard<std::mutex> lock(mu_);
+        auto q = queues_.find(name);
+        if (q != queues_.end()) {
+          q->second.counters.set_cursor(next_idx - 1);
+          save_counters(name);
+        }
+        return;
+      }
+      idx = std::strtoull(std::string(it.key().substr(from.size() - kIdxDigits)).c_str(), nullptr, 10);
+    }
+    if (!hand_out(w, name, idx, 0, to, deadline, {}, entry_time_ms_)) return;
+  }
+}
+
+bool Book::hand_out(mvcc::Writer& w, const std::string& name, uint64_t idx, uint32_t deliveries, ReadyConsumer to,
+                    int64_t deadline_ms, const std::string& reason, int64_t time_ms) {
+  std::string meta_key = message_meta_key(name, idx);
+  apply::QueueMessage m;
+  mvccpb::KeyValue fresh_kv;
+  bool fresh = false;
+  if (auto f = fresh_.find(meta_key); f != fresh_.end()) {
+    if (f->second.record.deliveries() != deliveries) return false;  // decided on stale state
+    m = std::move(f->second.record);
+    fresh_kv = std::move(f->second.kv);
+    fresh = true;
+    erase_fresh(f);
+  } else {
+    std::string rec;
+    if (!w.get(storage::Cf::kMeta, meta_key, &rec)) return false;  // acked meanwhile
+    if (!m.ParseFromString(rec) || m.deliveries() != deliveries) return false;  // decided on stale state
+  }
+  if (to.member == 0) {
+    dead_letter(w, name, idx, m, reason, time_ms);
+    return true;
+  }
+  std::string key = message_key(name, idx, m.tail());
+  if (m.member() == self_ && m.instance() != 0 && m.instance() != to.instance && time_ms < m.deadline_ms()) {
+    revoked_.push_back(m.instance());
+  }
+  m.set_deliveries(m.deliveries() + 1);
+  m.set_member(to.member);
+  m.set_instance(to.instance);
+  m.set_deadline_ms(deadline_ms);
+  w.put_meta(meta_key, m.SerializeAsString());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Queue& q = queue_locked(w, name);
+    if (idx > q.counters.cursor() + 1) {
+      // Messages skipped on the way (a lost decision) join the handed-out
+      // set undelivered, so they are delivered next.
+      storage::Iterator it = w.iterator(storage::Cf::kMeta);
+      std::string from = message_meta_key(name, q.counters.cursor() + 1);
+      std::string to_key = message_meta_key(name, idx);
+      for (it.seek(from); it.valid() && it.key().compare(to_key) < 0; it.next()) {
+        uint64_t skipped = std::strtoull(std::string(it.key().substr(from.size() - kIdxDigits)).c_str(), nullptr, 10);
+        apply::QueueMessage sm;
+        sm.ParseFromArray(it.value().data(), static_cast<int>(it.value().size()));
+        q.hold(skipped, sm);
       }
     }
+    if (idx > q.counters.cursor()) q.counters.set_cursor(idx);
+    q.hold(idx, m);
+    q.counters.set_delivered(q.counters.delivered() + 1);
+    if (m.deliveries() > 1) q.counters.set_redelivered(q.counters.redelivered() + 1);
+    save_counters(name);
   }
+  if (to.member == self_ && deliver_) {
+    Delivery d;
+    d.instance = to.instance;
+    d.queue = name;
+    if (fresh) {
+      d.kv = std::move(fresh_kv);
+      pending_.push_back(std::move(d));
+    } else if (w.get_latest(key, &d.kv)) {
+      pending_.push_back(std::move(d));
+    }
+  }
+  return true;
 }
 
 void Book::committed(int64_t revision) {
@@ -382,6 +522,7 @@ bool Book::view(std::string_view queue, QueueView* out) const {
   out->config = it->second.config;
   out->counters = it->second.counters;
   out->handed_out = it->second.handed_out;
+  out->ready = it->second.ready;
   return true;
 }
 

@@ -10,8 +10,18 @@
 //             and is stored at /q/{queue}/{idx}/{tail} (an ordinary key:
 //             ranges and watches see it);
 //   deleted   a key under /q/ was deleted (ack, lease expiry, prefix delete);
-//   assign    the leader's QueueAssign: deliveries and dead letters;
+//   assign    the leader's QueueAssign: which consumers are ready,
+//             deliveries and dead letters;
 //   config    /q/{queue}/config was put or deleted.
+// At the end of an entry (before_commit) "fill" hands the queue's new
+// messages (idx > cursor, in idx order) to its ready consumers that hold
+// fewer than max_in_flight, when the entry produced messages or freed room
+// (an ack) and no handed-out message is due again (those go first, by the
+// leader's scheduler). The consumer is picked from replicated state only
+// (ready consumers sorted, starting at idx mod their count), and the
+// visibility deadline is the entry's latest command time plus the
+// timeout, so every member decides alike. A delivery thus needs no log
+// command of its own and goes out when its produce is applied (issue #37).
 // After the entry is committed, committed() hands this member's deliveries
 // to the deliver callback and wakes the changed callback (never blocks).
 //
@@ -45,12 +55,20 @@ struct Delivery {
   int64_t revision = 0;  // the store's revision once the entry is applied
 };
 
+// A consumer that takes new messages at apply (QueueAssign.ready).
+struct ReadyConsumer {
+  uint64_t member = 0;
+  uint64_t instance = 0;
+  auto operator<=>(const ReadyConsumer&) const = default;
+};
+
 // One queue as the scheduler sees it: a copy.
 struct QueueView {
   std::string name;
   Config config;
   apply::QueueCounters counters;
   std::map<uint64_t, apply::QueueMessage> handed_out;  // idx <= cursor, still in the queue
+  std::vector<ReadyConsumer> ready;                    // sorted
 };
 
 class Book {
@@ -70,6 +88,11 @@ class Book {
   void reload();
 
   // --- apply thread ---
+  // Each entry starts with this (no command time known yet).
+  void begin_entry();
+  // A command of this entry was proposed at `time_ms` (its proposer's
+  // clock): fill's deadlines come from the latest.
+  void command_time(int64_t time_ms);
   void produce(mvcc::Writer& w, std::string_view queue, std::string_view tail, std::string_view value,
                int64_t lease, int64_t time_ms);
   void deleted(mvcc::Writer& w, std::string_view key);
@@ -93,10 +116,14 @@ class Book {
     bool has_config = false;  // /q/{queue}/config exists
     apply::QueueCounters counters;
     std::map<uint64_t, apply::QueueMessage> handed_out;
-    // An empty queue without a config is dropped from the mirror after its
-    // entry (its records stay in the database): a million queues used once
-    // cost no memory, scheduling or metrics lines.
-    bool idle() const { return counters.depth() == 0 && handed_out.empty() && !has_config; }
+    std::vector<ReadyConsumer> ready;         // sorted, unique
+    std::map<ReadyConsumer, uint32_t> holds;  // handed_out by holder (member != 0)
+    // An empty queue without a config or ready consumers is dropped from
+    // the mirror after its entry (its records stay in the database): a
+    // million queues used once cost no memory, scheduling or metrics lines.
+    bool idle() const { return counters.depth() == 0 && handed_out.empty() && !has_config && ready.empty(); }
+    void hold(uint64_t idx, const apply::QueueMessage& m);  // handed_out[idx] = m
+    void unhold(uint64_t idx);                              // erases handed_out[idx]
   };
   // The queue, loaded from the database (through `w`) if it is not in the
   // mirror, or new. mu_ held.
@@ -104,6 +131,13 @@ class Book {
   void save_counters(std::string_view name);  // mu_ held
   void dead_letter(mvcc::Writer& w, std::string_view name, uint64_t idx, const apply::QueueMessage& m,
                    const std::string& reason, int64_t time_ms);
+  // Hands message `idx` (delivered `deliveries` times so far) to `to`
+  // (member 0: dead-letters it); false if the message is gone or was
+  // delivered another number of times (a stale decision).
+  bool hand_out(mvcc::Writer& w, const std::string& name, uint64_t idx, uint32_t deliveries, ReadyConsumer to,
+                int64_t deadline_ms, const std::string& reason, int64_t time_ms);
+  void set_ready(mvcc::Writer& w, const std::string& name, const apply::QueueAssign& a);
+  void fill(mvcc::Writer& w, const std::string& name);
 
   // What produce wrote of a message that was not handed out yet: its first
   // assignment, usually a few milliseconds later, takes the record and the
@@ -138,6 +172,8 @@ class Book {
   std::vector<uint64_t> revoked_;
   std::set<std::string, std::less<>> dirty_queues_;    // counters to write
   std::set<std::string, std::less<>> changed_queues_;  // to tell the scheduler
+  std::set<std::string, std::less<>> fill_queues_;     // produced into or acked in this entry
+  int64_t entry_time_ms_ = 0;                          // latest command time of this entry, 0: none
   bool dirty_ = false;
   bool dead_lettering_ = false;
   // restore_base_key(): the apply thread's copy (reload).
@@ -159,5 +195,7 @@ std::string counters_key(std::string_view queue);
 std::string restore_base_key();
 std::string config_meta_key(std::string_view queue);
 std::string message_meta_key(std::string_view queue, uint64_t idx);
+// A ready consumer's record: sorts before the queue's message records.
+std::string ready_meta_key(std::string_view queue, ReadyConsumer c);
 
 }  // namespace etcdq::queue

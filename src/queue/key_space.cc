@@ -141,7 +141,10 @@ class QueueInstance final : public keyspace::Instance {
     return {};
   }
 
+  void command_time(int64_t time_ms) override { book_.command_time(time_ms); }
+
   void begin_entry(mvcc::Writer& w) override {
+    book_.begin_entry();
     Book* book = &book_;
     w.set_delete_tap([book](mvcc::Writer& wr, std::string_view key) {
       if (key.starts_with("/q/")) book->deleted(wr, key);

@@ -140,8 +140,16 @@ void Scheduler::lead(int64_t now_ms, bool full) {
       for (const auto& c : r.consumers) holders[c.queue].push_back({member, c.instance});
     }
   }
-  if (full) queues = book_->nonempty_queues();
   for (const auto& c : host_->consumers()) holders[c.queue].push_back({opts_.self, c.instance});
+  if (full) {
+    // Every queue that holds messages or has ready consumers, and every
+    // queue a live consumer waits on (it may have to be made ready).
+    queues = book_->queues();
+    std::set<std::string, std::less<>> seen(queues.begin(), queues.end());
+    for (const auto& [q, hs] : holders) {
+      if (!seen.count(q)) queues.push_back(q);
+    }
+  }
   static const std::vector<Holder> kNone;
   for (const auto& q : queues) {
     if (opts_.skip && opts_.skip(q)) continue;
@@ -166,12 +174,16 @@ bool Scheduler::alive(const Holder& h) const {
 void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& holders_in, int64_t now_ms) {
   QueueView v;
   if (!book_->view(queue, &v)) {  // empty and dropped from the book
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = proposed_.find(queue);
-    if (it != proposed_.end() && it->second.idx.empty()) proposed_.erase(it);
-    return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = proposed_.find(queue);
+      if (it != proposed_.end() && it->second.idx.empty() && !it->second.ready_pending) proposed_.erase(it);
+    }
+    if (holders_in.empty()) return;
+    v.name = queue;  // consumers wait on an empty queue: they are to be made ready
   }
-  if (holders_in.empty() && v.handed_out.empty()) return;  // nothing to hand out, nothing to take back
+  // nothing to hand out, nothing to take back, no one to make ready or not
+  if (holders_in.empty() && v.handed_out.empty() && v.ready.empty()) return;
   std::vector<Holder> holders = holders_in;
   apply::Command cmd;
   auto* a = cmd.mutable_queue_assign();
@@ -181,6 +193,32 @@ void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& ho
     generation = generation_;
     std::sort(holders.begin(), holders.end());
     Proposed& p = proposed_[queue];
+    // Which consumers apply hands new messages to (book.h, "fill"): the
+    // live ones. One such change in flight a queue at a time.
+    if (!p.ready_pending) {
+      std::vector<ReadyConsumer> want;
+      for (const auto& h : holders) want.push_back({h.member, h.instance});
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      for (const auto& r : want) {
+        if (!std::binary_search(v.ready.begin(), v.ready.end(), r)) {
+          auto* c = a->add_ready();
+          c->set_member(r.member);
+          c->set_instance(r.instance);
+        }
+      }
+      for (const auto& r : v.ready) {
+        if (std::binary_search(want.begin(), want.end(), r)) continue;
+        // Not live as far as this leader knows: a new leader has no
+        // member's report yet, so its first round takes every other
+        // member's consumers out (those of a leader that died must not get
+        // new messages), and each comes back with its member's report,
+        // which a member sends as soon as it sees the new leader.
+        auto* c = a->add_gone();
+        c->set_member(r.member);
+        c->set_instance(r.instance);
+      }
+      p.ready_pending = a->ready_size() > 0 || a->gone_size() > 0;
+    }
     std::map<Holder, uint32_t> used;
     for (const auto& [idx, h] : p.idx) ++used[h];
 
@@ -242,18 +280,20 @@ void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& ho
       p.fresh_up_to = fresh++;
     }
   }
-  if (a->assignments_size() == 0) return;
+  bool ready_change = a->ready_size() > 0 || a->gone_size() > 0;
+  if (a->assignments_size() == 0 && !ready_change) return;
   a->set_queue(queue);
   a->set_deadline_ms(now_ms + v.config.visibility_ms);
   std::vector<uint64_t> decided;
   decided.reserve(a->assignments_size());
   for (const auto& d : a->assignments()) decided.push_back(d.idx());
-  opts_.propose(std::move(cmd), [this, queue, generation, decided = std::move(decided)](Error e) {
+  opts_.propose(std::move(cmd), [this, queue, generation, ready_change, decided = std::move(decided)](Error e) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (generation == generation_) {
         Proposed& p = proposed_[queue];
         for (uint64_t idx : decided) p.idx.erase(idx);
+        if (ready_change) p.ready_pending = false;
         // Not applied: decide again from what the log says, at the next
         // tick (not at once: a failing proposal must not spin).
         if (e) p.fresh_up_to = 0;

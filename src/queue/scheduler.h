@@ -6,6 +6,13 @@
 // agrees on who holds what until when, and the member hosting the consumer
 // delivers when it applies the decision.
 //
+// Most decisions need no command: the scheduler tells the log which
+// consumers are live ("ready", a QueueAssign without assignments, once per
+// consumer that comes or goes), and apply hands each new message to a
+// ready consumer with room in the entry that produced it or freed the room
+// (book.h, "fill"). What is left here: redeliveries, dead letters, and new
+// messages for consumers not made ready yet.
+//
 // A message is handed out again when its holder is gone or its visibility
 // timeout passed without an ack; after max_deliveries it is dead-lettered
 // instead. Consumers on other members are known from their reports
@@ -112,6 +119,7 @@ class Scheduler {
   struct Proposed {
     std::map<uint64_t, Holder> idx;  // decided, not applied
     uint64_t fresh_up_to = 0;        // new messages decided up to here
+    bool ready_pending = false;      // a change of the ready consumers proposed, not applied
   };
 
   using Holders = std::map<std::string, std::vector<Holder>, std::less<>>;

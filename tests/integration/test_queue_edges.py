@@ -264,6 +264,32 @@ class QueueEdges(harness.MemberTestCase):
         self.assertTrue(wait_until(lambda: len(other.delivered()) >= 4, 10), other.delivered())
         other.cancel()
 
+    def test_a_synchronous_worker_costs_two_log_entries_a_message(self):
+        # Issue #37: once its consumer is ready, a message is handed out by
+        # the apply of its own produce; no assignment entry of its own. So
+        # produce, delivery, ack, one at a time, grows the log by two
+        # entries a message (produce and ack), not three.
+        kv = self.m.kv()
+        c = RawConsumer(self.m.channel(), b"/q/sync/c/w1")
+        try:
+            kv.Put(rpc_pb2.PutRequest(key=b"/q/sync/p/warm", value=b"w"), timeout=5)
+            self.assertTrue(wait_until(lambda: len(c.events) >= 1, 10), c.events)
+            kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=c.events[0][1]), timeout=5)
+            n = 30
+            before = self.raft_index()
+            for i in range(n):
+                kv.Put(rpc_pb2.PutRequest(key=b"/q/sync/p/m%02d" % i, value=b"%d" % i), timeout=5)
+                self.assertTrue(wait_until(lambda: len(c.events) >= i + 2, 10, step=0.002),
+                                "message %d never delivered" % i)
+                key = c.events[i + 1][1]
+                self.assertEqual(parse_msg_key(key)[2], "m%02d" % i)
+                kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=key), timeout=5)
+            grown = self.raft_index() - before
+        finally:
+            c.close()
+        self.assertLessEqual(grown, 2 * n + 2, "the log grew by %d entries for %d messages" % (grown, n))
+        self.assertEqual(self.queued(b"sync"), [])
+
 
 if __name__ == "__main__":
     harness.main()

@@ -45,6 +45,12 @@ foreach(c ${CASES})
   endif()
 endforeach()
 
+# 6. send_commit_now calls libraft's replicationHeartbeat (replication.c)
+# itself: it must be a global function there.
+if(NOT syms MATCHES "[:-]replication.o: *[0-9a-f]+ T replicationHeartbeat\n")
+  list(APPEND failures "replicationHeartbeat is not a global function of libraft's replication.o")
+endif()
+
 if(failures)
   string(REPLACE ";" "\n  " text "${failures}")
   message(FATAL_ERROR "the libraft patches do not fit ${LIB}:\n  ${text}")

@@ -265,5 +265,123 @@ TEST_F(QueueBook, AStaleDecisionChangesNothing_AndTheRightOneStillDelivers) {
   EXPECT_EQ(delivered_.back().kv.value(), "one");
 }
 
+// --- fill: apply hands new messages to ready consumers itself ------------
+
+constexpr int64_t kT0 = 1'800'000'000'000;  // a command time (Unix ms)
+
+Command at(Command c, int64_t time_ms) {
+  c.set_time_ms(time_ms);
+  return c;
+}
+
+// The leader's word that these consumers of this member are live (or not).
+Command ready(const std::string& queue, std::vector<uint64_t> up, std::vector<uint64_t> gone = {}) {
+  Command c;
+  auto* a = c.mutable_queue_assign();
+  a->set_queue(queue);
+  for (uint64_t i : up) {
+    auto* r = a->add_ready();
+    r->set_member(kSelf);
+    r->set_instance(i);
+  }
+  for (uint64_t i : gone) {
+    auto* r = a->add_gone();
+    r->set_member(kSelf);
+    r->set_instance(i);
+  }
+  return at(c, kT0);
+}
+
+TEST_F(QueueBook, AReadyConsumerGetsANewMessageInTheEntryThatProducedIt) {
+  entry({ready("jobs", {1})});
+  entry({at(produce("jobs", "a", "one"), kT0 + 5)});
+  ASSERT_EQ(delivered_.size(), 1u);  // no assignment command
+  expect_delivered_as_stored(queue::message_key("jobs", 1, "a"), "one");
+  queue::QueueView v;
+  ASSERT_TRUE(book_->view("jobs", &v));
+  ASSERT_EQ(v.handed_out.size(), 1u);
+  EXPECT_EQ(v.handed_out.at(1).member(), kSelf);
+  EXPECT_EQ(v.handed_out.at(1).instance(), 1u);
+  EXPECT_EQ(v.handed_out.at(1).deadline_ms(), kT0 + 5 + 30000);  // the command's time + visibility timeout
+  EXPECT_EQ(v.counters.cursor(), 1u);
+  EXPECT_EQ(v.counters.delivered(), 1u);
+  EXPECT_EQ(v.ready, (std::vector<queue::ReadyConsumer>{{kSelf, 1}}));
+
+  // Without a command time (a log written before fill) nothing is filled:
+  // the scheduler assigns, as before.
+  entry({produce("jobs", "b", "two")});
+  EXPECT_EQ(delivered_.size(), 1u);
+  // The next timed entry hands it out, in idx order.
+  entry({at(ack(queue::message_key("jobs", 1, "a")), kT0 + 10)});
+  ASSERT_EQ(delivered_.size(), 2u);
+  EXPECT_EQ(delivered_.back().kv.key(), queue::message_key("jobs", 2, "b"));
+}
+
+TEST_F(QueueBook, FillKeepsMaxInFlight_AnAckFreesRoomForTheNextInIdxOrder) {
+  Command config;
+  config.mutable_put()->set_key("/q/jobs/config");
+  config.mutable_put()->set_value("{\"max_in_flight\": 1}");
+  entry({config, ready("jobs", {1})});
+  entry({at(produce("jobs", "a", "one"), kT0), at(produce("jobs", "b", "two"), kT0),
+         at(produce("jobs", "c", "three"), kT0)});
+  ASSERT_EQ(delivered_.size(), 1u);
+  EXPECT_EQ(delivered_[0].kv.key(), queue::message_key("jobs", 1, "a"));
+  entry({at(ack(queue::message_key("jobs", 1, "a")), kT0 + 1)});
+  ASSERT_EQ(delivered_.size(), 2u);
+  EXPECT_EQ(delivered_[1].kv.key(), queue::message_key("jobs", 2, "b"));
+  // A message deleted before its delivery is skipped, not waited for.
+  entry({at(ack(queue::message_key("jobs", 3, "c")), kT0 + 2)});
+  entry({at(produce("jobs", "d", "four"), kT0 + 3)});
+  EXPECT_EQ(delivered_.size(), 2u);  // still full
+  entry({at(ack(queue::message_key("jobs", 2, "b")), kT0 + 4)});
+  ASSERT_EQ(delivered_.size(), 3u);
+  EXPECT_EQ(delivered_[2].kv.key(), queue::message_key("jobs", 4, "d"));
+}
+
+TEST_F(QueueBook, AMessageDueAgainGoesFirst_FillLeavesTheQueueToTheScheduler) {
+  entry({ready("jobs", {1})});
+  entry({at(produce("jobs", "a", "one"), kT0)});
+  ASSERT_EQ(delivered_.size(), 1u);
+  // Past message 1's visibility timeout: it is due again, so message 2
+  // waits for the leader's redelivery of 1.
+  entry({at(produce("jobs", "b", "two"), kT0 + 30001)});
+  EXPECT_EQ(delivered_.size(), 1u);
+  Command again = assign("jobs", 1, 1);
+  again.set_time_ms(kT0 + 30002);
+  again.mutable_queue_assign()->set_deadline_ms(kT0 + 60002);
+  entry({again});  // the redelivery's entry fills the rest
+  ASSERT_EQ(delivered_.size(), 3u);
+  EXPECT_EQ(delivered_[1].kv.key(), queue::message_key("jobs", 1, "a"));
+  EXPECT_EQ(delivered_[2].kv.key(), queue::message_key("jobs", 2, "b"));
+}
+
+TEST_F(QueueBook, ThePickComesFromReplicatedStateOnly_TheSameAfterARestart) {
+  entry({ready("jobs", {5, 9})});
+  entry({at(produce("jobs", "a", "one"), kT0)});  // idx 1: ready[1 % 2]
+  open();                                          // ready consumers and holds come back from the database
+  entry({at(produce("jobs", "b", "two"), kT0)});  // idx 2: ready[2 % 2]
+  entry({at(produce("jobs", "c", "three"), kT0)});
+  ASSERT_EQ(delivered_.size(), 3u);
+  EXPECT_EQ(delivered_[0].instance, 9u);
+  EXPECT_EQ(delivered_[1].instance, 5u);
+  EXPECT_EQ(delivered_[2].instance, 9u);
+  // A consumer gone takes nothing new; what it holds stays its own.
+  entry({ready("jobs", {}, {9})});
+  entry({at(produce("jobs", "d", "four"), kT0)});
+  ASSERT_EQ(delivered_.size(), 4u);
+  EXPECT_EQ(delivered_[3].instance, 5u);
+  queue::QueueView v;
+  ASSERT_TRUE(book_->view("jobs", &v));
+  EXPECT_EQ(v.ready, (std::vector<queue::ReadyConsumer>{{kSelf, 5}}));
+  EXPECT_EQ(v.handed_out.at(1).instance(), 9u);
+  // With no ready consumer left and no message, the queue leaves the mirror.
+  entry({ready("jobs", {}, {5}), at(ack(queue::message_key("jobs", 1, "a")), kT0),
+         at(ack(queue::message_key("jobs", 2, "b")), kT0), at(ack(queue::message_key("jobs", 3, "c")), kT0),
+         at(ack(queue::message_key("jobs", 4, "d")), kT0)});
+  EXPECT_FALSE(book_->view("jobs", &v));
+  open();
+  EXPECT_FALSE(book_->view("jobs", &v));
+}
+
 }  // namespace
 }  // namespace etcdq

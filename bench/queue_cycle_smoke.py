@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""CTest smoke run (label `bench`) of bench/queue_cycle.py: a short run of the
+whole script, etcd 3.6 ($ETCD36_DIR/etcd) beside etcdq ($ETCDQ_BIN), on 1 and
+3 members, with the open loop at 200 messages/s ($ETCDQ_QUEUE_BENCH).
+
+Checks what the script reports, not the servers' speed: it exits 0, both
+servers ran synchronous cycles on both cluster sizes, and on 3 members both
+open loops delivered every message with no error.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ETCDQ = os.environ.get("ETCDQ_BIN") or os.path.join(ROOT, "build", "etcdq")
+TOOL = os.environ.get("ETCDQ_QUEUE_BENCH") or os.path.join(ROOT, "build", "bench", "etcdq_queue_bench")
+ETCD = os.path.join(os.environ["ETCD36_DIR"], "etcd") if os.environ.get("ETCD36_DIR") else None
+
+
+class QueueCycleSmoke(unittest.TestCase):
+    def test_the_script_runs_both_servers_on_both_sizes(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "cycle.json")
+            cmd = [sys.executable, os.path.join(HERE, "queue_cycle.py"), "--etcdq", ETCDQ, "--tool", TOOL,
+                   "--sizes", "1,3", "--seconds", "0.5", "--rounds", "1", "--rate", "200", "--json", out]
+            if ETCD:
+                cmd += ["--etcd", ETCD]
+            env = dict(os.environ, BENCH_DIR=d)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+            self.assertEqual(r.returncode, 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}")
+            with open(out) as f:
+                res = json.load(f)
+        self.assertEqual(res["problems"], [])
+        cycle = res["results"]["cycle"]
+        self.assertEqual(sorted(cycle), ["1", "3"])
+        for size, by in cycle.items():
+            for server in ("etcd 3.6", "etcdq"):
+                with self.subTest(size=size, server=server):
+                    self.assertGreater(by[server]["median"], 0)
+        loop = res["results"]["open_loop"]["3"]
+        for server in ("etcd 3.6", "etcdq"):
+            with self.subTest(open_loop=server):
+                self.assertEqual(loop[server]["missing"], 0)
+                self.assertEqual(loop[server]["errors"], 0)
+                self.assertGreater(loop[server]["p99_ms"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
