@@ -1,5 +1,6 @@
 // Libraft's snapshot hooks and installing another member's state.
 // On the consensus thread (consensus/node_impl.h).
+#include "consensus/metrics.h"
 #include "consensus/node_impl.h"
 
 #include <cstdlib>
@@ -38,6 +39,10 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   }
   spdlog::info("installing the snapshot at index {} (revision {}) taken by member {:x}", meta.applied_index(),
                meta.revision(), meta.source_member());
+  raft_metrics().snapshot_installing.Set(1);
+  struct InstallingReset {
+    ~InstallingReset() { raft_metrics().snapshot_installing.Set(0); }
+  } installing_reset;
   // Until some member can send the state: its peers may be restarting.
   // libraft must not go on from the snapshot's index without it (libraft
   // 0.15 does not undo a snapshot whose restore failed), so this thread
@@ -47,8 +52,10 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   auto backoff = kInstallRetryFirst;
   for (int attempt = 1;; ++attempt) {
     bool damaged = false;
+    auto fetch_start = SteadyClock::now();
     Error e = fetch_state(sm, *forwarder, plan, &damaged);
     if (!e) {
+      raft_metrics().snapshot_save_seconds.Observe(metrics::seconds_since(fetch_start));
       if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
       return {};
     }
