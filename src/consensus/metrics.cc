@@ -87,4 +87,35 @@ prometheus::Counter& peer_disconnected(uint64_t local, uint64_t remote) {
   return peer_families().disconnected.Add({{"Local", id_label(local)}, {"Remote", id_label(remote)}});
 }
 
+namespace {
+
+struct SnapshotReceiveFamilies {
+  prometheus::Family<prometheus::Counter>& success = prometheus::BuildCounter()
+                                                         .Name("etcd_network_snapshot_receive_success")
+                                                         .Help("Total number of successful snapshot receives")
+                                                         .Register(metrics::registry());
+  prometheus::Family<prometheus::Counter>& failures = prometheus::BuildCounter()
+                                                          .Name("etcd_network_snapshot_receive_failures")
+                                                          .Help("Total number of snapshot receive failures")
+                                                          .Register(metrics::registry());
+  prometheus::Family<prometheus::Gauge>& inflight = prometheus::BuildGauge()
+                                                        .Name("etcd_network_snapshot_receive_inflights_total")
+                                                        .Help("Total number of inflight snapshot receives")
+                                                        .Register(metrics::registry());
+  prometheus::Family<prometheus::Histogram>& seconds =
+      prometheus::BuildHistogram()
+          .Name("etcd_network_snapshot_receive_total_duration_seconds")
+          .Help("Total latency distributions of v3 snapshot receives")
+          .Register(metrics::registry());
+};
+
+}  // namespace
+
+SnapshotReceiveMetrics snapshot_receive_metrics(uint64_t from) {
+  static auto* f = new SnapshotReceiveFamilies;  // never destroyed, as the registry
+  prometheus::Labels l{{"From", id_label(from)}};
+  return SnapshotReceiveMetrics{f->success.Add(l), f->failures.Add(l), f->inflight.Add(l),
+                                f->seconds.Add(l, metrics::exponential_buckets(0.1, 2, 10))};
+}
+
 }  // namespace etcdq::consensus

@@ -83,6 +83,16 @@ prometheus::Counter& peer_received_bytes(uint64_t from);
 prometheus::Counter& peer_sent_failures(uint64_t to);
 prometheus::Histogram& peer_round_trip_seconds(uint64_t to);
 prometheus::Gauge& peer_active(uint64_t local, uint64_t remote);
+
+// etcd's snapshot receive series (rafthttp/metrics.go), labelled From: one
+// fetch of another member's state from that member (snapshot_install.h).
+struct SnapshotReceiveMetrics {
+  prometheus::Counter& success;
+  prometheus::Counter& failures;
+  prometheus::Gauge& inflight;
+  prometheus::Histogram& seconds;  // etcd's buckets, 0.1 s doubling to 51.2 s
+};
+SnapshotReceiveMetrics snapshot_receive_metrics(uint64_t from);
 prometheus::Counter& peer_disconnected(uint64_t local, uint64_t remote);
 
 }  // namespace etcdq::consensus

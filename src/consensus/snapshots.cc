@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "common/entry_frames.h"
 #include "consensus/snapshot_install.h"
@@ -28,6 +29,12 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   for (unsigned i = 0; i < raft.configuration.n; ++i) {
     const auto& srv = raft.configuration.servers[i];
     if (srv.id != raft.id && srv.address != nullptr) add(srv.address);
+  }
+  // Which member each target is, for the receive series' From label.
+  std::map<std::string, uint64_t> members;
+  for (unsigned i = 0; i < raft.configuration.n; ++i) {
+    const auto& srv = raft.configuration.servers[i];
+    if (srv.address != nullptr) members.emplace(srv.address, srv.id);
   }
   if (!opts->install_plan_path.empty()) {
     if (Error e = write_plan(opts->install_plan_path, plan)) {
@@ -53,7 +60,10 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   for (int attempt = 1;; ++attempt) {
     bool damaged = false;
     auto fetch_start = SteadyClock::now();
-    Error e = fetch_state(sm, *forwarder, plan, &damaged);
+    Error e = fetch_state(sm, *forwarder, plan, &damaged, [&members](const std::string& address) {
+      auto it = members.find(address);
+      return it == members.end() ? uint64_t{0} : it->second;
+    });
     if (!e) {
       raft_metrics().snapshot_save_seconds.Observe(metrics::seconds_since(fetch_start));
       if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
