@@ -18,8 +18,10 @@ PACKAGES=(
   etcd-server etcd-client python3 python3-etcd3 python3-grpcio python3-etcd3gw wrk
   # the TLS tests make their certificates and talk HTTPS (test_client_tls.py)
   openssl curl
-  # promtool, which checks /metrics (test_metrics.py)
-  prometheus
+  # promtool, which checks /metrics (test_metrics.py) and runs etcd's alert
+  # rules on etcdq's series; jsonnet renders those rules from etcd's mixin
+  # (scripts/etcd_mixin.sh, test_metrics_etcd36.py)
+  prometheus jsonnet
   # the queue sink's test starts a ClickHouse of its own on loopback
   clickhouse-server
   # the queues' page is tested in a real browser, headless (test_queue_page.py)
@@ -47,3 +49,6 @@ fi
 # etcd 3.6 (the oracle, etcdctl/etcdutl 3.6 and etcd's benchmark), built from
 # the pinned Go modules in tests/go and cached (scripts/etcd36.sh).
 bash "$(dirname "$0")/etcd36.sh" >/dev/null
+# etcd's alert rules (its mixin), rendered from the pinned module and cached
+# (scripts/etcd_mixin.sh).
+bash "$(dirname "$0")/etcd_mixin.sh" >/dev/null

@@ -2,12 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
+#include "apply/apply_metrics.h"
 #include "apply/auth_layer.h"
 #include "apply/backend.h"
 #include "apply/capped_layer.h"
 #include "apply/corrupt_layer.h"
 #include "apply/entry.h"
 #include "apply/plugin_layer.h"
+#include "common/metrics.h"
 #include "etcdq/command.pb.h"
 #include "keyspace/registry.h"
 
@@ -20,6 +24,7 @@ Applier::Applier(mvcc::Store* store, lease::Lessor* lessor, Alarms* alarms, Memb
       alarms_(alarms),
       members_(members),
       applied_index_(store->view()->applied_index()) {
+  register_apply_metrics();
   auto add = [this](std::unique_ptr<Layer> l) {
     head_ = l.get();
     layers_.push_back(std::move(l));
@@ -94,7 +99,9 @@ void Applier::apply_command(mvcc::Writer& w, std::string_view bytes, Result* out
   out->origin = cmd.origin();
   out->proposal_id = cmd.proposal_id();
   ApplyCtx c{w, cmd};
+  auto start = std::chrono::steady_clock::now();
   run(*head_, c, out);
+  observe_apply(cmd.request_case(), out->error, metrics::seconds_since(start));
 }
 
 }  // namespace etcdq::apply

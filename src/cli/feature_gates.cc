@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/metrics.h"
+
 namespace etcdq::cli {
 namespace {
 
@@ -130,6 +132,16 @@ std::vector<std::string> FeatureGates::explicitly_set() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : explicit_) out.push_back(k + "=" + (v ? "true" : "false"));
   return out;
+}
+
+void FeatureGates::register_metrics() const {
+  auto& family = prometheus::BuildGauge()
+                     .Name("etcd_server_feature_enabled")
+                     .Help("Whether or not a feature is enabled. 1 is enabled, 0 is not.")
+                     .Register(metrics::registry());
+  for (const FeatureGate& g : etcd_feature_gates()) {
+    family.Add({{"name", g.name}, {"stage", g.stage}}).Set(enabled(g.name) ? 1 : 0);
+  }
 }
 
 }  // namespace etcdq::cli

@@ -50,6 +50,11 @@ class FeatureGates {
   bool enabled(const std::string& name) const;
   // The gates set explicitly, "Name=value", in name order (for the log).
   std::vector<std::string> explicitly_set() const;
+  // etcd_server_feature_enabled{name,stage}: each gate of
+  // etcd_feature_gates() as set, 1 or 0, as etcd 3.6 registers them
+  // (pkg/featuregate's AddMetrics). What a gate changes in etcdq is its
+  // FeatureGate::in_etcdq. Call once, after parsing.
+  void register_metrics() const;
 
  private:
   std::map<std::string, bool> enabled_;

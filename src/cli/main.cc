@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   }
   if (exit_now) return 0;
   if (Error e = cli::setup_logging(cfg)) return cli::refuse_flags(e.message());
+  cfg.feature_gates.register_metrics();
   for (const auto& note : cfg.notes) spdlog::info("{}", note);
   for (const auto& warning : cfg.warnings) spdlog::warn("{}", warning);
   if (std::find(cfg.log_outputs.begin(), cfg.log_outputs.end(), "journal") != cfg.log_outputs.end()) {

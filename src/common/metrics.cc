@@ -2,7 +2,9 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -68,11 +70,47 @@ prometheus::Histogram& histogram(const std::string& name, const std::string& hel
   return prometheus::BuildHistogram().Name(name).Help(help).Register(registry()).Add({}, buckets);
 }
 
-std::vector<double> disk_seconds_buckets() {
+std::vector<double> disk_seconds_buckets() { return exponential_buckets(0.001, 2, 14); }
+
+std::vector<double> exponential_buckets(double start, double factor, int count) {
   std::vector<double> b;
-  double v = 0.001;
-  for (int i = 0; i < 14; ++i, v *= 2) b.push_back(v);
+  double v = start;
+  for (int i = 0; i < count; ++i, v *= factor) b.push_back(v);
   return b;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+FastHistogram::FastHistogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+  for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
+}
+
+void FastHistogram::observe(double v) {
+  // Prometheus' buckets are upper bounds, inclusive: the first bound >= v.
+  size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(v, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void FastHistogram::add_to(prometheus::MetricFamily* f, std::vector<prometheus::ClientMetric::Label> labels) const {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    prometheus::ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < bounds_.size() ? bounds_[i] : std::numeric_limits<double>::infinity();
+    m.histogram.bucket.push_back(b);
+  }
+  // The count is the buckets' total, so that +Inf and _count agree in one scrape.
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = sum_.load(std::memory_order_relaxed);
+  f->metric.push_back(std::move(m));
 }
 
 SourceHandle::~SourceHandle() {

@@ -22,6 +22,8 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,6 +48,34 @@ prometheus::Histogram& histogram(const std::string& name, const std::string& hel
 // etcd's disk latency buckets (wal and backend): 0.001 s doubling up to
 // 8.192 s (prometheus.ExponentialBuckets(0.001, 2, 14)).
 std::vector<double> disk_seconds_buckets();
+// Go's prometheus.ExponentialBuckets(start, factor, count), which etcd's
+// histograms use: start, start*factor, ... (count bounds; +Inf is implied).
+std::vector<double> exponential_buckets(double start, double factor, int count);
+
+// Seconds since `start` on the steady clock, for a histogram in seconds.
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+// A histogram for the request path: observe() is a few relaxed atomic
+// adds, no lock (prometheus-cpp's Histogram takes a mutex on each Observe).
+// It is rendered by a Source (add_to), so a labelled set of them shows
+// only the label values that were observed, as a Go HistogramVec does.
+// Bounds are fixed at construction. Counts and sum may be read mid-update
+// (a scrape can see a count without its sum), as with any counter pair.
+class FastHistogram {
+ public:
+  explicit FastHistogram(std::vector<double> bounds);
+  void observe(double v);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  // Appends one sample (labels plus buckets, sum and count) to `f`, whose
+  // type must be Histogram.
+  void add_to(prometheus::MetricFamily* f, std::vector<prometheus::ClientMetric::Label> labels) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // bounds_.size() + 1, the last +Inf
+  std::atomic<uint64_t> count_{0};
+  std::atomic<double> sum_{0};
+};
 
 // Families built at scrape time from state owned elsewhere. A Source is
 // called on the scraping thread, must not block for long, and appends its

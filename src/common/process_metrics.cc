@@ -40,6 +40,32 @@ double limit_value(rlim_t v) {
   return v == RLIM_INFINITY ? 18446744073709551615.0 : static_cast<double>(v);
 }
 
+// Received and sent bytes summed over every interface of /proc/self/net/dev
+// (the process's network namespace, loopback included), as Go's procfs
+// NetDev().Total() that client_golang's process collector reports. False if
+// the file cannot be read.
+bool net_dev_totals(double* rx, double* tx) {
+  std::ifstream in("/proc/self/net/dev");
+  if (!in) return false;
+  std::string line;
+  *rx = *tx = 0;
+  int n = 0;
+  while (std::getline(in, line)) {
+    // "  eth0: rx_bytes rx_packets rx_errs rx_drop rx_fifo rx_frame rx_compressed rx_multicast tx_bytes ...";
+    // the two header lines have no colon.
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::istringstream f(line.substr(colon + 1));
+    double v[9] = {};
+    for (double& x : v) f >> x;
+    if (!f) continue;
+    *rx += v[0];
+    *tx += v[8];
+    ++n;
+  }
+  return n > 0;
+}
+
 }  // namespace
 
 void collect_process(std::vector<prometheus::MetricFamily>* out) {
@@ -76,10 +102,19 @@ void collect_process(std::vector<prometheus::MetricFamily>* out) {
     }
     closedir(d);
     one(out, "process_open_fds", "Number of open file descriptors.", MetricType::Gauge, n - 1);  // less opendir's own
+    // etcd's own pair (pkg/runtime FDUsage, FDLimit; etcdmain's monitor).
+    one(out, "os_fd_used", "The number of used file descriptors.", MetricType::Gauge, n - 1);
   }
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
     one(out, "process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge, limit_value(rl.rlim_cur));
+    one(out, "os_fd_limit", "The file descriptor limit.", MetricType::Gauge, limit_value(rl.rlim_cur));
+  }
+  if (double rx, tx; net_dev_totals(&rx, &tx)) {
+    one(out, "process_network_receive_bytes_total", "Number of bytes received by the process over the network.",
+        MetricType::Counter, rx);
+    one(out, "process_network_transmit_bytes_total", "Number of bytes sent by the process over the network.",
+        MetricType::Counter, tx);
   }
   if (getrlimit(RLIMIT_AS, &rl) == 0) {
     one(out, "process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.",

@@ -162,9 +162,9 @@ bool Inbound::open_pipe() {
       [](uv_stream_t* s, ssize_t n, const uv_buf_t*) {
         if (n < 0) static_cast<Inbound*>(s->data)->close("");
       });
-  host_->hand_to_libraft(from_, address_, fds[0]);
+  accepted_ = host_->hand_to_libraft(from_, address_, fds[0]);
   // Counted once the sender filter let it in (hand_to_libraft closes it if not).
-  if (stage_ != Stage::kClosed) received_ = &peer_received_bytes(from_);
+  if (accepted_ && stage_ != Stage::kClosed) received_ = &peer_received_bytes(from_);
   return true;
 }
 

@@ -31,8 +31,9 @@ class Inbound {
   // What a pump needs from its transport; loop thread.
   struct Host {
     // The hello named the sender: libraft gets `fd` as the stream it reads
-    // (or `fd` is closed when libraft does not listen).
-    virtual void hand_to_libraft(raft_id from, const std::string& address, int fd) = 0;
+    // (or `fd` is closed when libraft does not listen). False when the
+    // sender is refused (not in the configuration; `fd` closed).
+    virtual bool hand_to_libraft(raft_id from, const std::string& address, int fd) = 0;
     // The pump closed and is about to free itself.
     virtual void gone(Inbound* in) = 0;
     // Scratch space for one read (shared: a read's bytes are consumed
@@ -54,6 +55,9 @@ class Inbound {
 
   // Still reading the hello (the transport times these out).
   bool in_hello() const { return stage_ == Stage::kHello; }
+  // The sender, once its hello was accepted (handed to libraft); 0 before,
+  // or when it was refused.
+  raft_id accepted_from() const { return accepted_ ? from_ : 0; }
   // uv_now() when it was adopted, and when it last read something.
   uint64_t started_ms() const { return started_ms_; }
   uint64_t active_ms() const { return active_ms_; }
@@ -83,6 +87,7 @@ class Inbound {
   size_t hello_have_ = 0;
   size_t hello_need_ = kHelloFixed;
   raft_id from_ = 0;
+  bool accepted_ = false;
   std::string address_;     // the sender's advertised peer address
   std::string remote_;      // where it connected from
   WireCheck check_;

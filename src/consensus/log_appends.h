@@ -80,6 +80,7 @@ class LogAppends final : public InlineWrites {
   struct TimedAppend {
     raft_io_append_cb cb;
     std::chrono::steady_clock::time_point start;
+    uint64_t bytes = 0;  // the batch as raft_uv encodes it (etcd_disk_wal_write_bytes_total)
   };
   struct WrittenAppend {
     struct raft_io_append* req;

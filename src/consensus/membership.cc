@@ -1,5 +1,6 @@
 // Membership changes and leadership transfer (etcd's checks).
 // On the consensus thread (consensus/node_impl.h).
+#include "consensus/metrics.h"
 #include "consensus/node_impl.h"
 
 namespace etcdq::consensus {
@@ -147,7 +148,10 @@ void Node::Impl::promote_member(raft_id id, std::function<void(Error)> done) {
   if (static_cast<double>(match) < 0.9 * static_cast<double>(raft_last_index(&raft))) {
     return done(errors::learner_not_ready());
   }
-  start_assign(id, RAFT_VOTER, std::move(done));
+  start_assign(id, RAFT_VOTER, [done = std::move(done)](Error e) {
+    if (!e) raft_metrics().learner_promotions.Increment();
+    done(e);
+  });
 }
 
 void Node::Impl::remove_member(raft_id id, std::function<void(Error)> done) {

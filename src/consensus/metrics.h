@@ -15,6 +15,22 @@
 //       request until raft_uv reports it durable (its write is O_DSYNC or
 //       followed by fdatasync), so it is the fsync's latency plus any wait
 //       behind the append before it, never less than the fsync
+//   etcd_disk_wal_write_bytes_total         gauge (etcd's type): the bytes of
+//       each successful libraft append as raft_uv lays them in its segment
+//       (entries, their headers and padding, the batch's checksums)
+//   etcd_server_learner_promote_successes   counter: learners this member,
+//       as leader, promoted to voters
+//   etcd_server_snapshot_apply_in_progress_total  gauge, 1 while this member
+//       installs another member's state (consensus/snapshot_install.h)
+//   etcd_snap_db_save_total_duration_seconds  histogram (etcd's buckets): one
+//       successful fetch of that state, from asking a member to the state
+//       restored (etcd: receiving and saving the .snap.db file)
+//   etcd_server_read_indexes_failed_total   counter: read indexes (the
+//       leader's barrier, or a follower's request to the leader) that ended
+//       in an error or timed out, once per batch of reads as etcd counts one
+//       request (consensus/read_index.cc)
+//   etcd_server_slow_read_indexes_total     counter: a follower's read index
+//       asked again because the leader changed, or timed out
 //
 // and the peer network's (etcd's server/etcdserver/api/rafthttp/metrics.go),
 // labelled with a member id in hex as etcd's types.ID prints it:
@@ -27,6 +43,12 @@
 //       messages of a failed connect and retries 100 ms later)
 //   etcd_network_peer_round_trip_time_seconds{To} histogram (etcd's buckets,
 //       0.1 ms to 3.3 s): member/peer_prober.h's probe of each member
+//
+//   etcd_network_active_peers{Local,Remote}        gauge: 1 while an accepted
+//       libraft connection from the member is open (etcd: while a stream
+//       with the member is up), 0 after
+//   etcd_network_disconnected_peers_total{Local,Remote}  counter: the last
+//       such connection closing (consensus/transport.cc)
 //
 // Not kept: etcd_network_peer_sent_bytes_total, as libraft writes to the
 // socket itself (consensus/transport.h) and etcdq never sees the bytes.
@@ -47,6 +69,12 @@ struct RaftMetrics {
   prometheus::Counter& proposals_failed;
   prometheus::Gauge& proposals_pending;
   prometheus::Histogram& wal_fsync_seconds;
+  prometheus::Gauge& wal_write_bytes;
+  prometheus::Counter& learner_promotions;
+  prometheus::Counter& read_index_failed;
+  prometheus::Counter& slow_read_index;
+  prometheus::Gauge& snapshot_installing;
+  prometheus::Histogram& snapshot_save_seconds;
 };
 
 RaftMetrics& raft_metrics();
@@ -54,5 +82,17 @@ RaftMetrics& raft_metrics();
 prometheus::Counter& peer_received_bytes(uint64_t from);
 prometheus::Counter& peer_sent_failures(uint64_t to);
 prometheus::Histogram& peer_round_trip_seconds(uint64_t to);
+prometheus::Gauge& peer_active(uint64_t local, uint64_t remote);
+
+// etcd's snapshot receive series (rafthttp/metrics.go), labelled From: one
+// fetch of another member's state from that member (snapshot_install.h).
+struct SnapshotReceiveMetrics {
+  prometheus::Counter& success;
+  prometheus::Counter& failures;
+  prometheus::Gauge& inflight;
+  prometheus::Histogram& seconds;  // etcd's buckets, 0.1 s doubling to 51.2 s
+};
+SnapshotReceiveMetrics snapshot_receive_metrics(uint64_t from);
+prometheus::Counter& peer_disconnected(uint64_t local, uint64_t remote);
 
 }  // namespace etcdq::consensus

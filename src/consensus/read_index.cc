@@ -1,5 +1,6 @@
 // Linearizable reads (consensus/reads.h): leader barriers, follower read indexes.
 // On the consensus thread (consensus/node_impl.h).
+#include "consensus/metrics.h"
 #include "consensus/node_impl.h"
 
 namespace etcdq::consensus {
@@ -33,6 +34,7 @@ void Node::Impl::on_barrier(struct raft_barrier* req, int status) {
     }
   }
   if (!b->reads.empty()) self->update_progress();  // read_index answers the applied index
+  if (e && !b->reads.empty()) raft_metrics().read_index_failed.Increment();
   for (auto& fn : b->reads) fn(e);
   delete b;
   --self->inflight;
@@ -71,6 +73,7 @@ void Reads::serve(std::vector<ReadFn> rs, std::vector<IndexFn> irs, bool leader)
       b->req.data = b;
       int rv = raft_barrier(&raft, &b->req, Node::Impl::on_barrier);
       if (rv != 0) {
+        raft_metrics().read_index_failed.Increment();
         for (auto& fn : b->reads) fn(raft_error(rv, "read barrier"));
         delete b;
       } else {
@@ -123,10 +126,14 @@ void Reads::on_answer(Answer&& a) {
   std::vector<WaitingRead> batch = std::move(read_index_batch_);
   read_index_batch_.clear();
   if (a.error && retryable(a.error)) {
+    // Asked again of the next leader, as etcd retries a read index that
+    // did not come back in time (and counts it slow).
+    raft_metrics().slow_read_index.Increment();
     for (auto& w : batch) follower_reads_.push_back(std::move(w));
     return;
   }
   if (a.error) {
+    raft_metrics().read_index_failed.Increment();
     auto fns = std::make_shared<std::vector<WaitingRead>>(std::move(batch));
     n_.completions->post([fns, e = a.error] {
       for (auto& w : *fns) w.fn(e);
@@ -138,8 +145,10 @@ void Reads::on_answer(Answer&& a) {
 }
 
 void Reads::expire(SteadyClock::time_point now) {
+  bool timed_out = false;
   for (auto it = follower_reads_.begin(); it != follower_reads_.end();) {
     if (it->deadline <= now) {
+      timed_out = true;
       ReadFn fn = std::move(it->fn);
       it = follower_reads_.erase(it);
       n_.completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
@@ -149,12 +158,18 @@ void Reads::expire(SteadyClock::time_point now) {
   }
   for (auto it = waiting_apply_.begin(); it != waiting_apply_.end();) {
     if (it->second.deadline <= now) {
+      timed_out = true;
       ReadFn fn = std::move(it->second.fn);
       it = waiting_apply_.erase(it);
       n_.completions->post([fn = std::move(fn)] { fn(errors::timeout()); });
     } else {
       ++it;
     }
+  }
+  // etcd counts a read index that timed out both slow and failed.
+  if (timed_out) {
+    raft_metrics().slow_read_index.Increment();
+    raft_metrics().read_index_failed.Increment();
   }
 }
 

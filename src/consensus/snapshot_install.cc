@@ -4,9 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+
+#include "consensus/metrics.h"
 
 namespace etcdq::consensus {
 
@@ -57,11 +61,17 @@ void remove_plan(const std::string& path) {
   std::filesystem::remove(path, ec);
 }
 
-Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged) {
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
+                  const std::function<uint64_t(const std::string&)>& member_of) {
   Error last = errors::internal("no member to fetch the state from");
   *damaged = false;
   for (const auto& target : plan.targets) {
     spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
+    uint64_t from = member_of ? member_of(target) : 0;
+    std::optional<SnapshotReceiveMetrics> counted;
+    if (from != 0) counted.emplace(snapshot_receive_metrics(from));
+    if (counted) counted->inflight.Increment();
+    auto start = std::chrono::steady_clock::now();
     last = fsm->restore(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
@@ -72,6 +82,15 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
           });
         },
         damaged);
+    if (counted) {
+      counted->inflight.Decrement();
+      if (!last) {
+        counted->success.Increment();
+        counted->seconds.Observe(metrics::seconds_since(start));
+      } else {
+        counted->failures.Increment();
+      }
+    }
     if (!last) return {};
     spdlog::warn("fetching the state from {} failed: {}", target, last.message());
   }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ void remove_plan(const std::string& path);
 // One pass over the plan's targets: fetches the newest checkpoint at or
 // above min_index from the first that has one, into `fsm`. Errors: the
 // last target's; *damaged as Fsm::restore says.
-Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged);
+// `member_of` (may be empty) names the member at a target's address: each
+// attempt at a known member is counted in etcd's
+// etcd_network_snapshot_receive_{success,failures,inflights_total,
+// total_duration_seconds}{From} (consensus/metrics.h).
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
+                  const std::function<uint64_t(const std::string&)>& member_of = {});
 
 }  // namespace etcdq::consensus

@@ -1,9 +1,11 @@
 // Libraft's snapshot hooks and installing another member's state.
 // On the consensus thread (consensus/node_impl.h).
+#include "consensus/metrics.h"
 #include "consensus/node_impl.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "common/entry_frames.h"
 #include "consensus/snapshot_install.h"
@@ -28,6 +30,12 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
     const auto& srv = raft.configuration.servers[i];
     if (srv.id != raft.id && srv.address != nullptr) add(srv.address);
   }
+  // Which member each target is, for the receive series' From label.
+  std::map<std::string, uint64_t> members;
+  for (unsigned i = 0; i < raft.configuration.n; ++i) {
+    const auto& srv = raft.configuration.servers[i];
+    if (srv.address != nullptr) members.emplace(srv.address, srv.id);
+  }
   if (!opts->install_plan_path.empty()) {
     if (Error e = write_plan(opts->install_plan_path, plan)) {
       // Without the plan a crash midway could not be recovered; and
@@ -38,6 +46,10 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   }
   spdlog::info("installing the snapshot at index {} (revision {}) taken by member {:x}", meta.applied_index(),
                meta.revision(), meta.source_member());
+  raft_metrics().snapshot_installing.Set(1);
+  struct InstallingReset {
+    ~InstallingReset() { raft_metrics().snapshot_installing.Set(0); }
+  } installing_reset;
   // Until some member can send the state: its peers may be restarting.
   // libraft must not go on from the snapshot's index without it (libraft
   // 0.15 does not undo a snapshot whose restore failed), so this thread
@@ -47,8 +59,13 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   auto backoff = kInstallRetryFirst;
   for (int attempt = 1;; ++attempt) {
     bool damaged = false;
-    Error e = fetch_state(sm, *forwarder, plan, &damaged);
+    auto fetch_start = SteadyClock::now();
+    Error e = fetch_state(sm, *forwarder, plan, &damaged, [&members](const std::string& address) {
+      auto it = members.find(address);
+      return it == members.end() ? uint64_t{0} : it->second;
+    });
     if (!e) {
+      raft_metrics().snapshot_save_seconds.Observe(metrics::seconds_since(fetch_start));
       if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);
       return {};
     }

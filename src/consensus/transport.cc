@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -82,6 +83,8 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
   bool sweep_open = false;
   std::map<uint64_t, Outgoing*> outgoing;
   std::unordered_set<Inbound*> incoming;
+  // Accepted incoming connections by sender (etcd_network_active_peers).
+  std::unordered_map<raft_id, int> active_from;
   std::atomic<size_t> incoming_count{0};
   std::unique_ptr<char[]> read_buf;
 
@@ -276,19 +279,31 @@ struct PeerTransport::Shared : UvBridge, Inbound::Host, std::enable_shared_from_
     arm_sweep();
   }
 
-  void hand_to_libraft(raft_id from, const std::string& address, int fd) override {
+  bool hand_to_libraft(raft_id from, const std::string& address, int fd) override {
     if (accepts && !accepts(from)) {
       warn_peer_connection(
           fmt::format("refused a Raft connection from {:x} ({}): not in this member's configuration", from, address));
       ::close(fd);
-      return;
+      return false;
     }
+    if (active_from[from]++ == 0) peer_active(id(), from).Set(1);
     accept(from, address, fd);
+    return true;
   }
 
   void gone(Inbound* in) override {
     incoming.erase(in);
     incoming_count = incoming.size();
+    // etcd's peer status: active while a stream from the member is up;
+    // its going down is one disconnection (rafthttp peer_status.go).
+    if (raft_id from = in->accepted_from(); from != 0) {
+      auto it = active_from.find(from);
+      if (it != active_from.end() && --it->second == 0) {
+        active_from.erase(it);
+        peer_active(id(), from).Set(0);
+        peer_disconnected(id(), from).Increment();
+      }
+    }
   }
 
   uv_buf_t read_buffer() override {

@@ -77,6 +77,28 @@ prometheus::Counter& health_counter(bool ok) {
   return ok ? success : failed;
 }
 
+// etcd serves /metrics through client_golang's promhttp.Handler, which
+// counts its scrapes by status code (200, 500 and 503 shown from the start)
+// and shows the ones being served, this one included.
+struct ScrapeCounters {
+  prometheus::Gauge& in_flight = metrics::gauge("promhttp_metric_handler_requests_in_flight",
+                                                "Current number of scrapes being served.");
+  prometheus::Family<prometheus::Counter>& total = prometheus::BuildCounter()
+                                                       .Name("promhttp_metric_handler_requests_total")
+                                                       .Help("Total number of scrapes by HTTP status code.")
+                                                       .Register(metrics::registry());
+  prometheus::Counter& ok = total.Add({{"code", "200"}});
+  ScrapeCounters() {
+    total.Add({{"code", "500"}});
+    total.Add({{"code", "503"}});
+  }
+};
+
+ScrapeCounters& scrape_counters() {
+  static auto* c = new ScrapeCounters;  // never destroyed, as the registry
+  return *c;
+}
+
 // /health, /livez and /readyz, outside cpp-httplib: their answer may come
 // later (a linearizable read), through a Reply, so that no worker waits on
 // the cluster (health.h). Returns 0 when `in` is not a health request (or
@@ -251,7 +273,11 @@ size_t HttpServer::body_limit() const {
 
 void HttpServer::route(Listener* s) {
   s->Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+    ScrapeCounters& c = scrape_counters();
+    c.in_flight.Increment();
     res.set_content(metrics::scrape(), "text/plain; version=0.0.4; charset=utf-8");
+    c.in_flight.Decrement();
+    c.ok.Increment();  // after the scrape, as promhttp counts it
   });
   s->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"etcdserver\":\"" + opts_.server_version + "\",\"etcdcluster\":\"" + opts_.cluster_version +

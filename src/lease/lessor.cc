@@ -32,6 +32,13 @@ prometheus::Counter& renewed_total() {
       metrics::counter("etcd_debugging_lease_renewed_total", "The number of renewed leases seen by the leader.");
   return c;
 }
+// The TTL each grant applied with (after --min-lease-ttl's raise), as
+// etcd's lessor Grant observes it.
+prometheus::Histogram& granted_ttl_seconds() {
+  static prometheus::Histogram& h = metrics::histogram(
+      "etcd_debugging_lease_ttl_total", "Bucketed histogram of lease TTLs.", metrics::exponential_buckets(1, 2, 24));
+  return h;
+}
 }  // namespace
 
 Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_ttl_(min_ttl) {
@@ -39,6 +46,7 @@ Lessor::Lessor(storage::Engine* engine, int64_t min_ttl) : engine_(engine), min_
   granted_total();
   revoked_total();
   renewed_total();
+  granted_ttl_seconds();
   reload();
 }
 
@@ -72,6 +80,7 @@ Error Lessor::grant(mvcc::Writer& w, int64_t id, int64_t ttl, int64_t* granted_t
   leases_[id] = Lease{ttl, Clock::now() + std::chrono::seconds(ttl)};
   *granted_ttl = ttl;
   granted_total().Increment();
+  granted_ttl_seconds().Observe(static_cast<double>(ttl));
   return {};
 }
 

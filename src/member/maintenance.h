@@ -37,6 +37,14 @@ DbSize db_size(const Context& ctx);
 // type NONE match all.
 std::vector<etcdserverpb::AlarmMember> alarms(const Context& ctx, uint64_t member_id, etcdserverpb::AlarmType type);
 
+// Registers the families below at 0 (etcd shows them before any call):
+// etcd_disk_backend_defrag_duration_seconds and etcd_disk_defrag_inflight
+// (defragment), etcd_disk_backend_snapshot_duration_seconds (write_snapshot,
+// building the file a client's Snapshot streams), etcd_mvcc_hash_duration_seconds
+// (hash) and etcd_mvcc_hash_rev_duration_seconds (hash_kv, the corruption
+// checks' too), with etcd's names, help and buckets.
+void register_metrics();
+
 // etcd's Defragment: reclaims what deleted and compacted data took (a full
 // compaction of the storage engine), while reads and writes go on. Blocks
 // until done; storage's error.

@@ -475,11 +475,18 @@ bool Member::join() {
   };
   services.flags = {{"clickhouse-url", opts_.clickhouse_url}, {"clickhouse-db", opts_.clickhouse_db}};
   p.state->plugins()->serve(services);
+  // etcd's leader counts each expired lease whose revoke succeeded
+  // (EtcdServer.revokeExpiredLeases).
+  static prometheus::Counter& leases_expired =
+      metrics::counter("etcd_debugging_server_lease_expired_total", "The total number of expired leases.");
   p.expiry = std::make_unique<lease::Expiry>(p.state->lessor(), [c](int64_t id, std::function<void()> done) {
     apply::Command cmd;
     cmd.mutable_lease_revoke()->set_id(id);
     cmd.set_internal(true);  // an expiry (etcd revokes it as root)
-    propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&&) { done(); });
+    propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) {
+      if (!r.error) leases_expired.Increment();
+      done();
+    });
   });
   lease::Expiry* expiry = p.expiry.get();
   p.duties.add({"lease expiry", [expiry] { expiry->start_leading(); }, [expiry] { expiry->stop_leading(); }});

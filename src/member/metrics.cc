@@ -4,11 +4,13 @@
 
 #include <chrono>
 
+#include "member/maintenance.h"
 #include "mvcc/watch_hub.h"
 
 namespace etcdq::member {
 
 std::unique_ptr<metrics::SourceHandle> add_member_metrics(const Context* ctx, const storage::Engine* engine) {
+  maintenance::register_metrics();
   return metrics::add_source([ctx, engine](std::vector<prometheus::MetricFamily>* out) {
     using prometheus::MetricType;
     auto one = [out](const char* name, const char* help, MetricType type, double v,
@@ -42,6 +44,23 @@ std::unique_ptr<metrics::SourceHandle> add_member_metrics(const Context* ctx, co
         static_cast<double>(engine->in_use_bytes()));
     one("etcd_debugging_mvcc_keys_total", "Total number of keys.", MetricType::Gauge,
         static_cast<double>(ctx->store->keys()));
+    std::shared_ptr<const mvcc::ReadView> view = ctx->store->view();
+    one("etcd_debugging_mvcc_current_revision", "The current revision of store.", MetricType::Gauge,
+        static_cast<double>(view->revision()));
+    one("etcd_debugging_mvcc_compact_revision", "The revision of the last compaction in store.", MetricType::Gauge,
+        static_cast<double>(view->compact_revision()));
+    if (ctx->auth) {
+      one("etcd_debugging_auth_revision", "The current revision of auth store.", MetricType::Gauge,
+          static_cast<double>(ctx->auth->revision()));
+    }
+    // etcd's rafthttp counts a peer known from when the transport adds it
+    // (this member's own id too): here, every member of the configuration.
+    auto known = metrics::family("etcd_network_known_peers", "The current number of known peers.", MetricType::Gauge);
+    std::string local = fmt::format("{:x}", ctx->self.id);
+    for (const consensus::MemberState& m : ctx->node->members()) {
+      metrics::add_sample(&known, 1, {{"Local", local}, {"Remote", fmt::format("{:x}", m.id)}});
+    }
+    out->push_back(std::move(known));
     const mvcc::WatchHub& hub = ctx->store->watch_hub();
     one("etcd_debugging_mvcc_watcher_total", "Total number of watchers.", MetricType::Gauge,
         static_cast<double>(hub.watchers()));

@@ -15,6 +15,12 @@
 //   etcd_debugging_mvcc_watch_stream_total    watch streams holding a watcher (etcd
 //                                             also counts streams with none)
 //   etcd_debugging_mvcc_slow_watcher_total    watchers not synced (catching up or parked)
+//   etcd_debugging_mvcc_current_revision      the published view's revision
+//   etcd_debugging_mvcc_compact_revision      the published view's compacted revision
+//   etcd_debugging_auth_revision              auth::Store::revision
+//   etcd_network_known_peers{Local,Remote}    1 for each member of the configuration,
+//                                             this one included (etcd's transport counts
+//                                             itself too)
 //   and the key-space plug-ins' families (the queues': queue/metrics.h).
 //
 // Counters kept where their cause happens register themselves in their own

@@ -1,6 +1,10 @@
 #include "member/reads.h"
 
+#include <chrono>
+#include <memory>
 #include <utility>
+
+#include "common/metrics.h"
 
 namespace etcdq::member {
 
@@ -47,12 +51,41 @@ void read(Context& ctx, ReadMode mode, std::function<Error()> check, std::functi
   });
 }
 
+namespace {
+
+// etcd_server_range_duration_seconds{success}: the range itself, once the
+// read may go ahead (after any read index), as etcd's txn.Range times it
+// (server/etcdserver/txn/metrics.go); etcd's buckets. Lock-free: on every
+// Range.
+struct RangeSeconds {
+  metrics::FastHistogram ok{metrics::exponential_buckets(0.0001, 2, 20)};
+  metrics::FastHistogram failed{metrics::exponential_buckets(0.0001, 2, 20)};
+  std::unique_ptr<metrics::SourceHandle> source = metrics::add_source([this](std::vector<prometheus::MetricFamily>* out) {
+    auto f = metrics::family("etcd_server_range_duration_seconds", "The latency distributions of txn.Range",
+                             prometheus::MetricType::Histogram);
+    if (failed.count() > 0) failed.add_to(&f, {{"success", "false"}});
+    if (ok.count() > 0) ok.add_to(&f, {{"success", "true"}});
+    if (!f.metric.empty()) out->push_back(std::move(f));
+  });
+};
+
+RangeSeconds& range_seconds() {
+  static auto* r = new RangeSeconds;  // never destroyed: reads may run until exit
+  return *r;
+}
+
+}  // namespace
+
 void range(Context& ctx, ReadMode mode, const etcdserverpb::RangeRequest* req, etcdserverpb::RangeResponse* resp,
            std::function<Error()> check, std::function<void(Error)> done) {
   Context* c = &ctx;
+  range_seconds();
   read(ctx, mode, std::move(check),
        [c, req, resp](apply::ViewState& s) {
+         auto start = std::chrono::steady_clock::now();
          Error e = apply::range(s, *req, resp);
+         RangeSeconds& h = range_seconds();
+         (e ? h.failed : h.ok).observe(metrics::seconds_since(start));
          if (!e) c->fill_header(resp->mutable_header());
          return e;
        },

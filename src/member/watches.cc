@@ -1,5 +1,7 @@
 #include "member/watches.h"
 
+#include "mvcc/metrics.h"
+
 namespace etcdq::member::watches {
 
 using etcdserverpb::WatchCreateRequest;
@@ -32,6 +34,16 @@ bool cancel(Context& ctx, WatchSink* sink, int64_t id) {
   if (ctx.plugins && ctx.plugins->watch_canceled(sink, id)) existed = true;
   return existed;
 }
+
+void events_queued(size_t n) { mvcc::mvcc_metrics().pending_events.Increment(static_cast<double>(n)); }
+
+void events_sent(size_t n) {
+  mvcc::MvccMetrics& m = mvcc::mvcc_metrics();
+  m.pending_events.Decrement(static_cast<double>(n));
+  m.events.Increment(static_cast<double>(n));
+}
+
+void events_dropped(size_t n) { mvcc::mvcc_metrics().pending_events.Decrement(static_cast<double>(n)); }
 
 void close(Context& ctx, WatchSink* sink) {
   ctx.store->watch_hub().remove_all(sink);

@@ -50,6 +50,16 @@ bool cancel(Context& ctx, WatchSink* sink, int64_t id);
 // Ends every watcher of `sink` (its stream closes); idempotent.
 void close(Context& ctx, WatchSink* sink);
 
+// The watch event counters (mvcc/metrics.h), kept by the streams that
+// queue and write the events (etcd's watchableStore and v3rpc watch.go):
+// `n` events joined a stream's queue; were written to its client (also
+// counted in etcd_debugging_mvcc_events_total); or were dropped unwritten
+// (the stream ended). etcd_debugging_mvcc_pending_events_total is queued
+// less written and dropped. Any thread; atomics only.
+void events_queued(size_t n);
+void events_sent(size_t n);
+void events_dropped(size_t n);
+
 // An in-process watcher of the hub alone (the Lock and Election recipes):
 // no plug-in hook.
 void add(Context& ctx, WatchSink* sink, int64_t id, const WatchSpec& spec);

@@ -7,6 +7,7 @@
 
 #include "common/progress.h"
 #include "mvcc/codec.h"
+#include "mvcc/metrics.h"
 #include "storage/batch.h"
 
 namespace etcdq::mvcc {
@@ -100,7 +101,14 @@ bool Compactor::compact_to(int64_t rev) {
   common::ProgressPacer pacer;
   const int64_t from = log.valid() && log.key().compare(stop_key) < 0 ? decode_revlog_key(log.key()).main : rev;
   spdlog::info("compaction to revision {} started: history from revision {}", rev, from);
+  MvccMetrics& m = mvcc_metrics();
+  auto whole_ms = [](std::chrono::steady_clock::time_point since) {
+    return static_cast<double>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count());
+  };
   while (log.valid() && log.key().compare(stop_key) < 0) {
+    const auto batch_start = std::chrono::steady_clock::now();
+    const int64_t removed_before = removed;
     if (pacer.due()) {
       int64_t at = decode_revlog_key(log.key()).main;
       spdlog::info("compaction to revision {}: at revision {} ({}% of revisions {}..{}), {} changes swept, {} "
@@ -144,6 +152,8 @@ bool Compactor::compact_to(int64_t rev) {
       spdlog::error("compaction to revision {} stopped: {}", rev, e.message());
       return false;
     }
+    m.compaction_pause_ms.Observe(whole_ms(batch_start));
+    m.compaction_keys.Increment(static_cast<double>(removed - removed_before));
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return false;
   }
@@ -153,6 +163,9 @@ bool Compactor::compact_to(int64_t rev) {
     spdlog::error("compaction to revision {} not recorded: {}", rev, e.message());
     return false;
   }
+  m.compaction_total_ms.Observe(whole_ms(t0));
+  m.compaction_last.Set(static_cast<double>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()));
   spdlog::info("finished compaction to revision {}: removed {} versions ({} changes swept) in {} ms", rev, removed,
                swept,
                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());

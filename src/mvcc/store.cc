@@ -14,7 +14,11 @@ ReadView::ReadView(storage::Snapshot snap, uint64_t applied_index, int64_t revis
     : snap_(std::move(snap)),
       applied_index_(applied_index),
       revision_(revision),
-      compact_revision_(compact_revision) {}
+      compact_revision_(compact_revision) {
+  mvcc_metrics().open_read_views.Increment();
+}
+
+ReadView::~ReadView() { mvcc_metrics().open_read_views.Decrement(); }
 
 namespace {
 int64_t read_meta(storage::Engine* e, std::string_view name, int64_t dflt) {

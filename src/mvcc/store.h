@@ -25,7 +25,9 @@ class WatchHub;
 // The store as of one applied Raft index. Immutable; safe to share.
 class ReadView final : public Reader {
  public:
+  // Counted in etcd_mvcc_db_open_read_transactions while alive (mvcc/metrics.h).
   ReadView(storage::Snapshot snap, uint64_t applied_index, int64_t revision, int64_t compact_revision);
+  ~ReadView() override;
   ReadView(const ReadView&) = delete;
   ReadView& operator=(const ReadView&) = delete;
 

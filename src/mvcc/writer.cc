@@ -39,6 +39,8 @@ bool Writer::put(std::string_view key, std::string_view value, int64_t lease, mv
   kv.set_lease(lease);
   kv.set_value(value.data(), value.size());
 
+  // etcd's metricsTxnWrite adds the key's and the value's lengths.
+  mvcc_metrics().put_size.Increment(static_cast<double>(key.size() + value.size()));
   std::string rec;
   encode_record(kv, &rec);
   batch_.put(storage::Cf::kLatest, key, rec);

@@ -9,6 +9,10 @@
 //   grpc_server_msg_sent_total{grpc_type,grpc_service,grpc_method}
 //   etcd_network_client_grpc_received_bytes_total   request messages, as serialized
 //   etcd_network_client_grpc_sent_bytes_total       response messages, serialized
+//   etcd_server_client_requests_total{type,client_api_version}  calls started, by
+//       "unary" or "stream" and the client-api-version metadata; only
+//       "3.0" to "3.9" get their own series, anything else (or none) is
+//       "unknown", so clients cannot add series
 //
 // A unary call counts one message sent whether it succeeded or failed, as
 // etcd 3.6 counts them (go-grpc-middleware's prometheus provider reports

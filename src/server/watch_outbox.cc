@@ -8,6 +8,7 @@ namespace etcdq::server {
 
 void WatchOutbox::add_events(const member::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit,
                              uint64_t* open_seq) {
+  member::watches::events_queued(b.events.size());
   if (fragment && bytes + kMaxWirePrefix > fragment_limit) {
     add_fragments(b, fragment_limit);
     if (open_seq != nullptr) *open_seq = kNoResponse;  // later events start a response of their own
@@ -21,6 +22,7 @@ void WatchOutbox::add_events(const member::WatchBatch& b, size_t bytes, bool fra
     Out& q = out_[static_cast<size_t>(*open_seq - head_seq_)];
     if (q.body.size() + bytes <= WatchService::kMergeBytes) {
       for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
+      q.events += b.events.size();
       q.revision = b.revision;
       add_queued(bytes);
       return;
@@ -29,6 +31,7 @@ void WatchOutbox::add_events(const member::WatchBatch& b, size_t bytes, bool fra
   Out& q = push(b.watch_id, b.revision);
   q.body.reserve(bytes);
   for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
+  q.events = b.events.size();
   add_queued(bytes + kMaxWirePrefix);
   if (open_seq != nullptr) *open_seq = q.seq;
 }
@@ -46,6 +49,7 @@ void WatchOutbox::add_fragments(const member::WatchBatch& b, size_t limit) {
     }
     if (part == nullptr) part = &push(b.watch_id, b.revision);
     append_event_field(&part->body, ev.bytes());
+    ++part->events;
   }
   add_queued(part->body.size() + kMaxWirePrefix);
 }
@@ -73,6 +77,7 @@ const grpc::ByteBuffer* WatchOutbox::start_write(WireHeader h) {
     h.revision = q.revision;
     writing_buf_ = encode_watch_response(h, q.watch_id, q.fragment, &q.body);
   }
+  if (q.events > 0) member::watches::events_sent(q.events);
   queued_bytes_ -= std::min(queued_bytes_, counted);
   if (q.whole) control_bytes_ -= std::min(control_bytes_, counted);
   inflight_bytes_ = counted;
@@ -89,6 +94,9 @@ void WatchOutbox::write_done() {
 }
 
 void WatchOutbox::drop() {
+  size_t events = 0;
+  for (const Out& q : out_) events += q.events;
+  if (events > 0) member::watches::events_dropped(events);
   head_seq_ += out_.size();
   out_.clear();
   queued_bytes_ = 0;

@@ -45,7 +45,10 @@ class WatchOutbox {
   static constexpr uint64_t kNoResponse = UINT64_MAX;
 
   explicit WatchOutbox(std::atomic<size_t>* total) : total_(total) {}
-  ~WatchOutbox() { release(); }
+  ~WatchOutbox() {
+    drop();
+    release();
+  }
 
   // `b`'s events (`bytes`: their event_field_size sum) for a watcher whose
   // last events response is *open_seq (kNoResponse: none): joined to it
@@ -89,6 +92,7 @@ class WatchOutbox {
     bool fragment = false;
     std::string body;  // `whole`: the response; else append_event_field entries
     size_t bytes = 0;  // what it counts in queued_bytes_ (`whole` only)
+    size_t events = 0;  // events in body (member::watches::events_* counts)
   };
 
   Out& push(int64_t watch_id, int64_t revision);

@@ -5,7 +5,9 @@ member that applies it (etcd_mvcc_put_total, "seen by this member") and
 raises every member's WAL fsync count (followers append too); a leader's
 death raises the survivors' leader changes. The peer network's series: each
 member's round trip to the others and the bytes libraft received from them
-move, and a member that cannot reach a killed one counts send failures.
+move, every member knows the three, the leader has a live connection from
+each follower, and a member that cannot reach a killed one counts send
+failures and a disconnection.
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_metrics_cluster.py
 """
@@ -28,6 +30,17 @@ def scrape(m):
         if line and not line.startswith("#") and "{" not in line:
             name, v = line.rsplit(" ", 1)
             out[name] = float(v)
+    return out
+
+
+def scrape_peers(m, name):
+    """{Remote: sample} for `name`{Local=this member, Remote=...}."""
+    out = {}
+    text = urllib.request.urlopen(m.client_url + "/metrics", timeout=15).read().decode()
+    for line in text.splitlines():
+        match = re.match(r'^%s\{Local="([^"]*)",Remote="([^"]*)"\} (\S+)$' % re.escape(name), line)
+        if match:
+            out[match.group(2)] = float(match.group(3))
     return out
 
 
@@ -116,14 +129,27 @@ class MetricsCluster(ClusterTestCase):
                 self.assertGreater(on_leader.get(ids[j], 0), 0)
                 self.assertGreater(scrape_labelled(c.members[j], received).get(ids[li], 0), 0)
 
-        # A killed follower: the leader's connects to it fail.
+        # Every member knows all three (itself too, as etcd's transport);
+        # the leader has a live connection from each follower.
+        for i in range(3):
+            self.assertEqual(scrape_peers(c.members[i], "etcd_network_known_peers"), {x: 1 for x in ids})
+        active = "etcd_network_active_peers"
+        self.assertEqual({r: v for r, v in scrape_peers(c.members[li], active).items()},
+                         {ids[j]: 1 for j in range(3) if j != li})
+
+        # A killed follower: the leader's connects to it fail, its connection
+        # to the leader ends (inactive, one disconnection).
         f = (li + 1) % 3
         c.kill9(f)
         failures = "etcd_network_peer_sent_failures_total"
+        disconnected = "etcd_network_disconnected_peers_total"
         deadline = time.time() + 10
-        while scrape_labelled(c.members[li], failures).get(ids[f], 0) == 0 and time.time() < deadline:
+        while time.time() < deadline and (scrape_labelled(c.members[li], failures).get(ids[f], 0) == 0 or
+                                          scrape_peers(c.members[li], disconnected).get(ids[f], 0) == 0):
             time.sleep(0.2)
         self.assertGreater(scrape_labelled(c.members[li], failures).get(ids[f], 0), 0)
+        self.assertGreaterEqual(scrape_peers(c.members[li], disconnected).get(ids[f], 0), 1)
+        self.assertEqual(scrape_peers(c.members[li], active).get(ids[f]), 0)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,11 @@ except the time a follower restarted as its install starts takes to serve a
 linearizable read, which etcd sets the bar for.
 """
 import os
+import re
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,6 +121,23 @@ class SnapshotInstallTest(ClusterTestCase):
         for i in range(3):
             c.kv(i).Put(rpc_pb2.PutRequest(key=b"late/%d" % i, value=b"x"), timeout=15)
         self.assert_converged(c)
+
+    def test_an_install_is_counted_in_etcds_snapshot_receive_series(self):
+        """/metrics of the follower that installed: etcd's receive series
+        (From the member that sent the state), the install's duration, and
+        no install in progress once it serves."""
+        c, leader, follower, other = self.new()
+        lag_until_install(c, leader, follower, 40)
+        c.wait_serving()
+        ids = {"%x" % c.member_id(i) for i in (leader, other)}
+        text = urllib.request.urlopen(c.members[follower].client_url + "/metrics", timeout=15).read().decode()
+        received = {m.group(1): float(m.group(2)) for m in re.finditer(
+            r'^etcd_network_snapshot_receive_success\{From="([0-9a-f]+)"\} (\S+)$', text, re.M)}
+        self.assertGreaterEqual(sum(received.values()), 1, text)
+        self.assertLessEqual(set(received), ids)
+        self.assertRegex(text, r'(?m)^etcd_network_snapshot_receive_total_duration_seconds_count\{From="[0-9a-f]+"\} [1-9]')
+        self.assertRegex(text, r'(?m)^etcd_snap_db_save_total_duration_seconds_count [1-9]')
+        self.assertRegex(text, r'(?m)^etcd_server_snapshot_apply_in_progress_total 0$')
 
     def test_follower_killed_in_the_middle_of_an_install(self):
         c, leader, follower, other = self.new()

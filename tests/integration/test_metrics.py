@@ -231,6 +231,54 @@ class Metrics(harness.MemberTestCase):
         self.assertGreater(value(after, "process_open_fds"), 3)
         self.assertAlmostEqual(value(after, "process_start_time_seconds"), time.time(), delta=3600)
 
+    def test_36_series_move_with_their_cause(self):
+        """Families etcd 3.6 added to 3.4's (issue #36): revisions, put
+        sizes, WAL bytes, apply and range durations by op, client requests,
+        watch events, defrag/hash/snapshot durations, scrapes, fds."""
+        kv = self.m.kv()
+        maint = self.m.maintenance()
+        _, before = self.scrape()
+        ch = self.m.channel()
+        reqs = queue.Queue()
+        reqs.put(rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(key=b"metrics36-w")))
+        stream = rpc_pb2_grpc.WatchStub(ch).Watch(iter(reqs.get, None))
+        next(stream)  # created
+        put = kv.Put(rpc_pb2.PutRequest(key=b"metrics36-w", value=b"0123456789"), timeout=10)
+        self.assertEqual(len(next(stream).events), 1)
+        kv.Range(rpc_pb2.RangeRequest(key=b"metrics36-w"), timeout=10)
+        maint.Defragment(rpc_pb2.DefragmentRequest(), timeout=60)
+        maint.HashKV(rpc_pb2.HashKVRequest(), timeout=10)
+        for _ in maint.Snapshot(rpc_pb2.SnapshotRequest(), timeout=60):
+            pass
+        reqs.put(None)
+        stream.cancel()
+        _, after = self.scrape()
+
+        def delta(name, **labels):
+            return value(after, name, **labels) - value(before, name, **labels)
+        self.assertGreaterEqual(value(after, "etcd_debugging_mvcc_current_revision"), put.header.revision)
+        # Nothing in this class compacts: etcd's compactMainRev before the first is -1.
+        self.assertEqual(value(after, "etcd_debugging_mvcc_compact_revision"), -1)
+        # etcd counts the key's and the value's lengths: 11 + 10.
+        self.assertEqual(delta("etcd_debugging_mvcc_total_put_size_in_bytes"), 21)
+        self.assertGreater(delta("etcd_disk_wal_write_bytes_total"), 21)
+        self.assertGreaterEqual(delta("etcd_server_apply_duration_seconds_count", op="Put", success="true",
+                                      version="v3"), 1)
+        self.assertGreaterEqual(delta("etcd_server_range_duration_seconds_count", success="true"), 1)
+        self.assertGreaterEqual(delta("etcd_server_client_requests_total", type="unary"), 4)  # Put, Range, Defragment, HashKV
+        self.assertGreaterEqual(delta("etcd_server_client_requests_total", type="stream"), 2)  # Watch, Snapshot
+        self.assertGreaterEqual(delta("etcd_debugging_mvcc_events_total"), 1)
+        self.assertEqual(delta("etcd_disk_backend_defrag_duration_seconds_count"), 1)
+        self.assertEqual(value(after, "etcd_disk_defrag_inflight"), 0)
+        self.assertEqual(delta("etcd_mvcc_hash_rev_duration_seconds_count"), 1)
+        self.assertEqual(delta("etcd_disk_backend_snapshot_duration_seconds_count"), 1)
+        # This scrape is served while counted in flight; the one before is done.
+        self.assertEqual(value(after, "promhttp_metric_handler_requests_in_flight"), 1)
+        self.assertEqual(delta("promhttp_metric_handler_requests_total", code="200"), 1)
+        self.assertGreater(value(after, "os_fd_used"), 3)
+        self.assertEqual(value(after, "os_fd_limit"), value(after, "process_max_fds"))
+        self.assertGreater(value(after, "process_network_receive_bytes_total"), 0)
+
     def test_watchers_counted_while_open(self):
         ch = self.m.channel()
         stub = rpc_pb2_grpc.WatchStub(ch)

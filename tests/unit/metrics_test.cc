@@ -61,5 +61,36 @@ TEST(MetricsScrape, RendersRegistryAndSources) {
   EXPECT_EQ(scrape().find("etcdq_test_live"), std::string::npos);
 }
 
+TEST(FastHistogram, BucketsAreInclusiveUpperBoundsRenderedCumulativeWithInf) {
+  FastHistogram h(exponential_buckets(0.001, 2, 3));  // 0.001, 0.002, 0.004
+  h.observe(0.001);  // on a bound: that bucket (Prometheus' le is <=)
+  h.observe(0.0015);
+  h.observe(0.004);
+  h.observe(5);      // past every bound: +Inf only
+  EXPECT_EQ(h.count(), 4u);
+  auto handle = add_source([&h](std::vector<prometheus::MetricFamily>* out) {
+    auto f = family("etcdq_test_seconds", "Seconds.", prometheus::MetricType::Histogram);
+    h.add_to(&f, {{"op", "Put"}});
+    out->push_back(std::move(f));
+  });
+  std::string text = scrape();
+  EXPECT_NE(text.find("# TYPE etcdq_test_seconds histogram\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcdq_test_seconds_bucket{op=\"Put\",le=\"0.001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcdq_test_seconds_bucket{op=\"Put\",le=\"0.002\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcdq_test_seconds_bucket{op=\"Put\",le=\"0.004\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcdq_test_seconds_bucket{op=\"Put\",le=\"+Inf\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcdq_test_seconds_count{op=\"Put\"} 4\n"), std::string::npos) << text;
+  const std::string sum_prefix = "etcdq_test_seconds_sum{op=\"Put\"} ";
+  size_t at = text.find(sum_prefix);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_NEAR(std::stod(text.substr(at + sum_prefix.size())), 5.0065, 1e-9);
+}
+
+TEST(ExponentialBuckets, AreGosExponentialBuckets) {
+  EXPECT_EQ(exponential_buckets(0.0001, 2, 3), (std::vector<double>{0.0001, 0.0002, 0.0004}));
+  EXPECT_EQ(exponential_buckets(1, 2, 24).back(), 8388608);
+  EXPECT_EQ(disk_seconds_buckets().size(), 14u);
+}
+
 }  // namespace
 }  // namespace etcdq::metrics
