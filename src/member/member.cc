@@ -305,9 +305,9 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.heartbeat_ms = o.heartbeat_ms;
   ro.election_ms = o.election_ms;
   ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_count, 1u << 30));
-  ro.snapshot_trailing = o.snapshot_catchup_entries > 0
-                             ? static_cast<unsigned>(std::min<uint64_t>(o.snapshot_catchup_entries, 1u << 30))
-                             : std::min(2048u, ro.snapshot_threshold);
+  if (o.snapshot_catchup_entries > 0) {
+    ro.snapshot_trailing = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_catchup_entries, 1u << 30));
+  }
   ro.max_learners = o.max_learners;
   ro.force_new_cluster = o.force_new_cluster;
   ro.strict_reconfig_check = o.strict_reconfig_check;

@@ -24,7 +24,11 @@ set(CASES
   "posix_fallocate|-|uv_os.o"
   "UvFsProbeCapabilities|uv_fs.o|uv.o"
   "UvWriterSubmit|uv_writer.o|uv_append.o"
-  "uv_queue_work|-|uv_writer.o")
+  "uv_queue_work|-|uv_writer.o"
+  "progressToSnapshot|progress.o|replication.o"
+  "progressMaybeDecrement|progress.o|replication.o"
+  "progressShouldReplicate|progress.o|replication.o"
+  "progressMarkRecentRecv|progress.o|replication.o")
 
 set(failures "")
 foreach(c ${CASES})
