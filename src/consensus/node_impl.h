@@ -62,9 +62,9 @@ using SteadyClock = std::chrono::steady_clock;
 inline constexpr std::chrono::milliseconds kInstallRetryFirst{250};
 inline constexpr std::chrono::milliseconds kInstallRetryMax{4000};
 // How long a leader keeps the log behind a snapshot it sent (trailing_for):
-// kSnapshotHold after the send (etcd's releaseDelayAfterSnapshot), and
 // while the follower has not reported it installed, up to kSnapshotHoldMax
-// (a follower that died meanwhile must not make the log grow for ever).
+// (a follower that died meanwhile must not make the log grow for ever), then
+// up to kSnapshotHold after the send (etcd's releaseDelayAfterSnapshot).
 // In libraft's clock, ms.
 inline constexpr raft_time kSnapshotHold = 30 * 1000;
 inline constexpr raft_time kSnapshotHoldMax = 120 * 1000;

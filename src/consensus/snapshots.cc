@@ -83,9 +83,10 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
 // Entries to keep behind a snapshot at `index`: --snapshot-catchup-entries,
 // or, on a leader, enough that each follower it sent a snapshot to goes on
 // from the log after it: while the follower has not reported it installed
-// (up to kSnapshotHoldMax) and for kSnapshotHold after the send, as etcd
-// skips compacting its log while a snapshot is in flight and 30 s after
-// (server.go, compactRaftLog and sendMergedSnap). Without this a snapshot
+// (up to kSnapshotHoldMax), then what it has not got yet while it answers,
+// up to kSnapshotHold after the send; as etcd skips compacting its log
+// while a snapshot is in flight and 30 s after (server.go, compactRaftLog
+// and sendMergedSnap). Without this a snapshot
 // that took longer to install than the leader took to log the next
 // --snapshot-count entries was followed by another, 19 in a row under heavy
 // writes (issue #36).
@@ -95,10 +96,16 @@ unsigned Node::Impl::trailing_for(raft_index index) {
     const raft_time now = raft.io->time(raft.io);
     for (const SnapshotSent& s : snapshots_sent(&raft)) {
       int i = index_of(s.id);
-      if (i < 0 || s.index >= keep_after) continue;
-      const bool installing = raft.leader_state.progress[i].match_index < s.index && now - s.at < kSnapshotHoldMax;
-      const bool recent = now - s.at < kSnapshotHold;
-      if (installing || recent) keep_after = s.index;
+      if (i < 0) continue;
+      const struct raft_progress& p = raft.leader_state.progress[i];
+      if (p.match_index < s.index) {
+        // Not installed yet (a follower restoring answers nothing).
+        if (now - s.at < kSnapshotHoldMax) keep_after = std::min(keep_after, s.index);
+      } else if (now - s.at < kSnapshotHold && p.recent_recv) {
+        // Installed, and going on from the log: what it has not got yet.
+        // A follower not heard from lately (stopped) is not waited for.
+        keep_after = std::min(keep_after, p.match_index);
+      }
     }
   }
   // libraft keeps the `trailing` entries up to `index`: down to keep_after
