@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -46,6 +47,8 @@
 namespace {
 // libraft 0.15's progress state for "sending a snapshot" (src/progress.h).
 constexpr unsigned short kProgressSnapshot = 2;
+// Patch 8 (below): no answer is coming to the last send to follower i.
+void note_send_settled(struct raft* r, unsigned i);
 }  // namespace
 
 extern "C" void __wrap_progressToProbe(struct raft* r, unsigned i) {
@@ -56,6 +59,9 @@ extern "C" void __wrap_progressToProbe(struct raft* r, unsigned i) {
   if (was_snapshot && p->next_index < snapshot_index + 1) {
     p->next_index = snapshot_index + 1;
   }
+  // Called for a send that failed (replication.c, sendAppendEntriesCb) or a
+  // snapshot the follower reported: no answer is coming to wait for (patch 8).
+  note_send_settled(r, i);
 }
 
 // ==== 2. posix_fallocate ======================================================
@@ -361,7 +367,9 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
 // The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
 // -Wl,--wrap for both, so replication.c's calls reach the wrappers below.
 // __wrap_progressMarkRecentRecv records when each follower last answered an
-// append. __wrap_progressShouldReplicate says "not yet" for a follower in
+// append (and patch 1's wrapper when a send to it failed: a member that is
+// down is probed each heartbeat as before, so one that restarts is found at
+// once). __wrap_progressShouldReplicate says "not yet" for a follower in
 // probe state that has not answered since the last send, until half an
 // election timeout after it: libraft's message is both the entries and the
 // heartbeat, so the follower still hears from the leader well within its
@@ -373,6 +381,13 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
 namespace {
 std::mutex answered_mu;
 std::map<std::pair<const struct raft*, raft_id>, raft_time> answered_at;
+
+void note_send_settled(struct raft* r, unsigned i) {
+  if (i >= r->configuration.n) return;
+  std::lock_guard<std::mutex> lock(answered_mu);
+  raft_time& at = answered_at[{r, r->configuration.servers[i].id}];
+  at = std::max(at, r->leader_state.progress[i].last_send);
+}
 }  // namespace
 
 extern "C" void __wrap_progressMarkRecentRecv(struct raft* r, const unsigned i) {

@@ -115,6 +115,18 @@ TEST(LibraftPatches, ProbeWaitsForTheAnswerUpToHalfAnElection) {
   EXPECT_TRUE(__wrap_progressShouldReplicate(&l.r, 0)) << "answered: a heartbeat later, as libraft";
 }
 
+TEST(LibraftPatches, ProbeDoesNotWaitForAnAnswerToAFailedSend) {
+  // A send that failed goes back to probing (replication.c,
+  // sendAppendEntriesCb): a member that is down is probed each heartbeat,
+  // so one that restarts is found at once.
+  LeaderAtTime l;
+  l.progress[0].last_send = 1000;
+  l.now = 1100;
+  ASSERT_FALSE(__wrap_progressShouldReplicate(&l.r, 0));
+  __wrap_progressToProbe(&l.r, 0);
+  EXPECT_TRUE(__wrap_progressShouldReplicate(&l.r, 0));
+}
+
 TEST(LibraftPatches, DroppedSnapshotIsSentAgainOnALaterHeartbeatsRejection) {
   LeaderAtTime l;
   l.r.log.snapshot.last_index = 100;  // the leader's log: its snapshot only
