@@ -76,7 +76,8 @@ struct NodeOptions {
   unsigned election_ms = 1000;   // etcd's --election-timeout default
   // Entries between snapshots (etcd's --snapshot-count) and entries kept
   // behind one for followers that lag a little (etcd's
-  // --snapshot-catchup-entries, 5000 as etcd's DefaultSnapshotCatchUpEntries).
+  // --snapshot-catchup-entries, 5000 as etcd's DefaultSnapshotCatchUpEntries;
+  // member/member.cc caps the default at --snapshot-count).
   // A leader keeps more while a snapshot it sent may still be installing,
   // and for kSnapshotHold after the send (etcd's releaseDelayAfterSnapshot,
   // server.go compactRaftLog): the follower then goes on from the log, with

@@ -311,9 +311,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.heartbeat_ms = o.heartbeat_ms;
   ro.election_ms = o.election_ms;
   ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_count, 1u << 30));
-  if (o.snapshot_catchup_entries > 0) {
-    ro.snapshot_trailing = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_catchup_entries, 1u << 30));
-  }
+  // etcd's 5000 by default, but no more than --snapshot-count: a small
+  // --snapshot-count is how a member bounds the log libraft holds in memory.
+  ro.snapshot_trailing = o.snapshot_catchup_entries > 0
+                             ? static_cast<unsigned>(std::min<uint64_t>(o.snapshot_catchup_entries, 1u << 30))
+                             : std::min(ro.snapshot_trailing, ro.snapshot_threshold);
   ro.max_learners = o.max_learners;
   ro.force_new_cluster = o.force_new_cluster;
   ro.strict_reconfig_check = o.strict_reconfig_check;
