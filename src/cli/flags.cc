@@ -264,7 +264,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
       ->envname(env("ETCD_MAX_LEARNERS"))
       ->check(CLI::NonNegativeNumber);
   app.add_option("--snapshot-catchup-entries", r->catchup,
-                 "Log entries kept behind a snapshot for lagging followers (0: 2048)")
+                 "Log entries kept behind a snapshot for lagging followers (0: 5000, etcd's default, or --snapshot-count if smaller)")
       ->envname(env("ETCD_SNAPSHOT_CATCHUP_ENTRIES"));
   app.add_option("--experimental-snapshot-catchup-entries", r->catchup_experimental,
                  "Deprecated in etcd 3.6: --snapshot-catchup-entries")

@@ -149,6 +149,8 @@ void Node::Impl::close_raft() {
   raft.data = this;
   ::raft_close(&raft, [](struct raft* r) {
     Impl* self = static_cast<Impl*>(r->data);
+    forget_snapshots_sent(r);
+    forget_answers(r);
     // The I/O is freed once the loop has ended (consensus/io.h, UvIo).
     {
       std::lock_guard<std::mutex> lock(self->inbox->mu);

@@ -5,7 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
+#include <mutex>
+#include <utility>
 
 // ==== 1. progressToProbe ======================================================
 // Where a leader resumes replication to a follower after a snapshot: one
@@ -44,6 +48,8 @@ namespace {
 // libraft 0.15's progress states (src/progress.h).
 constexpr unsigned short kProgressPipeline = 1;
 constexpr unsigned short kProgressSnapshot = 2;
+// Patch 8 (below): no answer is coming to the last send to follower i.
+void note_send_settled(struct raft* r, unsigned i);
 }  // namespace
 
 extern "C" void __wrap_progressToProbe(struct raft* r, unsigned i) {
@@ -54,6 +60,9 @@ extern "C" void __wrap_progressToProbe(struct raft* r, unsigned i) {
   if (was_snapshot && p->next_index < snapshot_index + 1) {
     p->next_index = snapshot_index + 1;
   }
+  // Called for a send that failed (replication.c, sendAppendEntriesCb) or a
+  // snapshot the follower reported: no answer is coming to wait for (patch 8).
+  note_send_settled(r, i);
 }
 
 // ==== 2. posix_fallocate ======================================================
@@ -217,7 +226,6 @@ extern "C" int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb 
   return 0;
 }
 
-// ==== 6. send_commit_now ======================================================
 // A leader tells its followers a new commit index at once.
 //
 // libraft 0.15 sends the commit index only inside AppendEntries: with the
@@ -249,5 +257,202 @@ void send_commit_now(struct raft* r) {
     if (p->state == kProgressPipeline) p->last_send = 0;
   }
   (void)replicationHeartbeat(r);
+=======
+// ==== 6. progressToSnapshot and 7. progressMaybeDecrement =====================
+// A leader resends a snapshot its follower dropped at once, not after
+// libraft's install-snapshot timeout; and walks back over a follower's
+// divergent entries a term at a time, not an index a heartbeat.
+//
+// libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
+// libraft.a) drops an InstallSnapshot without an answer when the follower is
+// taking a snapshot of its own (replication.c, replicationInstallSnapshot:
+// RAFT_BUSY, "the leader will eventually retry"). The leader, in snapshot
+// state for that follower, keeps sending it heartbeats, whose rejections it
+// ignores (progress.c, progressMaybeDecrement), until the install-snapshot
+// timeout (max(5 s, 5 elections) here, consensus/node.cc): a paused leader
+// that came back served only 5.3-5.8 s later (issue #36). And a follower
+// whose log holds entries of an older term past the leader's (a leader that
+// was paused or cut off with appends in flight) is probed one index back a
+// heartbeat: progressMaybeDecrement sets next index = rejected index, and
+// a probing leader sends one message a heartbeat.
+//
+// The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
+// -Wl,--wrap for both, so replication.c's calls reach the wrappers below.
+// __wrap_progressToSnapshot records, for each follower a snapshot goes to,
+// the snapshot's index, the leader's last index and the time.
+// __wrap_progressMaybeDecrement, for a follower in snapshot state, treats a
+// rejected heartbeat that was sent after the snapshot (its previous index is
+// past the leader's last index at the send; or, when the leader's log has not
+// moved, an election timeout passed) from a follower whose log ends before
+// the snapshot as the snapshot dropped: the follower goes back to probing and
+// libraft sends the snapshot again at once. A follower installing it answers
+// with the snapshot's index as its last (libraft moved its log there before
+// the install), and one busy restoring answers nothing, so neither is sent a
+// second one. In probe state, after the original, when the follower's log
+// reaches the rejected index (a term conflict, not a short log) the next index
+// goes back to the first entry of the leader's run of the rejected entry's
+// term (never below match index + 1): the next probe's previous entry is of
+// an older term, one round trip a term. Entries the follower had already are
+// sent again and skipped by it, as Raft allows.
+//
+// Relies on libraft 0.15's layout: struct raft_progress and struct raft (public,
+// raft.h), the progress states' values (progress.h), and logTermOf
+// (log.c, not static).
+
+namespace {
+constexpr unsigned short kProgressProbe = 0;
+
+struct SentRecord {
+  raft_index index = 0;       // the snapshot's
+  raft_index last_index = 0;  // the leader's last index when it was sent
+  raft_time at = 0;           // the leader's clock (ms) then
+};
+std::mutex sent_mu;
+std::map<std::pair<const struct raft*, raft_id>, SentRecord> sent_records;
+
+// The first index in [lo, hi] whose term is at least t: terms never
+// decrease along a log, and logTermOf is 0 before the log's first entry.
+raft_index first_of_term_run(struct raft* r, raft_index lo, raft_index hi, raft_term t) {
+  while (lo < hi) {
+    raft_index mid = lo + (hi - lo) / 2;
+    if (logTermOf(&r->log, mid) >= t) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
 }
+}  // namespace
+
+namespace etcdq::consensus {
+
+std::vector<SnapshotSent> snapshots_sent(const struct raft* r) {
+  std::vector<SnapshotSent> out;
+  std::lock_guard<std::mutex> lock(sent_mu);
+  for (auto it = sent_records.lower_bound({r, 0}); it != sent_records.end() && it->first.first == r; ++it) {
+    out.push_back(SnapshotSent{it->first.second, it->second.index, it->second.at});
+  }
+  return out;
+}
+
+void forget_snapshots_sent(const struct raft* r) {
+  std::lock_guard<std::mutex> lock(sent_mu);
+  auto it = sent_records.lower_bound({r, 0});
+  while (it != sent_records.end() && it->first.first == r) it = sent_records.erase(it);
+}
+
+}  // namespace etcdq::consensus
+
+extern "C" void __wrap_progressToSnapshot(struct raft* r, unsigned i) {
+  __real_progressToSnapshot(r, i);
+  SentRecord rec{r->leader_state.progress[i].snapshot_index, raft_last_index(r), r->io->time(r->io)};
+  std::lock_guard<std::mutex> lock(sent_mu);
+  sent_records[{r, r->configuration.servers[i].id}] = rec;
+}
+
+extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_index rejected,
+                                              raft_index last_index) {
+  struct raft_progress* p = &r->leader_state.progress[i];
+  if (p->state == kProgressSnapshot) {
+    if (rejected != p->snapshot_index && last_index < p->snapshot_index) {
+      SentRecord rec;
+      {
+        std::lock_guard<std::mutex> lock(sent_mu);
+        auto it = sent_records.find({r, r->configuration.servers[i].id});
+        if (it != sent_records.end()) rec = it->second;
+      }
+      const raft_time now = r->io->time(r->io);
+      const bool after_send = rec.index == p->snapshot_index &&
+                              (rejected > rec.last_index || now - rec.at >= r->election_timeout);
+      if (after_send) {
+        progressAbortSnapshot(r, i);
+        return true;  // replication.c sends the snapshot again now
+      }
+    }
+    return __real_progressMaybeDecrement(r, i, rejected, last_index);
+  }
+  const bool retry = __real_progressMaybeDecrement(r, i, rejected, last_index);
+  if (retry && p->state == kProgressProbe && p->next_index == rejected && rejected > p->match_index + 1) {
+    const raft_term t = logTermOf(&r->log, rejected);
+    if (t != 0) p->next_index = first_of_term_run(r, p->match_index + 1, rejected, t);
+  }
+  return retry;
+}
+
+// ==== 8. progressShouldReplicate and progressMarkRecentRecv ===================
+// A leader probing a follower waits for its answer to the last append
+// (up to half an election timeout) before it sends the entries again.
+//
+// libraft 0.15 (Debian's libraft-dev 0.15.0, linked statically from its
+// libraft.a), for a follower in probe state, sends every entry from the
+// follower's next index to its last at each heartbeat
+// (progress.c, progressShouldReplicate; replication.c, replicationProgress),
+// whether or not the follower answered the previous one. A follower that
+// is behind by megabytes (restarted under writes) or does not read (paused)
+// is sent all of them again every heartbeat: a member restarted under full
+// speed writes read 300 MB of copies in 1.5 s before it answered the first,
+// on the thread that applies, and served 5-8 s after its start against etcd's
+// 1.3-2.9 s (issue #36). etcd's raft sends one append to a probed follower
+// and waits for its answer (or a heartbeat's) before the next (Progress
+// MsgAppFlowPaused); its heartbeats are separate messages.
+//
+// The fix: the link (CMakeLists.txt, target etcdq_libraft) passes
+// -Wl,--wrap for both, so replication.c's calls reach the wrappers below.
+// __wrap_progressMarkRecentRecv records when each follower last answered an
+// append (and patch 1's wrapper when a send to it failed: a member that is
+// down is probed each heartbeat as before, so one that restarts is found at
+// once). __wrap_progressShouldReplicate says "not yet" for a follower in
+// probe state that has not answered since the last send, until half an
+// election timeout after it: libraft's message is both the entries and the
+// heartbeat, so the follower still hears from the leader well within its
+// election timeout. A follower that answers is probed as before.
+//
+// Relies on libraft 0.15's layout: struct raft_progress (its last_send) and
+// the probe state's value, 0 (progress.h).
+
+namespace {
+std::mutex answered_mu;
+std::map<std::pair<const struct raft*, raft_id>, raft_time> answered_at;
+
+void note_send_settled(struct raft* r, unsigned i) {
+  if (i >= r->configuration.n) return;
+  std::lock_guard<std::mutex> lock(answered_mu);
+  raft_time& at = answered_at[{r, r->configuration.servers[i].id}];
+  at = std::max(at, r->leader_state.progress[i].last_send);
+}
+}  // namespace
+
+extern "C" void __wrap_progressMarkRecentRecv(struct raft* r, const unsigned i) {
+  __real_progressMarkRecentRecv(r, i);
+  std::lock_guard<std::mutex> lock(answered_mu);
+  answered_at[{r, r->configuration.servers[i].id}] = r->io->time(r->io);
+}
+
+extern "C" bool __wrap_progressShouldReplicate(struct raft* r, unsigned i) {
+  const struct raft_progress* p = &r->leader_state.progress[i];
+  if (p->state == kProgressProbe && p->last_send != 0) {
+    const raft_time now = r->io->time(r->io);
+    if (now - p->last_send < r->election_timeout / 2) {
+      raft_time answered = 0;
+      {
+        std::lock_guard<std::mutex> lock(answered_mu);
+        auto it = answered_at.find({r, r->configuration.servers[i].id});
+        if (it != answered_at.end()) answered = it->second;
+      }
+      if (answered < p->last_send) return false;
+    }
+  }
+  return __real_progressShouldReplicate(r, i);
+}
+
+namespace etcdq::consensus {
+void forget_answers(const struct raft* r) {
+  std::lock_guard<std::mutex> lock(answered_mu);
+  auto it = answered_at.lower_bound({r, 0});
+  while (it != answered_at.end() && it->first.first == r) it = answered_at.erase(it);
+}
+}  // namespace etcdq::consensus
+
+// ==== 9. send_commit_now ===============================================}
 }  // namespace etcdq::consensus

@@ -21,7 +21,15 @@
 //   4. UvWriterSubmit (uv_writer.c) and 5. uv_queue_work (libuv, as
 //      libraft's objects call it): an idle consensus thread writes a small
 //      append itself (InlineWrites below).
-//   6. Not a wrap: send_commit_now below calls libraft's own
+//   6. progressToSnapshot and 7. progressMaybeDecrement (progress.c): a
+//      leader resends a snapshot its follower dropped at once (not after the
+//      install-snapshot timeout), and walks back over a follower's divergent
+//      entries a term at a time (not an index a heartbeat); patch 6 records
+//      the snapshots sent (snapshots_sent below).
+//   8. progressShouldReplicate and progressMarkRecentRecv (progress.c): a
+//      leader probing a follower waits for its answer to the last append
+//      (up to half an election timeout) before it sends the entries again.
+//   9. Not a wrap: send_commit_now below calls libraft's own
 //      replicationHeartbeat (replication.c) so that followers hear of a
 //      commit at once, not at the next append or heartbeat.
 #pragma once
@@ -33,6 +41,7 @@ extern "C" {
 #include <uv.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace etcdq::consensus {
 
@@ -55,7 +64,21 @@ class InlineWrites {
 // Thread-local: one loop a thread.
 void set_inline_writes(InlineWrites* w);
 
-// 6. An empty AppendEntries (a heartbeat, carrying the commit index) now
+// Patch 6: the last snapshot leader `r` sent to each follower that got one
+// (its id, the snapshot's index, and the leader's clock, ms, at the send).
+// Kept until forget_snapshots_sent(r) (when the node closes). Thread-safe.
+struct SnapshotSent {
+  raft_id id = 0;
+  raft_index index = 0;
+  raft_time at = 0;
+};
+std::vector<SnapshotSent> snapshots_sent(const struct raft* r);
+// Forgets what patches 6 and 8 recorded for `r` (when its node closes, or
+// before a node starts at an address another used).
+void forget_snapshots_sent(const struct raft* r);
+void forget_answers(const struct raft* r);
+
+// 9. An empty AppendEntries (a heartbeat, carrying the commit index) now
 // to every follower in pipeline state (the steady state), whatever was
 // last sent to it; other followers are left to libraft's pacing. `r` must
 // lead. The consensus thread only: from libraft's callbacks, as
@@ -71,6 +94,21 @@ extern "C" {
 // Called on the consensus thread only; touches only progress entry i.
 void __real_progressToProbe(struct raft* r, unsigned i);
 void __wrap_progressToProbe(struct raft* r, unsigned i);
+
+// 6. and 7. libraft's own functions (progress.c), under these names by the
+// wrap, and what the wrappers call of libraft's (log.c, progress.c). r is a
+// leader and i a server's index in its configuration; the consensus thread.
+void __real_progressToSnapshot(struct raft* r, unsigned i);
+void __wrap_progressToSnapshot(struct raft* r, unsigned i);
+bool __real_progressMaybeDecrement(struct raft* r, unsigned i, raft_index rejected, raft_index last_index);
+bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_index rejected, raft_index last_index);
+void progressAbortSnapshot(struct raft* r, unsigned i);
+// 8. (progress.c), as for 6 and 7.
+bool __real_progressShouldReplicate(struct raft* r, unsigned i);
+bool __wrap_progressShouldReplicate(struct raft* r, unsigned i);
+void __real_progressMarkRecentRecv(struct raft* r, unsigned i);
+void __wrap_progressMarkRecentRecv(struct raft* r, unsigned i);
+raft_term logTermOf(struct raft_log* l, raft_index index);
 
 // 2. posix_fallocate's contract: 0, or an error number (errno is not set).
 // Called by libraft's pool threads; touches only `fd`.
@@ -93,7 +131,7 @@ int __real_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_
                           size_t offset, UvWriterReqCb cb);
 int __wrap_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_buf_t bufs[], unsigned n,
                           size_t offset, UvWriterReqCb cb);
-// 6. libraft's own (replication.c, 0.15; what its tick calls): an
+// 9. libraft's own (replication.c, 0.15; what its tick calls): an
 // AppendEntries to each follower that progressShouldReplicate says is due
 // one (entries it lacks, or a heartbeat once an interval passed since the
 // last send to it). Errors are only logged by libraft; returns 0.

@@ -3,7 +3,8 @@
 // assumes, so a libraft whose internals differ from 0.15.0's fails here
 // (libraft.patches_fit checks the archive's objects; the patched behaviour
 // is tested in tests/unit/consensus_probe_past_snapshot_test.cc and
-// written_segments_test.cc).
+// written_segments_test.cc; patches 7 and 8's here, on a leader's state
+// built by hand, and end to end by tests/cluster/test_catchup.py).
 #include "consensus/libraft_patches.h"
 
 #include <gtest/gtest.h>
@@ -42,6 +43,113 @@ TEST(LibraftPatches, OriginalProbeAfterASnapshotResumesAtTheSnapshotIndex) {
   EXPECT_EQ(l.progress[0].state, kProbe);
   EXPECT_EQ(l.progress[0].next_index, 100u);
   EXPECT_EQ(l.progress[0].snapshot_index, 0u) << "the original clears the snapshot index";
+}
+
+// A leader (libraft's struct, as the progress functions read it) with one
+// follower, id 7, and a clock the test sets (ms).
+struct LeaderAtTime {
+  struct raft r {};
+  struct raft_io io {};
+  struct raft_progress progress[1] {};
+  struct raft_server server {};
+  raft_time now = 1000;
+  LeaderAtTime() {
+    r.state = RAFT_LEADER;
+    r.heartbeat_timeout = 100;
+    r.election_timeout = 1000;
+    io.data = this;
+    io.time = [](struct raft_io* i) { return static_cast<LeaderAtTime*>(i->data)->now; };
+    r.io = &io;
+    server.id = 7;
+    r.configuration.servers = &server;
+    r.configuration.n = 1;
+    r.leader_state.progress = progress;
+    progress[0].state = kProbe;
+    progress[0].next_index = 1;
+    forget_snapshots_sent(&r);
+    forget_answers(&r);
+  }
+  ~LeaderAtTime() {
+    forget_snapshots_sent(&r);
+    forget_answers(&r);
+  }
+};
+
+TEST(LibraftPatches, OriginalSnapshotStateIgnoresAHeartbeatRejection) {
+  // What patch 7 corrects: in snapshot state 0.15 ignores every rejection
+  // but one of the snapshot's index, so a dropped snapshot waits for the
+  // install-snapshot timeout.
+  LeaderWithOneFollower l(/*match=*/10, /*snapshot_index=*/100);
+  EXPECT_FALSE(__real_progressMaybeDecrement(&l.r, 0, /*rejected=*/120, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+}
+
+TEST(LibraftPatches, OriginalProbeStepsBackOneIndexARejection) {
+  // What patch 7's term walk shortens: the next probe is one index back.
+  LeaderWithOneFollower l(/*match=*/10, /*snapshot_index=*/100);
+  l.progress[0].state = kProbe;
+  l.progress[0].next_index = 51;
+  EXPECT_TRUE(__real_progressMaybeDecrement(&l.r, 0, /*rejected=*/50, /*last_index=*/80));
+  EXPECT_EQ(l.progress[0].next_index, 50u);
+}
+
+TEST(LibraftPatches, OriginalProbeResendsEveryHeartbeatWithoutAnAnswer) {
+  // What patch 8 corrects: a probed follower is sent its entries again once
+  // a heartbeat passed, answered or not.
+  LeaderAtTime l;
+  l.progress[0].last_send = 1000;
+  l.now = 1100;
+  EXPECT_TRUE(__real_progressShouldReplicate(&l.r, 0));
+}
+
+TEST(LibraftPatches, ProbeWaitsForTheAnswerUpToHalfAnElection) {
+  LeaderAtTime l;
+  l.progress[0].last_send = 1000;
+  l.now = 1100;
+  EXPECT_FALSE(__wrap_progressShouldReplicate(&l.r, 0)) << "no answer since the last send";
+  l.now = 1500;
+  EXPECT_TRUE(__wrap_progressShouldReplicate(&l.r, 0)) << "half an election timeout passed";
+  l.now = 1050;
+  __wrap_progressMarkRecentRecv(&l.r, 0);
+  l.now = 1100;
+  EXPECT_TRUE(__wrap_progressShouldReplicate(&l.r, 0)) << "answered: a heartbeat later, as libraft";
+}
+
+TEST(LibraftPatches, ProbeDoesNotWaitForAnAnswerToAFailedSend) {
+  // A send that failed goes back to probing (replication.c,
+  // sendAppendEntriesCb): a member that is down is probed each heartbeat,
+  // so one that restarts is found at once.
+  LeaderAtTime l;
+  l.progress[0].last_send = 1000;
+  l.now = 1100;
+  ASSERT_FALSE(__wrap_progressShouldReplicate(&l.r, 0));
+  __wrap_progressToProbe(&l.r, 0);
+  EXPECT_TRUE(__wrap_progressShouldReplicate(&l.r, 0));
+}
+
+TEST(LibraftPatches, DroppedSnapshotIsSentAgainOnALaterHeartbeatsRejection) {
+  LeaderAtTime l;
+  l.r.log.snapshot.last_index = 100;  // the leader's log: its snapshot only
+  l.r.log.snapshot.last_term = 2;
+  l.r.log.offset = 100;
+  __wrap_progressToSnapshot(&l.r, 0);
+  ASSERT_EQ(l.progress[0].state, kSnapshot);
+  ASSERT_EQ(l.progress[0].snapshot_index, 100u);
+  // An answer to a heartbeat sent before the snapshot (its index is not past
+  // the leader's last index then): the snapshot may still be on its way.
+  EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/100 - 1, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+  // A follower installing it answers with the snapshot's index as its last.
+  EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/100));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+  // One that dropped it answers a later heartbeat with its old log: probe
+  // again, which sends the snapshot now.
+  EXPECT_TRUE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kProbe);
+  auto sent = snapshots_sent(&l.r);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].id, 7u);
+  EXPECT_EQ(sent[0].index, 100u);
 }
 
 class TempDir {

@@ -116,7 +116,8 @@ void Promotions::try_next(SteadyClock::time_point now) {
     want_voter_.clear();  // a new leader does not know them; MemberPromote does not apply to spares
     return;
   }
-  next_try_ = now + std::chrono::seconds(1);
+  // A spare gets no entries between tries: try again a heartbeat after one ends.
+  next_try_ = now + std::chrono::milliseconds(n_.opts->heartbeat_ms);
   for (auto it = want_voter_.begin(); it != want_voter_.end();) {
     int i = n_.index_of(*it);
     if (i < 0 || raft.configuration.servers[i].role == RAFT_VOTER) {
@@ -131,7 +132,11 @@ void Promotions::try_next(SteadyClock::time_point now) {
     promoting_ = true;
     n_.start_assign(id, RAFT_VOTER, [this, id](Error e) {
       promoting_ = false;
-      if (e) spdlog::info("member {:x} is not a voter yet (retrying): {}", id, e.message());
+      auto at = SteadyClock::now();
+      if (e && at >= next_log_) {
+        next_log_ = at + std::chrono::seconds(1);
+        spdlog::info("member {:x} is not a voter yet (retrying): {}", id, e.message());
+      }
     });
     return;
   }

@@ -71,6 +71,8 @@ Error Node::start() {
     return failed(errors::internal(std::string("cannot initialize Raft: ") + raft_errmsg(&m->raft)));
   }
   opened = kRaft;
+  forget_snapshots_sent(&m->raft);  // another node's, at this address before
+  forget_answers(&m->raft);
   m->raft.data = m;
   // Raft messages only from the members of the configuration this member
   // knows (etcd's rafthttp refuses unknown senders). A member that knows
@@ -123,8 +125,17 @@ Error Node::start() {
   // libraft waits this long for a follower to answer a snapshot before it
   // sends it again (30 s by default: a follower that was down when one was
   // sent waited that long). Ours are metadata only, so resending is cheap;
-  // a follower still installing the state finds it has it already.
+  // a follower still installing the state finds it has it already. A
+  // follower that dropped it (busy with a snapshot of its own) is sent it
+  // again as soon as it answers a later heartbeat (libraft_patches.h, 7).
   raft_set_install_snapshot_timeout(&m->raft, std::max(5000u, 5 * opts_.election_ms));
+  // A voter joins as a spare that libraft promotes once it has caught up
+  // (consensus/promotions.h); libraft gives up a catch-up round that lasts
+  // 5 s, and a spare gets no entries until the next try. A member added
+  // under load, which starts, fetches a snapshot and applies the log, took
+  // 7-12 s to serve (etcd: 1.7-1.9 s, issue #36): a round may last as long
+  // as libraft would wait for the snapshot it sends.
+  raft_set_max_catch_up_round_duration(&m->raft, std::max(30000u, 10 * opts_.election_ms));
   raft_set_pre_vote(&m->raft, opts_.pre_vote);
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
     return failed(errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft)));

@@ -75,9 +75,15 @@ struct NodeOptions {
   unsigned heartbeat_ms = 100;   // etcd's --heartbeat-interval default
   unsigned election_ms = 1000;   // etcd's --election-timeout default
   // Entries between snapshots (etcd's --snapshot-count) and entries kept
-  // behind one for followers that lag a little.
+  // behind one for followers that lag a little (etcd's
+  // --snapshot-catchup-entries, 5000 as etcd's DefaultSnapshotCatchUpEntries;
+  // member/member.cc caps the default at --snapshot-count).
+  // A leader keeps more while a snapshot it sent may still be installing,
+  // and for kSnapshotHold after the send (etcd's releaseDelayAfterSnapshot,
+  // server.go compactRaftLog): the follower then goes on from the log, with
+  // no second snapshot (consensus/snapshots.cc, Node::Impl::trailing_for).
   unsigned snapshot_threshold = 8192;
-  unsigned snapshot_trailing = 2048;
+  unsigned snapshot_trailing = 5000;
   // etcd's --strict-reconfig-check: refuse membership changes that would
   // leave too few reachable voters for a quorum.
   bool strict_reconfig_check = true;

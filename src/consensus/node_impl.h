@@ -61,6 +61,13 @@ using SteadyClock = std::chrono::steady_clock;
 // after this, doubling up to kInstallRetryMax.
 inline constexpr std::chrono::milliseconds kInstallRetryFirst{250};
 inline constexpr std::chrono::milliseconds kInstallRetryMax{4000};
+// How long a leader keeps the log behind a snapshot it sent (trailing_for):
+// while the follower has not reported it installed, up to kSnapshotHoldMax
+// (a follower that died meanwhile must not make the log grow for ever), then
+// up to kSnapshotHold after the send (etcd's releaseDelayAfterSnapshot).
+// In libraft's clock, ms.
+inline constexpr raft_time kSnapshotHold = 30 * 1000;
+inline constexpr raft_time kSnapshotHoldMax = 120 * 1000;
 
 // libraft's status as etcd's error.
 inline Error raft_error(int rv, const char* what) {
@@ -259,6 +266,7 @@ struct Node::Impl {
 
   // consensus/snapshots.cc: libraft's snapshot hooks and installing another member's state
   Error install(const consensus::SnapshotMeta& meta);
+  unsigned trailing_for(raft_index index);
   static int fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs);
   static int fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf);
 };

@@ -2,7 +2,8 @@
 // role of consensus::Node. libraft cannot add a voter at once (it is added as a
 // spare, then promoted once caught up) and gives up promoting a member that
 // does not start within its catch-up rounds, so the promotion is retried,
-// once a second, until it is a voter (consensus/membership.cc).
+// a heartbeat after the last try began (a spare gets no entries between
+// tries), until it is a voter (consensus/membership.cc).
 //
 // Threads: the consensus thread only.
 #pragma once
@@ -33,6 +34,7 @@ class Promotions {
   Node::Impl& n_;
   std::set<raft_id> want_voter_;
   std::chrono::steady_clock::time_point next_try_{};
+  std::chrono::steady_clock::time_point next_log_{};  // failures logged at most once a second
   bool promoting_ = false;
 };
 

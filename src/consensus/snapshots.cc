@@ -97,8 +97,46 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   }
 }
 
+// Entries to keep behind a snapshot at `index`: --snapshot-catchup-entries,
+// or, on a leader, enough that each follower it sent a snapshot to goes on
+// from the log after it: while the follower has not reported it installed
+// (up to kSnapshotHoldMax), then what it has not got yet while it answers,
+// up to kSnapshotHold after the send; as etcd skips compacting its log
+// while a snapshot is in flight and 30 s after (server.go, compactRaftLog
+// and sendMergedSnap). Without this a snapshot
+// that took longer to install than the leader took to log the next
+// --snapshot-count entries was followed by another, 19 in a row under heavy
+// writes (issue #36).
+unsigned Node::Impl::trailing_for(raft_index index) {
+  raft_index keep_after = index;
+  if (raft_state(&raft) == RAFT_LEADER) {
+    const raft_time now = raft.io->time(raft.io);
+    for (const SnapshotSent& s : snapshots_sent(&raft)) {
+      int i = index_of(s.id);
+      if (i < 0) continue;
+      const struct raft_progress& p = raft.leader_state.progress[i];
+      if (p.match_index < s.index) {
+        // Not installed yet (a follower restoring answers nothing).
+        if (now - s.at < kSnapshotHoldMax) keep_after = std::min(keep_after, s.index);
+      } else if (now - s.at < kSnapshotHold && p.recent_recv) {
+        // Installed, and going on from the log: what it has not got yet.
+        // A follower not heard from lately (stopped) is not waited for.
+        keep_after = std::min(keep_after, p.match_index);
+      }
+    }
+  }
+  // libraft keeps the `trailing` entries up to `index`: down to keep_after
+  // itself, whose term the first append after the snapshot names.
+  if (keep_after == index) return opts->snapshot_trailing;
+  return static_cast<unsigned>(
+      std::min<raft_index>(std::max<raft_index>(opts->snapshot_trailing, index - keep_after + 1), 1u << 30));
+}
+
 int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs) {
   Impl* self = static_cast<Impl*>(fsm->data);
+  // libraft reads the trailing count after this call, for this snapshot
+  // (replication.c takeSnapshot: the log kept in memory and on disk).
+  raft_set_snapshot_trailing(&self->raft, self->trailing_for(raft_last_applied(&self->raft)));
   // libraft may drop log entries up to here once the snapshot is stored:
   // the state machine makes itself durable and keeps the state first.
   SnapshotPoint at;

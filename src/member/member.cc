@@ -258,7 +258,13 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     std::_Exit(70);
   });
   std::unique_ptr<storage::Engine> engine;
+  const auto open_started = std::chrono::steady_clock::now();
   if (Error e = storage::Engine::open((fs::path(o.data_dir) / "member" / "db").string(), &engine)) return e;
+  // etcd's "opened backend db" with its time: after a crash RocksDB replays
+  // its own log first, part of how long a restarted member takes to serve.
+  spdlog::info("opened the state database in {} ms",
+               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - open_started)
+                   .count());
   // A data dir keeps the token it was made (or restored) with, as etcd
   // ignores --initial-cluster-token once one exists: the other members'
   // ids in the first Raft configuration derive from it.
@@ -306,9 +312,11 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ro.heartbeat_ms = o.heartbeat_ms;
   ro.election_ms = o.election_ms;
   ro.snapshot_threshold = static_cast<unsigned>(std::min<uint64_t>(o.snapshot_count, 1u << 30));
+  // etcd's 5000 by default, but no more than --snapshot-count: a small
+  // --snapshot-count is how a member bounds the log libraft holds in memory.
   ro.snapshot_trailing = o.snapshot_catchup_entries > 0
                              ? static_cast<unsigned>(std::min<uint64_t>(o.snapshot_catchup_entries, 1u << 30))
-                             : std::min(2048u, ro.snapshot_threshold);
+                             : std::min(ro.snapshot_trailing, ro.snapshot_threshold);
   ro.max_learners = o.max_learners;
   ro.force_new_cluster = o.force_new_cluster;
   ro.strict_reconfig_check = o.strict_reconfig_check;

@@ -55,7 +55,7 @@ struct Options {
   bool pre_vote = true;
   // etcd 3.6: --wal-dir (member/raft_log_dir.h; "": <data-dir>/member/raft),
   // --force-new-cluster and --max-learners (consensus/node.h), and
-  // --snapshot-catchup-entries (0: etcdq's 2048).
+  // --snapshot-catchup-entries (0: etcd's 5000, or --snapshot-count if smaller).
   std::string wal_dir;
   bool force_new_cluster = false;
   unsigned max_learners = 1;

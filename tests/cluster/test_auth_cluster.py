@@ -63,7 +63,7 @@ class AuthClusterTest(ClusterTestCase):
         if harness.is_reference_etcd():
             self.skipTest("etcd 3.4 has no AuthStatus call")
         c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS, snapshot_count=SNAPSHOT_COUNT,
-                             extra_args=["--bcrypt-cost", "4"])
+                             extra_args=["--bcrypt-cost", "4", "--snapshot-catchup-entries", str(SNAPSHOT_COUNT)])
         leader = c.leader_index()
         follower = next(i for i in range(3) if i != leader)
         ep = c.members[leader].endpoint

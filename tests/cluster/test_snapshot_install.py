@@ -34,6 +34,9 @@ HEARTBEAT_MS, ELECTION_MS = 50, 500
 if sanitized():
     HEARTBEAT_MS, ELECTION_MS = 100, 2000
 SNAPSHOT_COUNT = 50
+# Entries kept behind a snapshot: as few, so that a follower that lags needs a
+# snapshot (etcd's and etcdq's default keeps 5000).
+CATCHUP_ARGS = ["--snapshot-catchup-entries", str(SNAPSHOT_COUNT)]
 VALUE = os.urandom(4000)
 
 
@@ -80,7 +83,8 @@ def lag_until_install(c, leader, follower, txns, load_fn=None):
 @unittest.skipIf(is_reference_etcd(), "etcdq's snapshot transfer only")
 class SnapshotInstallTest(ClusterTestCase):
     def new(self):
-        c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS, snapshot_count=SNAPSHOT_COUNT)
+        c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS, snapshot_count=SNAPSHOT_COUNT,
+                             extra_args=CATCHUP_ARGS)
         leader = c.leader_index()
         follower = next(i for i in range(3) if i != leader)
         other = 3 - leader - follower
@@ -237,7 +241,7 @@ class RestartAsTheInstallStartsTest(ClusterTestCase):
                 if c is not None:
                     c.cleanup()
                 c = self.new_cluster(3, heartbeat_ms=HEARTBEAT_MS, election_ms=ELECTION_MS,
-                                     snapshot_count=SNAPSHOT_COUNT)
+                                     snapshot_count=SNAPSHOT_COUNT, extra_args=CATCHUP_ARGS)
             leader = c.leader_index()
             follower = next(i for i in range(3) if i != leader)
             if is_reference_etcd():

@@ -24,7 +24,11 @@ set(CASES
   "posix_fallocate|-|uv_os.o"
   "UvFsProbeCapabilities|uv_fs.o|uv.o"
   "UvWriterSubmit|uv_writer.o|uv_append.o"
-  "uv_queue_work|-|uv_writer.o")
+  "uv_queue_work|-|uv_writer.o"
+  "progressToSnapshot|progress.o|replication.o"
+  "progressMaybeDecrement|progress.o|replication.o"
+  "progressShouldReplicate|progress.o|replication.o"
+  "progressMarkRecentRecv|progress.o|replication.o")
 
 set(failures "")
 foreach(c ${CASES})
@@ -45,7 +49,7 @@ foreach(c ${CASES})
   endif()
 endforeach()
 
-# 6. send_commit_now calls libraft's replicationHeartbeat (replication.c)
+# 9. send_commit_now calls libraft's replicationHeartbeat (replication.c)
 # itself: it must be a global function there.
 if(NOT syms MATCHES "[:-]replication.o: *[0-9a-f]+ T replicationHeartbeat\n")
   list(APPEND failures "replicationHeartbeat is not a global function of libraft's replication.o")
