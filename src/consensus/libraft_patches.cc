@@ -226,38 +226,6 @@ extern "C" int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb 
   return 0;
 }
 
-// A leader tells its followers a new commit index at once.
-//
-// libraft 0.15 sends the commit index only inside AppendEntries: with the
-// next entries, or in a heartbeat, which its tick sends to a follower only
-// when nothing was sent to it for a whole heartbeat interval
-// (progressShouldReplicate), so an idle follower hears of a commit 100 to
-// 200 ms late, and a busy one once the next entry's append message comes,
-// which it handles only after writing that entry to its own log. Followers
-// apply (and answer what was forwarded through them, and tell their
-// watchers) only then. etcd's leader sends every commit at once (raft.go,
-// bcastAppend after maybeCommit). Measured (bench/queue_cycle.py, 1,000
-// queue messages/s through a follower of 3): produce-to-delivery p50 7.2 to
-// 7.6 ms without, 3.6 to 5.3 ms with; p99 46 to 76 ms without, 15 to 32 ms
-// with (bench/RESULTS.md, "Queue latency").
-//
-// send_commit_now marks each follower in pipeline state as not sent to for
-// an interval (raft_progress.last_send, public in raft.h) and calls
-// replicationHeartbeat, libraft's own heartbeat, which then sends each an
-// AppendEntries: empty for one that has every entry, the missing ones
-// otherwise, each with the commit index. Probe and snapshot states keep
-// libraft's pacing. Relies on 0.15's progress-state values and on
-// replicationHeartbeat being global in libraft.a (libraft.patches_fit
-// checks that).
-namespace etcdq::consensus {
-void send_commit_now(struct raft* r) {
-  for (unsigned i = 0; i < r->configuration.n; ++i) {
-    if (r->configuration.servers[i].id == r->id) continue;
-    struct raft_progress* p = &r->leader_state.progress[i];
-    if (p->state == kProgressPipeline) p->last_send = 0;
-  }
-  (void)replicationHeartbeat(r);
-=======
 // ==== 6. progressToSnapshot and 7. progressMaybeDecrement =====================
 // A leader resends a snapshot its follower dropped at once, not after
 // libraft's install-snapshot timeout; and walks back over a follower's
@@ -454,5 +422,37 @@ void forget_answers(const struct raft* r) {
 }
 }  // namespace etcdq::consensus
 
-// ==== 9. send_commit_now ===============================================}
+// ==== 9. send_commit_now ======================================================
+// A leader tells its followers a new commit index at once.
+//
+// libraft 0.15 sends the commit index only inside AppendEntries: with the
+// next entries, or in a heartbeat, which its tick sends to a follower only
+// when nothing was sent to it for a whole heartbeat interval
+// (progressShouldReplicate), so an idle follower hears of a commit 100 to
+// 200 ms late, and a busy one once the next entry's append message comes,
+// which it handles only after writing that entry to its own log. Followers
+// apply (and answer what was forwarded through them, and tell their
+// watchers) only then. etcd's leader sends every commit at once (raft.go,
+// bcastAppend after maybeCommit). Measured (bench/queue_cycle.py, 1,000
+// queue messages/s through a follower of 3): produce-to-delivery p50 7.2 to
+// 7.6 ms without, 3.6 to 5.3 ms with; p99 46 to 76 ms without, 15 to 32 ms
+// with (bench/RESULTS.md, "Queue latency").
+//
+// send_commit_now marks each follower in pipeline state as not sent to for
+// an interval (raft_progress.last_send, public in raft.h) and calls
+// replicationHeartbeat, libraft's own heartbeat, which then sends each an
+// AppendEntries: empty for one that has every entry, the missing ones
+// otherwise, each with the commit index. Probe and snapshot states keep
+// libraft's pacing. Relies on 0.15's progress-state values and on
+// replicationHeartbeat being global in libraft.a (libraft.patches_fit
+// checks that).
+namespace etcdq::consensus {
+void send_commit_now(struct raft* r) {
+  for (unsigned i = 0; i < r->configuration.n; ++i) {
+    if (r->configuration.servers[i].id == r->id) continue;
+    struct raft_progress* p = &r->leader_state.progress[i];
+    if (p->state == kProgressPipeline) p->last_send = 0;
+  }
+  (void)replicationHeartbeat(r);
+}
 }  // namespace etcdq::consensus

@@ -125,7 +125,7 @@ class QueueAuthTest(harness.MemberTestCase):
                      ("role", "grant-permission", "jobs-producer", "write", "/q/jobs/p/", "--prefix"),
                      ("role", "grant-permission", "jobs-producer", "write", "/q/jobs/0", "/q/jobs/:"),
                      ("role", "add", "jobs-consumer"),
-                     ("role", "grant-permission", "jobs-consumer", "read", "/q/jobs/c/", "--prefix"),
+                     ("role", "grant-permission", "jobs-consumer", "readwrite", "/q/jobs/c/", "--prefix"),
                      ("role", "grant-permission", "jobs-consumer", "readwrite", "/q/jobs/0", "/q/jobs/:"),
                      ("user", "grant-role", "producer", "jobs-producer"),
                      ("user", "grant-role", "consumer", "jobs-consumer")):
