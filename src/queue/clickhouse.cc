@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "common/thread_name.h"
@@ -290,7 +291,19 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
     std::string rec;
     mvccpb::KeyValue kv;
     if (!view->get(storage::Cf::kLatest, key, &rec) || !mvcc::decode_record(rec, &kv)) continue;
-    nlohmann::json j = nlohmann::json::parse(kv.value(), nullptr, /*allow_exceptions=*/false);
+    // A field named twice: JSON allows it, ClickHouse refuses the whole
+    // JSONEachRow batch for it ("Duplicate field found"), rows before it too.
+    std::set<std::string> fields;
+    std::string twice;
+    nlohmann::json::parser_callback_t note_field = [&fields, &twice](int depth, nlohmann::json::parse_event_t ev,
+                                                                     nlohmann::json& parsed) {
+      if (ev == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+          !fields.insert(parsed.get<std::string>()).second && twice.empty()) {
+        twice = parsed.get<std::string>();
+      }
+      return true;
+    };
+    nlohmann::json j = nlohmann::json::parse(kv.value(), note_field, /*allow_exceptions=*/false);
     std::string reason;
     if (j.is_discarded()) {
       reason = "not JSON: ClickHouse takes one JSON object per message";
@@ -299,6 +312,9 @@ bool ClickHouseSink::drain(const std::string& queue, std::string_view table) {
     } else if (j.contains(kQueueColumn) || j.contains(kIdxColumn)) {
       reason = "has a field " + std::string(kQueueColumn) + " or " + std::string(kIdxColumn) +
                ", which etcdq fills in (the message's queue and idx)";
+    } else if (!twice.empty()) {
+      reason = "names the field " + nlohmann::json(twice).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+               " twice: ClickHouse refuses a row with a duplicate field, and the rows of its batch with it";
     }
     if (!reason.empty()) {
       auto* d = a->add_assignments();
