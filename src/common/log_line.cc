@@ -2,6 +2,7 @@
 
 #include <spdlog/pattern_formatter.h>
 
+#include <array>
 #include <cstddef>
 #include <ctime>
 
@@ -58,6 +59,14 @@ class ZapMessageFlag final : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<ZapMessageFlag>(); }
 };
 
+// The bytes zap writes as they are, whatever comes next: printable ASCII
+// but '"' and '\\'.
+constexpr auto kZapPlain = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
+  return plain;
+}();
+
 }  // namespace
 
 void append_zap_escaped(std::string_view text, spdlog::memory_buf_t* out) {
@@ -68,13 +77,11 @@ void append_zap_escaped(std::string_view text, spdlog::memory_buf_t* out) {
   std::size_t i = 0;
   auto flush = [&](std::size_t end) { out->append(text.data() + done, text.data() + end); };
   while (i < n) {
-    unsigned char c = p[i];
     // Most messages are plain ASCII: they leave this loop by its end and are
     // appended in one piece.
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      ++i;
-      continue;
-    }
+    while (i < n && kZapPlain[p[i]]) ++i;
+    if (i == n) break;
+    unsigned char c = p[i];
     if (c >= 0x80) {
       std::size_t len = zap_utf8_sequence(p + i, n - i);
       if (len != 0) {
