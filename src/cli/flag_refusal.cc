@@ -1,5 +1,7 @@
 #include "cli/flag_refusal.h"
 
+#include "common/log_line.h"
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -8,26 +10,9 @@
 namespace etcdq::cli {
 
 std::string json_escape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
+  spdlog::memory_buf_t out;
+  append_zap_escaped(s, &out);
+  return std::string(out.data(), out.size());
 }
 
 int refuse_flags(const std::string& error) {

@@ -13,8 +13,8 @@ namespace etcdq::cli {
 // Returns the process exit status.
 int refuse_flags(const std::string& error);
 
-// A JSON string's contents, as zap writes them: quote, backslash and
-// control characters escaped, the rest as given.
+// A JSON string's contents, as zap writes them (common/log_line.h's
+// append_zap_escaped): for this line, which is written before the logger is.
 std::string json_escape(const std::string& s);
 
 }  // namespace etcdq::cli

@@ -1,7 +1,6 @@
 #include "cli/ignored_flags.h"
 
 #include <cctype>
-#include <cstdio>
 #include <regex>
 
 namespace etcdq::cli {
@@ -29,26 +28,6 @@ bool is_go_integer(const std::string& s, bool is_signed) {
     digits = digits.substr(1);
   }
   return std::regex_match(digits, kUnsigned);
-}
-
-// The log's format puts the message between quotes unescaped: values such
-// as --log-rotation-config-json's carry quotes of their own.
-std::string json_escaped(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -233,7 +212,7 @@ std::string ignored_flags_log_line(const IgnoredValues& given) {
     line += line.empty() ? "" : "; ";
     line += std::string("--") + f.name + "=" + it->second + " (" + f.reason + ")";
   }
-  return json_escaped(line);
+  return line;
 }
 
 }  // namespace etcdq::cli

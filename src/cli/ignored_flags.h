@@ -59,7 +59,8 @@ Error collect_ignored_flags(const CLI::App& app, const std::map<std::string, std
                             IgnoredValues* given);
 
 // One line for the log: each given flag, its value, and why it changes
-// nothing, escaped for the JSON log line. "" if none was given.
+// nothing, as given (the log line escapes it: common/log_line.h). "" if
+// none was given.
 std::string ignored_flags_log_line(const IgnoredValues& given);
 
 // Go's time.ParseDuration accepts it (etcd's duration flags).

@@ -131,6 +131,27 @@ class ClickHouseSinkTest(harness.MemberTestCase):
         self.assertEqual(log.count("does not answer"), 1, log[-3000:])
         self.assertIn("ClickHouse at %s answers again" % ch.url, log)
 
+    def test_a_refused_batch_is_one_json_log_line(self):
+        # ClickHouse's error text has newlines and quotes of its own; the
+        # warning that quotes it is still one line of JSON (common/log_line.h).
+        ch = self.track(ClickHouse())
+        ch.start()
+        ch.sql(EVENTS_DDL)
+        m = self.new_member(["--clickhouse-url", ch.url])
+        c = m.client()
+        c.put("/q/ch:events/p/a", json.dumps({"id": "not a number"}))
+        lines = self.wait_for("the refusal", lambda: [l for l in self.log(m).splitlines()
+                                                      if "did not take a batch" in l])
+        self.assertEqual(len(lines), 1, self.log(m)[-3000:])
+        entry = json.loads(lines[0])
+        self.assertEqual(entry["level"], "warn")
+        self.assertIn("\n", entry["msg"])
+        self.assertTrue(entry["msg"].endswith("the messages stay queued and are retried"), entry["msg"])
+        for line in self.log(m).splitlines():
+            if line.startswith("{"):
+                json.loads(line)
+        self.assertEqual(self.depth(c, "ch:events"), 1)
+
     def test_table_without_the_queue_columns_is_explained(self):
         ch = self.track(ClickHouse())
         ch.start()
