@@ -32,5 +32,7 @@ trap 'rm -rf "$tmp"' EXIT
 mv "$tmp/server" "$tmp/etcd"
 # Renamed into place whole: a concurrent run sees all of it or none.
 mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"; trap - EXIT
-"$out/etcd" --version | head -1 >&2
+# sed reads to the end: `head -1` could exit before etcd wrote its other
+# lines, and with pipefail that SIGPIPE (141) failed a fresh setup.
+"$out/etcd" --version | sed -n 1p >&2
 echo "$out"
