@@ -26,6 +26,7 @@
 #include "consensus/forwarder.h"
 #include "consensus/transport.h"
 #include "server/downgrade.h"
+#include "server/grpc_metrics.h"
 #include "server/maintenance_service.h"
 #include "server/peer_server.h"
 #include "server/server.h"
@@ -344,6 +345,9 @@ http::HttpOptions Host::health_options() {
 // URLs, --listen-client-http-urls included, until it is ready (measured:
 // 5 s curl timeouts restarted alone), only on --listen-metrics-urls.
 Error Host::serve_health_early() {
+  // The version gauges and client byte counters etcd shows from its start,
+  // before the client server exists (server/grpc_metrics.h).
+  server::register_client_metrics();
   http::HttpOptions ho = health_options();
   ho.gateway_channel = nullptr;  // /v3/... answer 404 until the member serves
   // --listen-metrics-urls: metrics and health only, as etcd's metrics

@@ -242,6 +242,10 @@ class HttpServer::Listener final : public httplib::Server {
 };
 
 HttpServer::HttpServer(HttpOptions opts) : opts_(std::move(opts)), timer_(std::make_shared<Timer>()) {
+  // Shown at 0 from the first scrape, as etcd registers them at its start.
+  health_counter(true);
+  health_counter(false);
+  scrape_counters();
   if (opts_.gateway_channel) gateway_ = std::make_unique<Gateway>(opts_.gateway_channel, opts_.grpc_unary_started);
   health_ = opts_.health;
   if (opts_.health.read && opts_.health_read_timeout.count() > 0) {

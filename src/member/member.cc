@@ -159,6 +159,14 @@ CorruptionChecker::Hooks corruption_hooks(Context* ctx, std::chrono::millisecond
   return h;
 }
 
+// etcd's leader counts each expired lease whose revoke succeeded
+// (EtcdServer.revokeExpiredLeases); shown at 0 from open() on, as etcd's.
+prometheus::Counter& lease_expired_counter() {
+  static prometheus::Counter& c =
+      metrics::counter("etcd_debugging_server_lease_expired_total", "The total number of expired leases.");
+  return c;
+}
+
 }  // namespace
 
 // The one place that names a key-space plug-in: the work queues of
@@ -376,6 +384,13 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   ctx.checkpoints = p.checkpoints.get();
   ctx.keys = &state.applier()->keys();
   ctx.plugins = state.plugins();
+  // The member's gauges from here on, before a leader is known: a member
+  // restarted without quorum shows etcd_server_has_leader 0 (etcd 3.6
+  // registers them at start, and the mixin's etcdNoLeader alert reads it).
+  // Everything they read is set above and thread-safe to read while the
+  // member waits (the health endpoints read the same from here on).
+  p.metrics = add_member_metrics(&m->ctx_, state.engine());
+  lease_expired_counter();
 
   ctx.self_attributes.set_id(ctx.self.id);
   ctx.self_attributes.set_name(o.name);
@@ -483,16 +498,12 @@ bool Member::join() {
   };
   services.flags = {{"clickhouse-url", opts_.clickhouse_url}, {"clickhouse-db", opts_.clickhouse_db}};
   p.state->plugins()->serve(services);
-  // etcd's leader counts each expired lease whose revoke succeeded
-  // (EtcdServer.revokeExpiredLeases).
-  static prometheus::Counter& leases_expired =
-      metrics::counter("etcd_debugging_server_lease_expired_total", "The total number of expired leases.");
   p.expiry = std::make_unique<lease::Expiry>(p.state->lessor(), [c](int64_t id, std::function<void()> done) {
     apply::Command cmd;
     cmd.mutable_lease_revoke()->set_id(id);
     cmd.set_internal(true);  // an expiry (etcd revokes it as root)
     propose(*c, std::move(cmd), [done = std::move(done)](apply::Result&& r) {
-      if (!r.error) leases_expired.Increment();
+      if (!r.error) lease_expired_counter().Increment();
       done();
     });
   });
@@ -529,7 +540,6 @@ bool Member::join() {
   p.duties.start();
   p.prober = std::make_unique<PeerProber>(p.node.get());
   p.prober->start();
-  p.metrics = add_member_metrics(&ctx_, p.state->engine());
   return true;
 }
 
@@ -621,6 +631,7 @@ Member::~Member() {
   if (!parts_) return;
   stop();
   Parts& p = *parts_;
+  p.metrics.reset();  // no scrape reads the parts reset below
   p.node.reset();
   p.expiry.reset();  // after the node answered every revoke it proposed
   p.fsm.reset();

@@ -36,6 +36,19 @@ const char* const kCodeNames[17] = {"OK",
                                     "DataLoss",
                                     "Unauthenticated"};
 
+// etcd's client byte counters (v3rpc/codec.go), registered once.
+prometheus::Counter& client_received_bytes() {
+  static prometheus::Counter& c = metrics::counter("etcd_network_client_grpc_received_bytes_total",
+                                                   "The total number of bytes received from grpc clients.");
+  return c;
+}
+
+prometheus::Counter& client_sent_bytes() {
+  static prometheus::Counter& c =
+      metrics::counter("etcd_network_client_grpc_sent_bytes_total", "The total number of bytes sent to grpc clients.");
+  return c;
+}
+
 struct Families {
   prometheus::Family<prometheus::Counter>& started = prometheus::BuildCounter()
                                                          .Name("grpc_server_started_total")
@@ -55,10 +68,8 @@ struct Families {
                                                       .Name("grpc_server_msg_sent_total")
                                                       .Help("Total number of gRPC stream messages sent by the server.")
                                                       .Register(metrics::registry());
-  prometheus::Counter& received_bytes = metrics::counter("etcd_network_client_grpc_received_bytes_total",
-                                                         "The total number of bytes received from grpc clients.");
-  prometheus::Counter& sent_bytes =
-      metrics::counter("etcd_network_client_grpc_sent_bytes_total", "The total number of bytes sent to grpc clients.");
+  prometheus::Counter& received_bytes = client_received_bytes();
+  prometheus::Counter& sent_bytes = client_sent_bytes();
   // etcd_server_client_requests_total{type,client_api_version}: by the
   // client-api-version metadata clientv3 sends ("3.6"), "unknown" without
   // it (etcd's v3rpc interceptors). etcd takes any string as the label; a
@@ -150,6 +161,29 @@ const char* type_name(bool client_streaming, bool server_streaming) {
 
 }  // namespace
 
+void register_client_metrics() {
+  client_received_bytes();
+  client_sent_bytes();
+  // The version etcdq answers as (Status, /version), as etcd's gauges.
+  static bool versions_once = [] {
+    std::string v = kEtcdApiVersion;
+    prometheus::BuildGauge()
+        .Name("etcd_server_version")
+        .Help("Which version is running. 1 for 'server_version' label with current version.")
+        .Register(metrics::registry())
+        .Add({{"server_version", v}})
+        .Set(1);
+    prometheus::BuildGauge()
+        .Name("etcd_cluster_version")
+        .Help("Which version is running. 1 for 'cluster_version' label with current cluster version")
+        .Register(metrics::registry())
+        .Add({{"cluster_version", v.substr(0, v.rfind('.'))}})
+        .Set(1);
+    return true;
+  }();
+  (void)versions_once;
+}
+
 GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services, const std::vector<std::string>& raw_methods,
                          std::shared_ptr<std::atomic<uint64_t>> unary_started)
     : unary_started_(std::move(unary_started)) {
@@ -183,24 +217,7 @@ GrpcMetrics::GrpcMetrics(const std::vector<std::string>& services, const std::ve
       methods_.emplace(path, m);
     }
   }
-  // The version etcdq answers as (Status, /version), as etcd's gauges.
-  static bool versions_once = [] {
-    std::string v = kEtcdApiVersion;
-    prometheus::BuildGauge()
-        .Name("etcd_server_version")
-        .Help("Which version is running. 1 for 'server_version' label with current version.")
-        .Register(metrics::registry())
-        .Add({{"server_version", v}})
-        .Set(1);
-    prometheus::BuildGauge()
-        .Name("etcd_cluster_version")
-        .Help("Which version is running. 1 for 'cluster_version' label with current cluster version")
-        .Register(metrics::registry())
-        .Add({{"cluster_version", v.substr(0, v.rfind('.'))}})
-        .Set(1);
-    return true;
-  }();
-  (void)versions_once;
+  register_client_metrics();
 }
 
 grpc::experimental::Interceptor* GrpcMetrics::CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) {

@@ -51,6 +51,13 @@
 
 namespace etcdq::server {
 
+// Registers etcd_server_version, etcd_cluster_version and the two
+// etcd_network_client_grpc_*_bytes_total counters, which etcd shows from
+// its start, before it serves clients (a member waiting for a leader
+// shows them at 0): the host calls it before a leader is known, and
+// GrpcMetrics' constructor calls it too. Idempotent; thread-safe.
+void register_client_metrics();
+
 class GrpcMetrics final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   // `services`: full names ("etcdserverpb.KV"), found in protobuf's

@@ -10,7 +10,8 @@ answers) 503 with etcd's reason for a read that did not complete
 at most, where it waited
 1.2-1.5 s before. The http:// URLs of --listen-client-http-urls answer so
 too before there is a leader (before, nothing listened there until the
-member served). `etcdctl endpoint health` reports it unhealthy (exit 1)
+member served), and /metrics there shows etcd_server_has_leader 0.
+`etcdctl endpoint health` reports it unhealthy (exit 1)
 after its 5 s command timeout, as it does with etcd: clientv3 retries the
 Unavailable error of a read until its deadline, so etcd 3.6 in the same
 setup took 5.0 s too ("127.0.0.1:... is unhealthy: failed to commit
@@ -113,6 +114,7 @@ class NoQuorumHealthTest(ClusterTestCase):
         for m in c.members:
             self.assertEqual(get(m.client_port, "/health")[0], 200)
         survivor = c[0]
+        survivor_id = c.member_id(0)
         t_kill = time.monotonic()
         c.kill9(1, 2)
         # An election timeout (randomized up to twice that in libraft, as in
@@ -158,6 +160,14 @@ class NoQuorumHealthTest(ClusterTestCase):
             self.assert_says_no_quorum(http_port)
             self.assert_says_no_quorum(metrics_port)
             time.sleep(0.3)
+        # /metrics says so too, as etcd 3.6's (the etcd mixin's etcdNoLeader
+        # alert reads etcd_server_has_leader).
+        status, body, _ = get(metrics_port, "/metrics")
+        self.assertEqual(status, 200)
+        lines = body.splitlines()
+        self.assertIn("etcd_server_has_leader 0", lines)
+        self.assertIn("etcd_server_is_leader 0", lines)
+        self.assertIn('etcd_server_id{server_id="%x"} 1' % survivor_id, lines)
         # HTTP moved off the client URL (--listen-client-http-urls): gRPC only there.
         self.assertEqual(get(survivor.client_port, "/health", timeout=2)[0], 0)
         p, took = self.etcdctl_endpoint_health(c, survivor.endpoint)
