@@ -53,16 +53,20 @@ std::mutex g_log_mu;
 Clock::time_point g_log_second{};
 int g_logs_this_second = 0;
 
-void log_cut(const Guarded& g, const char* why) {
-  {
-    std::lock_guard<std::mutex> lock(g_log_mu);
-    auto now = Clock::now();
-    if (now - g_log_second >= std::chrono::seconds(1)) {
-      g_log_second = now;
-      g_logs_this_second = 0;
-    }
-    if (++g_logs_this_second > 5) return;
+// At most 5 of the guard's warnings a second, all connections together: an
+// attacker's connections must not flood the log.
+bool fd_guard_log_allowed() {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  auto now = Clock::now();
+  if (now - g_log_second >= std::chrono::seconds(1)) {
+    g_log_second = now;
+    g_logs_this_second = 0;
   }
+  return ++g_logs_this_second <= 5;
+}
+
+void log_cut(const Guarded& g, const char* why) {
+  if (!fd_guard_log_allowed()) return;
   spdlog::warn("{} connection from {}: closed: {}", g.role, g.peer, why);
 }
 
@@ -83,13 +87,7 @@ void send_replies(int fd, Guarded& g) {
 }
 
 void log_refusal(const Guarded& g) {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  auto now = Clock::now();
-  if (now - g_log_second >= std::chrono::seconds(1)) {
-    g_log_second = now;
-    g_logs_this_second = 0;
-  }
-  if (++g_logs_this_second > 5) return;
+  if (!fd_guard_log_allowed()) return;
   spdlog::warn("{} connection from {}: refusing new streams past {} open at once (RST_STREAM REFUSED_STREAM)", g.role,
                g.peer, H2Guard::kMaxConcurrentStreams);
 }

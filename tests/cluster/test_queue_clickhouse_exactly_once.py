@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import ClusterTestCase, main  # noqa: E402  (puts tests/integration on sys.path)
 import harness  # noqa: E402
-from clickhouselib import EVENTS_DDL, ClickHouse, InsertGate  # noqa: E402
+from clickhouselib import EVENTS_DDL, ClickHouse, InsertGate, wait_for  # noqa: E402
 
 QUEUE = "ch:events"
 
@@ -48,14 +48,7 @@ class ClickHouseExactlyOnce(ClusterTestCase):
         return super().log_text(thing)
 
     def wait_for(self, what, fn, timeout=60):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = fn()
-            if last:
-                return last
-            time.sleep(0.1)
-        self.fail("timed out waiting for %s (last: %r)" % (what, last))
+        return wait_for(self, what, fn, timeout, step=0.1)
 
     def produce(self, client, n):
         """n messages in one Txn: applied together, so the sink's next batch holds all of them."""

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,6 +19,19 @@ import harness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "clickhouse.sh")
+
+def wait_for(test, what, fn, timeout=60, step=0.1):
+    """fn()'s first true answer within `timeout` seconds; else fails `test` with
+    the last answer (the sink's tests wait on rows, dead letters, log lines)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(step)
+    test.fail("timed out waiting for %s (last: %r)" % (what, last))
+
 
 # The README's table (README, "Work queues"): the message's fields, and the
 # queue and idx etcdq gives each row.

@@ -15,7 +15,7 @@ import time
 import unittest
 
 import harness
-from clickhouselib import EVENTS_DDL, REPO, ClickHouse
+from clickhouselib import EVENTS_DDL, REPO, ClickHouse, wait_for
 
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
@@ -26,14 +26,7 @@ class ClickHouseSinkTest(harness.MemberTestCase):
         return super().log_text(thing)
 
     def wait_for(self, what, fn, timeout=60):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = fn()
-            if last:
-                return last
-            time.sleep(0.2)
-        self.fail("timed out waiting for %s (last: %r)" % (what, last))
+        return wait_for(self, what, fn, timeout, step=0.2)
 
     def rows(self, ch):
         out = ch.query("SELECT count(), uniqExact(id) FROM default.events").split()
