@@ -39,7 +39,15 @@
 // stream waits; but a connection that reset few unanswered streams lately
 // (kResetsForgiven), has fewer than kUnansweredUnderPressure streams
 // unanswered and fewer than kStaleInDebt of them stale goes on, so a
-// well-behaved client is not held up by what others did. A stale stream
+// well-behaved client is not held up by what others did. While only the
+// shared bucket is in debt, streams the client sent whole count against
+// kUnansweredUnderPressure only once the server kept them kStaleAfter: a
+// busy client's hundreds of calls in flight are sent whole and answered
+// within milliseconds, and must not be held (on plaintext: closed) because
+// another connection abandoned thousands of streams (that attack cut a
+// 100-client benchmark connection off: 4,356 of 20,000 puts failed). Its
+// own debt, and kMaxUnanswered of all connections, still bound it as
+// before. A stale stream
 // is one the client left: not sent whole (no END_STREAM) and no frame of
 // it for kStaleAfter. A busy client's calls in flight are sent whole (a
 // unary call ends its request with END_STREAM) or are still being sent,
@@ -259,6 +267,16 @@ class H2Guard {
     Clock::time_point last;
   };
   std::unordered_map<uint32_t, Pending> unanswered_;
+  size_t not_whole_ = 0;  // of unanswered_, the ones not sent whole
+  // Drops `stream` from unanswered_ (the server answered it or either side
+  // reset it), if it is there.
+  void drop_unanswered(uint32_t stream);
+  // While the shared bucket is in debt: whether this connection's streams
+  // may go on (see "New streams" above).
+  bool answering(Clock::time_point now);
+  static constexpr std::chrono::milliseconds kRecountEvery{10};
+  Clock::time_point counted_at_{};
+  size_t counted_stale_ = 0, counted_old_whole_ = 0;
   const char* why_ = "";
   TokenBucket conn_{kConnBurst, kConnPerSecond};
   size_t preface_left_ = kPrefaceBytes;
