@@ -234,12 +234,23 @@ size_t H2Guard::stale(Clock::time_point now) const {
   return n;
 }
 
-void H2Guard::drop_unanswered(uint32_t stream) {
+bool H2Guard::drop_unanswered(uint32_t stream) {
   auto it = unanswered_.find(stream);
-  if (it == unanswered_.end()) return;
+  if (it == unanswered_.end()) return false;
   if (!it->second.whole) --not_whole_;
   unanswered_.erase(it);
   shared_->unanswered.fetch_sub(1);
+  return true;
+}
+
+size_t H2Guard::recent_answers(Clock::time_point now) {
+  if (now - answers_since_ >= kStaleAfter || now < answers_since_) {
+    // A new window: the last one's count if it just ended, else nothing.
+    answers_before_ = now - answers_since_ < 2 * kStaleAfter && now >= answers_since_ ? answers_now_ : 0;
+    answers_now_ = 0;
+    answers_since_ = now;
+  }
+  return answers_before_ + answers_now_;
 }
 
 bool H2Guard::answering(Clock::time_point now) {
@@ -264,7 +275,8 @@ bool H2Guard::answering(Clock::time_point now) {
     }
     counted_at_ = now;
   }
-  return counted_stale_ < kStaleInDebt && not_whole_ + counted_old_whole_ < kUnansweredUnderPressure;
+  return counted_stale_ < kStaleInDebt && not_whole_ + counted_old_whole_ < kUnansweredUnderPressure &&
+         unanswered_.size() < kWholeInFlightUnderPressure + recent_answers(now);
 }
 
 bool H2Guard::forget_answered(uint32_t stream) {
@@ -292,7 +304,12 @@ void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
     uint8_t type = out_header_[3];
     uint32_t stream = stream_of(out_header_, out_header_[8]);
     bool end_stream = (type == kHeaders || type == kData) && (out_header_[4] & kEndStreamFlag);
-    if (type == kHeaders || type == kRstStream) drop_unanswered(stream);
+    if (type == kHeaders || type == kRstStream) {
+      if (drop_unanswered(stream) && type == kHeaders) {
+        recent_answers(now);
+        ++answers_now_;
+      }
+    }
     if (type == kRstStream) {
       // The server ending a stream it answered is a normal end (gRPC
       // resets a stream it finished before the client did); resetting

@@ -47,7 +47,9 @@
 // another connection abandoned thousands of streams (that attack cut a
 // 100-client benchmark connection off: 4,356 of 20,000 puts failed). Its
 // own debt, and kMaxUnanswered of all connections, still bound it as
-// before. A stale stream
+// before; and at most kWholeInFlightUnderPressure plus the streams the
+// server answered on it in the last second or so (an attacker's Watch
+// streams sent whole are never answered). A stale stream
 // is one the client left: not sent whole (no END_STREAM) and no frame of
 // it for kStaleAfter. A busy client's calls in flight are sent whole (a
 // unary call ends its request with END_STREAM) or are still being sent,
@@ -189,6 +191,12 @@ class H2Guard {
   // lately (its own bucket is this close to full: a client's occasional
   // timed-out call does not count against it for long).
   static constexpr double kResetsForgiven = 10;
+  // While only the shared bucket is in debt, a connection may have this
+  // many streams unanswered that it sent whole and the server has had for
+  // less than kStaleAfter, plus as many as the server answered on it in
+  // the last kStaleAfter or so: a busy client's calls in flight (answered
+  // in milliseconds), not an attacker's never-answered Watch streams.
+  static constexpr size_t kWholeInFlightUnderPressure = 256;
 
   // What every guard of the process shares: the bucket unanswered resets
   // and abandoned streams take from, and the count of streams opened and
@@ -270,7 +278,12 @@ class H2Guard {
   size_t not_whole_ = 0;  // of unanswered_, the ones not sent whole
   // Drops `stream` from unanswered_ (the server answered it or either side
   // reset it), if it is there.
-  void drop_unanswered(uint32_t stream);
+  bool drop_unanswered(uint32_t stream);  // false if it was not there
+  // Streams of this connection the server answered in the last kStaleAfter
+  // or so (this window and the one before).
+  size_t recent_answers(Clock::time_point now);
+  Clock::time_point answers_since_{};
+  size_t answers_now_ = 0, answers_before_ = 0;
   // While the shared bucket is in debt: whether this connection's streams
   // may go on (see "New streams" above).
   bool answering(Clock::time_point now);

@@ -337,7 +337,8 @@ TEST(H2Guard, InDebtAConnectionKeepsAFewUnansweredAndFewerStale) {
 // thousands of streams and closes (the shared bucket goes into debt) while
 // another has hundreds of calls in flight, each sent whole and answered in
 // turn. That one goes on; one that opens streams and sends nothing more is
-// held at kUnansweredUnderPressure, fresh or not.
+// held at kUnansweredUnderPressure, fresh or not, and one whose streams are
+// sent whole and never answered at kWholeInFlightUnderPressure.
 TEST(H2Guard, InSharedDebtABusyConnectionWithManyWholeCallsInFlightGoesOn) {
   H2Guard::Shared shared(100, 10);  // in debt for 10 s
   auto now = Clock::now();
@@ -369,6 +370,22 @@ TEST(H2Guard, InSharedDebtABusyConnectionWithManyWholeCallsInFlightGoesOn) {
     busy.server_sent(answers.data(), answers.size(), t);
   }
   EXPECT_EQ(busy.holds(), 0u);
+  // Answered at that rate, it may have more in flight: 600 at once.
+  std::string in600;
+  while (next < oldest + 2 * 600) {
+    in600 += frame(0x1, 0x4, next, "md") + frame(0x0, 0x1, next, "req");
+    next += 2;
+  }
+  ASSERT_EQ(busy.admit(in600.data(), in600.size(), t, &resume), in600.size());
+  EXPECT_EQ(busy.unanswered(), 600u);
+  // Streams sent whole and never answered (Watch streams with END_STREAM
+  // before any request): held at kWholeInFlightUnderPressure.
+  H2Guard watcher(&shared);
+  std::string w = hello;
+  for (uint32_t i = 0; i <= H2Guard::kWholeInFlightUnderPressure; ++i) w += frame(0x1, 0x5, 2 * i + 1, "md");
+  size_t held_at = w.size() - H2Guard::kFrameHeaderBytes - 2 + H2Guard::kFrameHeaderBytes - 1;
+  EXPECT_EQ(watcher.admit(w.data(), w.size(), t, &resume), held_at);
+  EXPECT_EQ(watcher.unanswered(), H2Guard::kWholeInFlightUnderPressure);
   // Streams opened and not sent whole: held at kUnansweredUnderPressure.
   H2Guard opener(&shared);
   std::string in = hello;
