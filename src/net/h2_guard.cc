@@ -146,7 +146,7 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         };
         if (paid <= now) {
           auto shared_paid = thread_->paid_at(now);
-          if (shared_paid > now && !answering(now)) paid = shared_paid;
+          if (shared_paid > now && !answering(now, kWholeInFlightUnderPressure)) paid = shared_paid;
         }
         if (paid > now) {
           why_ = "streams were reset or abandoned before the server answered them (HTTP/2 rapid reset)";
@@ -164,7 +164,10 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         // client with one call at a time: many connections of 63 each must
         // not add up without bound.
         bool over_hard = waiting >= 2 * shared_->max_unanswered && unanswered_.size() >= kStaleInDebt;
-        if ((waiting >= shared_->max_unanswered && !few()) || over_hard) {
+        // Past the bound, a connection the server answers as fast as it
+        // has calls in flight goes on too (a busy client, not one whose
+        // streams wait: answering() with no allowance for fresh ones).
+        if ((waiting >= shared_->max_unanswered && !few() && !answering(now, 0)) || over_hard) {
           why_ = "too many streams wait for an answer, on all connections together";
           *resume_at = now + std::chrono::milliseconds(5);
           ++holds_;
@@ -253,7 +256,7 @@ size_t H2Guard::recent_answers(Clock::time_point now) {
   return answers_before_ + answers_now_;
 }
 
-bool H2Guard::answering(Clock::time_point now) {
+bool H2Guard::answering(Clock::time_point now, size_t fresh_whole) {
   if (conn_.spent_since_full(now, kResetsForgiven)) return false;
   // Cheap first: streams the client has not sent whole count at once.
   if (not_whole_ >= kUnansweredUnderPressure) return false;
@@ -276,7 +279,7 @@ bool H2Guard::answering(Clock::time_point now) {
     counted_at_ = now;
   }
   return counted_stale_ < kStaleInDebt && not_whole_ + counted_old_whole_ < kUnansweredUnderPressure &&
-         unanswered_.size() < kWholeInFlightUnderPressure + recent_answers(now);
+         unanswered_.size() < fresh_whole + recent_answers(now);
 }
 
 bool H2Guard::forget_answered(uint32_t stream) {

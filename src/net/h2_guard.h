@@ -57,7 +57,8 @@
 // so up to kUnansweredUnderPressure of them go on; what an attacker opens
 // and leaves, to cost gRPC memory, turns stale within kStaleAfter, and a
 // connection never holds more than kUnansweredUnderPressure unanswered
-// while kMaxUnanswered wait, nor more than kWholeInFlightUnderPressure
+// while kMaxUnanswered wait (unless the server answered more of its
+// streams in the last second or so), nor more than kWholeInFlightUnderPressure
 // plus its recent answers while only the shared bucket is in debt
 // (streams sent whole that the server leaves unanswered, such as a Watch
 // ended before its first request, count there). Past
@@ -287,9 +288,9 @@ class H2Guard {
   size_t recent_answers(Clock::time_point now);
   Clock::time_point answers_since_{};
   size_t answers_now_ = 0, answers_before_ = 0;
-  // While the shared bucket is in debt: whether this connection's streams
-  // may go on (see "New streams" above).
-  bool answering(Clock::time_point now);
+  // Under pressure: whether this connection's streams may go on (see "New
+  // streams" above), with `fresh_whole` unanswered beyond its recent answers.
+  bool answering(Clock::time_point now, size_t fresh_whole);
   static constexpr std::chrono::milliseconds kRecountEvery{10};
   Clock::time_point counted_at_{};
   size_t counted_stale_ = 0, counted_old_whole_ = 0;

@@ -395,6 +395,41 @@ TEST(H2Guard, InSharedDebtABusyConnectionWithManyWholeCallsInFlightGoesOn) {
   EXPECT_EQ(opener.unanswered(), H2Guard::kUnansweredUnderPressure);
 }
 
+// Past kMaxUnanswered of all connections, a connection the server answers
+// faster than it has calls in flight goes on; one that just opened as many
+// waits.
+TEST(H2Guard, PastTheBoundAConnectionAnsweredAsFastAsItSendsGoesOn) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond, 500);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  H2Guard hog(&shared), busy(&shared), fresh(&shared);
+  std::string in = hello;
+  for (uint32_t i = 0; i < 500; ++i) in += headers(2 * i + 1);
+  ASSERT_EQ(hog.admit(in.data(), in.size(), now, &resume), in.size());  // the bound is reached
+  ASSERT_EQ(busy.admit(hello.data(), hello.size(), now, &resume), hello.size());
+  uint32_t next = 1, oldest = 1;
+  auto t = now;
+  for (int round = 0; round < 40; ++round, t += milliseconds(10)) {
+    std::string calls;
+    // 60 in flight at first (a client with few calls goes on past the
+    // bound), 200 once the server answered some 200 of them.
+    size_t in_flight = round < 5 ? 60 : 200;
+    while (next < oldest + 2 * in_flight) {
+      calls += frame(0x1, 0x4, next, "md") + frame(0x0, 0x1, next, "req");
+      next += 2;
+    }
+    ASSERT_EQ(busy.admit(calls.data(), calls.size(), t, &resume), calls.size()) << "round " << round;
+    std::string answers;
+    for (int k = 0; k < 50; ++k, oldest += 2) answers += frame(0x1, 0x5, oldest, "tr");
+    busy.server_sent(answers.data(), answers.size(), t);
+  }
+  std::string w = hello;
+  for (uint32_t i = 0; i < 200; ++i) w += frame(0x1, 0x5, 2 * i + 1, "md");
+  EXPECT_LT(fresh.admit(w.data(), w.size(), t, &resume), w.size());
+  EXPECT_EQ(fresh.unanswered(), H2Guard::kUnansweredUnderPressure);
+}
+
 // Many connections each under kUnansweredUnderPressure must not add up
 // without bound: past twice the bound, only a few streams a connection.
 TEST(H2Guard, PastTwiceTheBoundAConnectionKeepsOnlyAFewUnanswered) {
