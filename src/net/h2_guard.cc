@@ -128,7 +128,7 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
           return i;
         }
         ++resets_;
-        if (unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
+        drop_unanswered(stream);
       } else if (opens) {
         // (HEADERS on a stream id at or below one opened before is no new
         // stream: trailers, or one gRPC drops as out of order.)
@@ -146,7 +146,7 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         };
         if (paid <= now) {
           auto shared_paid = thread_->paid_at(now);
-          if (shared_paid > now && !few()) paid = shared_paid;
+          if (shared_paid > now && !answering(now, kWholeInFlightUnderPressure)) paid = shared_paid;
         }
         if (paid > now) {
           why_ = "streams were reset or abandoned before the server answered them (HTTP/2 rapid reset)";
@@ -164,13 +164,18 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         // client with one call at a time: many connections of 63 each must
         // not add up without bound.
         bool over_hard = waiting >= 2 * shared_->max_unanswered && unanswered_.size() >= kStaleInDebt;
-        if ((waiting >= shared_->max_unanswered && !few()) || over_hard) {
+        // Past the bound, a connection the server answers as fast as it
+        // has calls in flight goes on too (a busy client, not one whose
+        // streams wait: answering() with no allowance for fresh ones).
+        if ((waiting >= shared_->max_unanswered && !few() && !answering(now, 0)) || over_hard) {
           why_ = "too many streams wait for an answer, on all connections together";
           *resume_at = now + std::chrono::milliseconds(5);
           ++holds_;
           return i;
         }
-        unanswered_[stream] = Pending{(header_[4] & kEndStreamFlag) != 0, now};
+        bool whole = (header_[4] & kEndStreamFlag) != 0;
+        unanswered_[stream] = Pending{whole, now};
+        if (!whole) ++not_whole_;
         shared_->unanswered.fetch_add(1);
         highest_opened_ = stream;
       } else if (stream != 0 && !unanswered_.empty()) {
@@ -179,7 +184,10 @@ size_t H2Guard::admit(char* data, size_t n, Clock::time_point now, Clock::time_p
         auto it = unanswered_.find(stream);
         if (it != unanswered_.end()) {
           it->second.last = now;
-          if ((type == kHeaders || type == kData) && (header_[4] & kEndStreamFlag)) it->second.whole = true;
+          if ((type == kHeaders || type == kData) && (header_[4] & kEndStreamFlag) && !it->second.whole) {
+            it->second.whole = true;
+            --not_whole_;
+          }
         }
       }
     }
@@ -229,6 +237,51 @@ size_t H2Guard::stale(Clock::time_point now) const {
   return n;
 }
 
+bool H2Guard::drop_unanswered(uint32_t stream) {
+  auto it = unanswered_.find(stream);
+  if (it == unanswered_.end()) return false;
+  if (!it->second.whole) --not_whole_;
+  unanswered_.erase(it);
+  shared_->unanswered.fetch_sub(1);
+  return true;
+}
+
+size_t H2Guard::recent_answers(Clock::time_point now) {
+  if (now - answers_since_ >= kStaleAfter || now < answers_since_) {
+    // A new window: the last one's count if it just ended, else nothing.
+    answers_before_ = now - answers_since_ < 2 * kStaleAfter && now >= answers_since_ ? answers_now_ : 0;
+    answers_now_ = 0;
+    answers_since_ = now;
+  }
+  return answers_before_ + answers_now_;
+}
+
+bool H2Guard::answering(Clock::time_point now, size_t fresh_whole) {
+  if (conn_.spent_since_full(now, kResetsForgiven)) return false;
+  // Cheap first: streams the client has not sent whole count at once.
+  if (not_whole_ >= kUnansweredUnderPressure) return false;
+  if (unanswered_.size() < kUnansweredUnderPressure) return stale(now) < kStaleInDebt;
+  // Many unanswered, most sent whole: count the stale ones and the whole
+  // ones the server has kept for kStaleAfter. The walk is done at most
+  // once every kRecountEvery (a new stream is fresh, and an answer only
+  // lowers the counts, so the counts are at most that much behind).
+  if (now - counted_at_ >= kRecountEvery || now < counted_at_) {
+    counted_stale_ = 0;
+    counted_old_whole_ = 0;
+    for (const auto& [id, p] : unanswered_) {
+      if (now - p.last < kStaleAfter) continue;
+      if (p.whole) {
+        ++counted_old_whole_;
+      } else {
+        ++counted_stale_;
+      }
+    }
+    counted_at_ = now;
+  }
+  return counted_stale_ < kStaleInDebt && not_whole_ + counted_old_whole_ < kUnansweredUnderPressure &&
+         unanswered_.size() < fresh_whole + recent_answers(now);
+}
+
 bool H2Guard::forget_answered(uint32_t stream) {
   if (stream == 0) return false;
   if (answered_.erase(stream) > 0) return true;
@@ -254,7 +307,12 @@ void H2Guard::server_sent(const char* data, size_t n, Clock::time_point now) {
     uint8_t type = out_header_[3];
     uint32_t stream = stream_of(out_header_, out_header_[8]);
     bool end_stream = (type == kHeaders || type == kData) && (out_header_[4] & kEndStreamFlag);
-    if ((type == kHeaders || type == kRstStream) && unanswered_.erase(stream) > 0) shared_->unanswered.fetch_sub(1);
+    if (type == kHeaders || type == kRstStream) {
+      if (drop_unanswered(stream) && type == kHeaders) {
+        recent_answers(now);
+        ++answers_now_;
+      }
+    }
     if (type == kRstStream) {
       // The server ending a stream it answered is a normal end (gRPC
       // resets a stream it finished before the client did); resetting

@@ -39,15 +39,29 @@
 // stream waits; but a connection that reset few unanswered streams lately
 // (kResetsForgiven), has fewer than kUnansweredUnderPressure streams
 // unanswered and fewer than kStaleInDebt of them stale goes on, so a
-// well-behaved client is not held up by what others did. A stale stream
+// well-behaved client is not held up by what others did. While only the
+// shared bucket is in debt, streams the client sent whole count against
+// kUnansweredUnderPressure only once the server kept them kStaleAfter: a
+// busy client's hundreds of calls in flight are sent whole and answered
+// within milliseconds, and must not be held (on plaintext: closed) because
+// another connection abandoned thousands of streams (that attack cut a
+// 100-client benchmark connection off: 4,356-13,109 of 20,000 puts
+// failed; none now, as with etcd). Its
+// own debt, and kMaxUnanswered of all connections, still bound it as
+// before; and at most kWholeInFlightUnderPressure plus the streams the
+// server answered on it in the last second or so (an attacker's Watch
+// streams sent whole are never answered). A stale stream
 // is one the client left: not sent whole (no END_STREAM) and no frame of
 // it for kStaleAfter. A busy client's calls in flight are sent whole (a
 // unary call ends its request with END_STREAM) or are still being sent,
 // so up to kUnansweredUnderPressure of them go on; what an attacker opens
 // and leaves, to cost gRPC memory, turns stale within kStaleAfter, and a
 // connection never holds more than kUnansweredUnderPressure unanswered
-// under pressure (streams sent whole that the server leaves unanswered,
-// such as a Watch ended before its first request, count there). Past
+// while kMaxUnanswered wait (unless the server answered more of its
+// streams in the last second or so), nor more than kWholeInFlightUnderPressure
+// plus its recent answers while only the shared bucket is in debt
+// (streams sent whole that the server leaves unanswered, such as a Watch
+// ended before its first request, count there). Past
 // twice kMaxUnanswered, a connection goes on only with fewer than
 // kStaleInDebt unanswered, so many connections of 63 each stay bounded
 // (thousands of such connections grew a member by gigabytes). Before,
@@ -181,6 +195,12 @@ class H2Guard {
   // lately (its own bucket is this close to full: a client's occasional
   // timed-out call does not count against it for long).
   static constexpr double kResetsForgiven = 10;
+  // While only the shared bucket is in debt, a connection may have this
+  // many streams unanswered that it sent whole and the server has had for
+  // less than kStaleAfter, plus as many as the server answered on it in
+  // the last kStaleAfter or so: a busy client's calls in flight (answered
+  // in milliseconds), not an attacker's never-answered Watch streams.
+  static constexpr size_t kWholeInFlightUnderPressure = 256;
 
   // What every guard of the process shares: the bucket unanswered resets
   // and abandoned streams take from, and the count of streams opened and
@@ -259,6 +279,21 @@ class H2Guard {
     Clock::time_point last;
   };
   std::unordered_map<uint32_t, Pending> unanswered_;
+  size_t not_whole_ = 0;  // of unanswered_, the ones not sent whole
+  // Drops `stream` from unanswered_ (the server answered it or either side
+  // reset it), if it is there.
+  bool drop_unanswered(uint32_t stream);  // false if it was not there
+  // Streams of this connection the server answered in the last kStaleAfter
+  // or so (this window and the one before).
+  size_t recent_answers(Clock::time_point now);
+  Clock::time_point answers_since_{};
+  size_t answers_now_ = 0, answers_before_ = 0;
+  // Under pressure: whether this connection's streams may go on (see "New
+  // streams" above), with `fresh_whole` unanswered beyond its recent answers.
+  bool answering(Clock::time_point now, size_t fresh_whole);
+  static constexpr std::chrono::milliseconds kRecountEvery{10};
+  Clock::time_point counted_at_{};
+  size_t counted_stale_ = 0, counted_old_whole_ = 0;
   const char* why_ = "";
   TokenBucket conn_{kConnBurst, kConnPerSecond};
   size_t preface_left_ = kPrefaceBytes;

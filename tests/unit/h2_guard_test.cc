@@ -291,15 +291,18 @@ TEST(H2Guard, InDebtAConnectionKeepsAFewUnansweredAndFewerStale) {
   }
   const size_t kHeld = H2Guard::kUnansweredUnderPressure;
   // Whole calls (HEADERS with END_STREAM, or HEADERS then DATA with
-  // END_STREAM) that the server leaves unanswered: kHeld, then it waits.
+  // END_STREAM) go on while fresh; once the server kept kHeld of them
+  // for kStaleAfter, the next waits.
   H2Guard whole(&shared);
   std::string in = hello + frame(0x1, 0x5, 1, "md");
-  for (uint32_t i = 1; i <= kHeld; ++i) in += frame(0x1, 0x4, 2 * i + 1, "md") + frame(0x0, 0x1, 2 * i + 1, "req");
-  size_t n = whole.admit(in.data(), in.size(), now, &resume);
+  for (uint32_t i = 1; i < kHeld; ++i) in += frame(0x1, 0x4, 2 * i + 1, "md") + frame(0x0, 0x1, 2 * i + 1, "req");
+  ASSERT_EQ(whole.admit(in.data(), in.size(), now, &resume), in.size());
   EXPECT_EQ(whole.unanswered(), kHeld);
-  EXPECT_LT(n, in.size());
   auto later = now + 10 * H2Guard::kStaleAfter;
   EXPECT_EQ(whole.stale(later), 0u);  // sent whole: waiting on the server, never stale
+  std::string one_more = frame(0x1, 0x5, 2 * kHeld + 1, "md");
+  size_t n = whole.admit(one_more.data(), one_more.size(), later, &resume);
+  EXPECT_EQ(n, H2Guard::kFrameHeaderBytes - 1);
 
   // A client still sending its calls (DATA without END_STREAM) is not
   // stale while it sends; one that stops is.
@@ -328,6 +331,103 @@ TEST(H2Guard, InDebtAConnectionKeepsAFewUnansweredAndFewerStale) {
   busy.server_sent(answers.data(), answers.size(), t3);
   EXPECT_EQ(busy.stale(t3), 1u);
   EXPECT_EQ(busy.admit(after.data() + n, after.size() - n, t3, &resume), after.size() - n);
+}
+
+// The attack that closed busy plaintext connections: one connection opens
+// thousands of streams and closes (the shared bucket goes into debt) while
+// another has hundreds of calls in flight, each sent whole and answered in
+// turn. That one goes on; one that opens streams and sends nothing more is
+// held at kUnansweredUnderPressure, fresh or not, and one whose streams are
+// sent whole and never answered at kWholeInFlightUnderPressure.
+TEST(H2Guard, InSharedDebtABusyConnectionWithManyWholeCallsInFlightGoesOn) {
+  H2Guard::Shared shared(100, 10);  // in debt for 10 s
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  {
+    H2Guard churn(&shared);
+    std::string in = hello;
+    for (uint32_t i = 0; i < 4000; ++i) in += headers(2 * i + 1);
+    ASSERT_EQ(churn.admit(in.data(), in.size(), now, &resume), in.size());
+  }
+  ASSERT_GT(shared.resets.paid_at(now), now + std::chrono::seconds(5));
+  H2Guard busy(&shared);
+  ASSERT_EQ(busy.admit(hello.data(), hello.size(), now, &resume), hello.size());
+  // 200 calls in flight at a time; the server answers the oldest 50 every
+  // 10 ms, and the client sends 50 more.
+  uint32_t next = 1, oldest = 1;
+  auto t = now;
+  for (int round = 0; round < 40; ++round, t += milliseconds(10)) {
+    std::string in;
+    while (next < oldest + 2 * 200) {
+      in += frame(0x1, 0x4, next, "md") + frame(0x0, 0x1, next, "req");
+      next += 2;
+    }
+    ASSERT_EQ(busy.admit(in.data(), in.size(), t, &resume), in.size()) << "round " << round;
+    EXPECT_EQ(busy.unanswered(), 200u);
+    std::string answers;
+    for (int k = 0; k < 50; ++k, oldest += 2) answers += frame(0x1, 0x4, oldest, "md") + frame(0x1, 0x5, oldest, "tr");
+    busy.server_sent(answers.data(), answers.size(), t);
+  }
+  EXPECT_EQ(busy.holds(), 0u);
+  // Answered at that rate, it may have more in flight: 600 at once.
+  std::string in600;
+  while (next < oldest + 2 * 600) {
+    in600 += frame(0x1, 0x4, next, "md") + frame(0x0, 0x1, next, "req");
+    next += 2;
+  }
+  ASSERT_EQ(busy.admit(in600.data(), in600.size(), t, &resume), in600.size());
+  EXPECT_EQ(busy.unanswered(), 600u);
+  // Streams sent whole and never answered (Watch streams with END_STREAM
+  // before any request): held at kWholeInFlightUnderPressure.
+  H2Guard watcher(&shared);
+  std::string w = hello;
+  for (uint32_t i = 0; i <= H2Guard::kWholeInFlightUnderPressure; ++i) w += frame(0x1, 0x5, 2 * i + 1, "md");
+  size_t held_at = w.size() - H2Guard::kFrameHeaderBytes - 2 + H2Guard::kFrameHeaderBytes - 1;
+  EXPECT_EQ(watcher.admit(w.data(), w.size(), t, &resume), held_at);
+  EXPECT_EQ(watcher.unanswered(), H2Guard::kWholeInFlightUnderPressure);
+  // Streams opened and not sent whole: held at kUnansweredUnderPressure.
+  H2Guard opener(&shared);
+  std::string in = hello;
+  for (uint32_t i = 0; i <= H2Guard::kUnansweredUnderPressure; ++i) in += headers(2 * i + 1);
+  size_t n = opener.admit(in.data(), in.size(), t, &resume);
+  EXPECT_EQ(n, hello.size() + H2Guard::kUnansweredUnderPressure * headers(1).size() + H2Guard::kFrameHeaderBytes - 1);
+  EXPECT_EQ(opener.unanswered(), H2Guard::kUnansweredUnderPressure);
+}
+
+// Past kMaxUnanswered of all connections, a connection the server answers
+// faster than it has calls in flight goes on; one that just opened as many
+// waits.
+TEST(H2Guard, PastTheBoundAConnectionAnsweredAsFastAsItSendsGoesOn) {
+  H2Guard::Shared shared(H2Guard::kThreadBurst, H2Guard::kThreadPerSecond, 500);
+  auto now = Clock::now();
+  Clock::time_point resume{};
+  std::string hello = kPreface + settings_ack();
+  H2Guard hog(&shared), busy(&shared), fresh(&shared);
+  std::string in = hello;
+  for (uint32_t i = 0; i < 500; ++i) in += headers(2 * i + 1);
+  ASSERT_EQ(hog.admit(in.data(), in.size(), now, &resume), in.size());  // the bound is reached
+  ASSERT_EQ(busy.admit(hello.data(), hello.size(), now, &resume), hello.size());
+  uint32_t next = 1, oldest = 1;
+  auto t = now;
+  for (int round = 0; round < 40; ++round, t += milliseconds(10)) {
+    std::string calls;
+    // 60 in flight at first (a client with few calls goes on past the
+    // bound), 200 once the server answered some 200 of them.
+    size_t in_flight = round < 5 ? 60 : 200;
+    while (next < oldest + 2 * in_flight) {
+      calls += frame(0x1, 0x4, next, "md") + frame(0x0, 0x1, next, "req");
+      next += 2;
+    }
+    ASSERT_EQ(busy.admit(calls.data(), calls.size(), t, &resume), calls.size()) << "round " << round;
+    std::string answers;
+    for (int k = 0; k < 50; ++k, oldest += 2) answers += frame(0x1, 0x5, oldest, "tr");
+    busy.server_sent(answers.data(), answers.size(), t);
+  }
+  std::string w = hello;
+  for (uint32_t i = 0; i < 200; ++i) w += frame(0x1, 0x5, 2 * i + 1, "md");
+  EXPECT_LT(fresh.admit(w.data(), w.size(), t, &resume), w.size());
+  EXPECT_EQ(fresh.unanswered(), H2Guard::kUnansweredUnderPressure);
 }
 
 // Many connections each under kUnansweredUnderPressure must not add up
