@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   bool exit_now = false;
   if (Error e = cli::parse_flags(argc, argv, &cfg, &exit_now)) return cli::refuse_flags(e.message());
   if (cfg.print_version) {
-    std::printf("etcdq Version: %s\nAPI Version: 3.5\n", ETCDQ_VERSION);
+    std::printf("etcdq Version: %s\nAPI Version: 3.6\n", ETCDQ_VERSION);
     return 0;
   }
   if (exit_now) return 0;

@@ -117,10 +117,14 @@ void append_zap_escaped(std::string_view text, spdlog::memory_buf_t* out) {
 }
 
 std::unique_ptr<spdlog::formatter> make_zap_formatter() {
-  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  // ts in UTC, microseconds and "Z", whatever the machine's zone, as
+  // etcd's logger writes it (client/pkg/logutil/zap.go, DefaultZapLoggerConfig:
+  // t.UTC().Format("2006-01-02T15:04:05.000000Z0700")), so a log
+  // pipeline that parses etcd's lines parses ours.
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
   // %*: ZapLevelFlag, %~: ZapMessageFlag (never spdlog's %v, which is raw).
   formatter->add_flag<ZapLevelFlag>('*').add_flag<ZapMessageFlag>('~').set_pattern(
-      R"({"level":"%*","ts":"%Y-%m-%dT%H:%M:%S.%f%z","msg":"%~"})");
+      R"({"level":"%*","ts":"%Y-%m-%dT%H:%M:%S.%fZ","msg":"%~"})");
   return formatter;
 }
 

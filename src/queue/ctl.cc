@@ -194,6 +194,9 @@ int64_t ctl_depth_of(CtlClient& c, const std::string& queue) {
   return c.range(r).count();
 }
 
+// "1 message", "3 messages".
+std::string ctl_messages(int64_t n) { return std::to_string(n) + (n == 1 ? " message" : " messages"); }
+
 int cmd_ls(CtlClient& c) {
   // One keys-only Range of one key a queue: from each queue's first key
   // the scan jumps past the queue's whole prefix.
@@ -334,7 +337,7 @@ int cmd_redrive(CtlClient& c, const std::string& dlq) {
     from = resp.kvs(resp.kvs_size() - 1).key() + '\0';
     if (!resp.more()) break;
   }
-  std::printf("redrove %lld messages from %s to %s", static_cast<long long>(moved), dlq.c_str(), queue.c_str());
+  std::printf("redrove %s from %s to %s", ctl_messages(moved).c_str(), dlq.c_str(), queue.c_str());
   if (skipped > 0) std::printf(" (%lld left or gone meanwhile)", static_cast<long long>(skipped));
   std::printf("\n");
   return 0;
@@ -346,7 +349,7 @@ int cmd_purge(CtlClient& c, const std::string& name) {
   d.set_key(messages_begin(name, 0));
   d.set_range_end(messages_end(name));
   auto resp = c.del(d);
-  std::printf("purged %lld messages from %s\n", static_cast<long long>(resp.deleted()), name.c_str());
+  std::printf("purged %s from %s\n", ctl_messages(resp.deleted()).c_str(), name.c_str());
   return 0;
 }
 

@@ -85,6 +85,7 @@ class QueueCtl(harness.MemberTestCase):
         self.assertEqual(out, "purged 3 messages from jobs\n")
         self.assertEqual(messages(m, "jobs"), [])
         self.assertEqual(len(messages(m, "other")), 1)
+        self.assertEqual(self.ok(ctl(m.endpoint, "purge", "other")), "purged 1 message from other\n")
 
     def test_errors_are_one_line_and_exit_1(self):
         m = self.new_member()

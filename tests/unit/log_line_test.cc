@@ -7,7 +7,10 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -76,6 +79,30 @@ TEST(LogLineTest, PlainMessagesAndLevelsAsEtcdWritesThem) {
   EXPECT_EQ(nlohmann::json::parse(zap_line_of(spdlog::level::critical, "x"))["level"], "fatal");
   EXPECT_EQ(nlohmann::json::parse(zap_line_of(spdlog::level::debug, "x"))["level"], "debug");
   EXPECT_EQ(nlohmann::json::parse(zap_line_of(spdlog::level::err, "x"))["level"], "error");
+}
+
+TEST(LogLineTest, TimestampIsUtcWithMicrosecondsAndZAsEtcdWritesIt) {
+  // etcd 3.6: "ts":"2026-12-07T01:35:47.048622Z", in UTC whatever TZ says.
+  const char* old_tz = std::getenv("TZ");
+  std::string saved = old_tz != nullptr ? old_tz : "";
+  setenv("TZ", "America/New_York", 1);
+  tzset();
+  nlohmann::json info = nlohmann::json::parse(zap_line_of(spdlog::level::info, "x"));
+  std::time_t now = std::time(nullptr);
+  if (old_tz != nullptr) {
+    setenv("TZ", saved.c_str(), 1);
+  } else {
+    unsetenv("TZ");
+  }
+  tzset();
+  const std::string ts = info["ts"].get<std::string>();
+  EXPECT_TRUE(std::regex_match(ts, std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)"))) << ts;
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char hour[3];
+  std::strftime(hour, sizeof hour, "%H", &utc);
+  // The hour is UTC's (unless the hour turned between the two reads).
+  EXPECT_TRUE(ts.substr(11, 2) == hour || ts.substr(14, 5) == "59:59" || ts.substr(14, 5) == "00:00") << ts;
 }
 
 }  // namespace
