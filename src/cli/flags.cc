@@ -577,6 +577,15 @@ Error finish(Config* c, const Raw& r) {
   std::string listen_client = r.listen_client, advertise_client = r.advertise_client, listen_peer = r.listen_peer,
               advertise_peer = r.advertise_peer;
   const std::string &listen_http = r.listen_http, &listen_metrics = r.listen_metrics;
+  // On the command line etcd 3.6's --initial-cluster-state is a Go flag
+  // value that takes only "new" or "existing" (etcdmain/config.go,
+  // flags.NewSelectiveStringValue), so Go's flag package refuses any other
+  // before every other check, exit status 2; from a config file the value
+  // reaches embed's Validate ("unexpected clusterState", below).
+  if (c->config_file.empty() && c->initial_cluster_state != "new" && c->initial_cluster_state != "existing") {
+    return {Code::kInvalidArgument,
+            "invalid value \"" + c->initial_cluster_state + "\" for flag -initial-cluster-state: invalid value"};
+  }
   if (Error e = finish_etcd36(c, r)) return e;
   if (c->data_dir.empty()) c->data_dir = c->name + ".etcdq";
   if (advertise_client.empty()) advertise_client = listen_client;

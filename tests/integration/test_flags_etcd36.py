@@ -235,6 +235,18 @@ class FlagsEtcd36(harness.MemberTestCase):
         self.assertIn("cannot set --experimental-watch-progress-notify-interval and --watch-progress-notify-interval "
                       "at the same time, please use --watch-progress-notify-interval only", r.stdout + r.stderr)
 
+    def test_a_bad_initial_cluster_state_is_refused_by_the_flag_parser_as_in_etcd36(self):
+        # etcd 3.6: Go's flag package refuses it, exit status 2, before any other check (here a bad
+        # --auth-token that a later check would refuse) and before the data dir exists.
+        m = harness.Member(["--initial-cluster-state", "bogus", "--auth-token", "nonsense"], start=False)
+        try:
+            r = subprocess.run(m.args(), capture_output=True, text=True, timeout=30)
+            self.assertFalse(os.path.exists(m.data_dir), "the data dir was made")
+        finally:
+            m.cleanup()
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('invalid value "bogus" for flag -initial-cluster-state: invalid value', r.stderr)
+
     def test_wal_dir_holds_the_raft_log_and_a_restart_without_it_fails(self):
         wal = os.path.join(self.pki.dir, "wal-%d" % os.getpid())
         m = self.new_member(["--wal-dir", wal])
