@@ -1,14 +1,23 @@
 #!/usr/bin/python3
-"""One command: etcdq against Debian's etcd 3.4, side by side, with etcd's own
-load generator and with ours (etcdq_loadgen, etcdq_watch_bench).
+"""One command: etcdq against Debian's etcd 3.4 and etcd 3.6, side by side, with
+etcd's own load generator and with ours (etcdq_loadgen, etcdq_watch_bench).
 
     /usr/bin/python3 bench/compare.py [--quick | --full | --scale] [--out bench/RESULTS.md]
+        [--etcd /usr/bin/etcd] [--etcd36 PATH|none] [--no-probe]
+
+The references: --etcd (Debian's 3.4, "etcd" in the results) and --etcd36
+(the etcd 3.6 that scripts/setup.sh builds from the module proxy into
+~/.cache/etcdq/etcd-v3.6.*/, found there by default; "etcd36"); each gets its
+own table against etcdq. The puts of the 1-member rows also run against
+bench/grpc_api_probe (a std::map behind gRPC's callback API, no disk: the
+ceiling gRPC leaves on this machine; "probe"), so each run says what
+fraction of it etcdq reaches (--no-probe: not).
 
 1. Builds etcdq and the bench tools (scripts/build.sh) and etcd's `benchmark`
    (../shared/tools/etcd-benchmark.sh); copies build/etcdq, so a rebuild
    meanwhile does not change what is measured.
-2. Each round (--rounds, A B A B): a fresh 1-member etcd, a fresh 1-member
-   etcdq, a fresh 3-member etcd, a fresh 3-member etcdq, all with the same
+2. Each round (--rounds, A B A B): a fresh 1-member etcd of each reference, a
+   fresh 1-member etcdq, then the same with 3 members, all with the same
    flags (bench/cluster_side_by_side.py's Cluster: loopback, free ports, data
    dirs in $BENCH_DIR or /var/tmp, heartbeat 100 ms, election timeout 1 s,
    snapshot count 100000, pre-vote on), each running every workload below
@@ -36,8 +45,8 @@ import side_by_side as sbs  # noqa: E402
 import cluster_side_by_side as css  # noqa: E402
 
 SECTION = "## One command: bench/compare.py"
-INTRO = """`/usr/bin/python3 bench/compare.py` (see bench/README.md): fresh 1- and 3-member etcd 3.4 and etcdq
-servers with the same flags on loopback, A B A B; etcd's `benchmark` and our `etcdq_loadgen` /
+INTRO = """`/usr/bin/python3 bench/compare.py` (see bench/README.md): fresh 1- and 3-member etcd 3.4 (and, since
+2026-12-07, etcd 3.6) and etcdq servers with the same flags on loopback, A B A B; etcd's `benchmark` and our `etcdq_loadgen` /
 `etcdq_watch_bench` run the same workloads against both; medians over rounds. The machine has 2 cores
 shared by the servers, the load generator and another developer's builds and tests.
 """
@@ -83,6 +92,7 @@ def workloads_1(p):
         ("lease-keepalive 1000 clients", "ours", ["--workload", "lease-keepalive", "--leases", "1000"]),
         ("k8s mix 100 clients, 4 watchers", "ours", ["--workload", "k8s", "--conns", "10", "--clients", "100"]),
         ("watch fan-out 10000 watchers", "watch", ["--rate", "0", "--concurrency", "64"]),
+        ("watch fan-out 10000 watchers, 1000 puts/s", "watch", ["--rate", "1000"]),
     ]
 
 
@@ -163,6 +173,48 @@ class Runner:
                 "error_text": (w["setup_error"] + " " + json.dumps(w["error_counts"]))[:300] if errs else ""}
 
 
+REF_LABELS = {"etcd": "etcd 3.4", "etcd36": "etcd 3.6"}
+
+
+def find_etcd36(given):
+    """--etcd36's binary: the path given, none, or the newest etcd 3.6 scripts/setup.sh cached."""
+    if given == "none":
+        return None
+    if given:
+        return given
+    import glob
+    found = sorted(glob.glob(os.path.expanduser("~/.cache/etcdq/etcd-v3.6.*/etcd")))
+    if not found:
+        print("no etcd 3.6 under ~/.cache/etcdq (bash scripts/setup.sh builds it): compared with etcd 3.4 only",
+              flush=True)
+        return None
+    return found[-1]
+
+
+def run_probe(probe_bin, runner, kind, args, seconds):
+    """One workload against a fresh bench/grpc_api_probe (callback API, no disk) on a free port."""
+    port = sbs.free_port()
+    proc = subprocess.Popen([probe_bin, "--listen", f"127.0.0.1:{port}", "--api", "callback"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                import socket
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        return runner.run(kind, f"127.0.0.1:{port}", args, seconds)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def start(label, binary, root, size, extra=(), tls=None, peer_tls=None):
     c = css.Cluster(label, binary, root, 100, 1000, 100000, size=size, tls=tls, peer_tls=peer_tls)
     c.pre_vote = True
@@ -217,7 +269,7 @@ def plot(sweep, path, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    styles = {"etcd": "--", "etcdq": "-"}
+    styles = {"etcd": "--", "etcd36": ":", "etcdq": "-"}
     colors = {}
     for (server, wl), pts in sorted(sweep.items()):
         xs = sorted(pts)
@@ -250,12 +302,16 @@ def main():
     ap.add_argument("--scale-steps", help="comma list of key counts, e.g. 1000000,5000000")
     ap.add_argument("--seconds", type=float, help="override: seconds per loadgen run (development)")
     ap.add_argument("--tool-total", type=int, help="override: requests per etcd-tool run (development)")
-    ap.add_argument("--etcd", default="/usr/bin/etcd")
+    ap.add_argument("--etcd", default="/usr/bin/etcd", help="etcd 3.4 (Debian's)")
+    ap.add_argument("--etcd36", default="", help="etcd 3.6's binary (default: ~/.cache/etcdq/etcd-v3.6.*/etcd); "
+                                                  "none: leave it out")
+    ap.add_argument("--no-probe", action="store_true", help="do not measure bench/grpc_api_probe's ceiling")
     ap.add_argument("--etcdq", default=os.path.join(ROOT, "build", "etcdq"))
     ap.add_argument("--no-build", action="store_true", help="use the binaries in build/ as they are")
     ap.add_argument("--out", help="append the table to this markdown file (e.g. bench/RESULTS.md)")
     ap.add_argument("--results-dir", default=os.path.join(HERE, "results"))
     a = ap.parse_args()
+    etcd36 = find_etcd36(a.etcd36)
     p = dict(PROFILES[a.profile or "quick"])
     profile = a.profile or "quick"
     if a.rounds is not None:
@@ -286,7 +342,12 @@ def main():
                     run_dir)
     commit = css.commit_line()
     disk = css.disk_line(root)
-    servers = [("etcd", a.etcd), ("etcdq", etcdq)]
+    servers = [("etcd", a.etcd)] + ([("etcd36", etcd36)] if etcd36 else []) + [("etcdq", etcdq)]
+    refs = [name for name, _ in servers if name != "etcdq"]
+    probe_bin = None if a.no_probe or p.get("secure") else os.path.join(bench_bin, "grpc_api_probe")
+    if probe_bin and not os.path.exists(probe_bin):
+        print(f"no {probe_bin}: the probe's ceiling is left out", flush=True)
+        probe_bin = None
     results = {}   # (members, tool/kind, workload, server) -> [run dicts]
     rss = {}       # (members, server) -> [KiB]
     sweep = {}     # (server, workload) -> {clients: [(rps, p99)]}
@@ -351,6 +412,10 @@ def main():
                         log(f"ODD: {e}")
                     finally:
                         finish(c)
+            if probe_bin:
+                for wname, kind, args in workloads_1(p):
+                    if kind == "tool" and wname.startswith("put"):
+                        record(1, kind, wname, "probe", run_probe(probe_bin, runner, kind, args, p["seconds"]), rnd)
 
         if p["memory_keys"]:
             n = p["memory_keys"]
@@ -428,33 +493,47 @@ def main():
              f"took {elapsed / 60:.1f} min; medians of {p['rounds']} alternating rounds; loadgen runs "
              f"{p['seconds']} s each, etcd's tool {p['tool_total']} requests (1 client: 2000).", ""]
     if results:
-        lines += ["| members | tool | workload | etcd req/s | etcdq req/s | ratio | etcd p50 ms | etcdq p50 ms "
-                  "| etcd p99 ms | etcdq p99 ms | p99 ratio |",
-                  "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         keys = []
         for (members, kind, wname, _s) in results:
             if (members, kind, wname) not in keys:
                 keys.append((members, kind, wname))
+        for ref in refs:
+            label = REF_LABELS.get(ref, ref)
+            lines += [f"etcdq against {label}:", "",
+                      f"| members | tool | workload | {label} req/s | etcdq req/s | ratio | {label} p50 ms | etcdq p50 ms "
+                      f"| {label} p99 ms | etcdq p99 ms | p99 ratio |",
+                      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            for members, kind, wname in keys:
+                e = results.get((members, kind, wname, ref), [])
+                q = results.get((members, kind, wname, "etcdq"), [])
+                if not e or not q:
+                    continue
+                m = {s: {k: med([r[k] for r in rs]) for k in ("rps", "p50", "p99")} for s, rs in (("ref", e), ("etcdq", q))}
+                tool_name = {"tool": "etcd benchmark", "ours": "etcdq_loadgen", "watch": "etcdq_watch_bench"}[kind]
+                unit = " (events/s; commit→delivery ms)" if kind == "watch" else ""
+                lines.append(f"| {members} | {tool_name} | {wname}{unit} | {m['ref']['rps']:.0f} | {m['etcdq']['rps']:.0f} "
+                             f"| {m['etcdq']['rps'] / m['ref']['rps']:.2f} | {m['ref']['p50']:.2f} | "
+                             f"{m['etcdq']['p50']:.2f} | {m['ref']['p99']:.2f} | {m['etcdq']['p99']:.2f} | "
+                             f"{m['etcdq']['p99'] / m['ref']['p99'] if m['ref']['p99'] else float('nan'):.2f} |")
+            lines.append("")
+            for members in (1, 3):
+                if (members, ref) in rss and (members, "etcdq") in rss:
+                    e, q = med(rss[(members, ref)]) / 1024, med(rss[(members, "etcdq")]) / 1024
+                    lines.append(f"Peak RSS, {members} member(s){' summed' if members > 1 else ''}, over all workloads "
+                                 f"(median): {label} {e:.0f} MiB, etcdq {q:.0f} MiB (ratio {q / e:.2f}).")
+            lines.append("")
         for members, kind, wname in keys:
-            e = results.get((members, kind, wname, "etcd"), [])
+            pr = results.get((members, kind, wname, "probe"), [])
             q = results.get((members, kind, wname, "etcdq"), [])
-            m = {s: {k: med([r[k] for r in rs]) for k in ("rps", "p50", "p99")} for s, rs in (("etcd", e), ("etcdq", q))}
-            tool_name = {"tool": "etcd benchmark", "ours": "etcdq_loadgen", "watch": "etcdq_watch_bench"}[kind]
-            unit = " (events/s; commit→delivery ms)" if kind == "watch" else ""
-            lines.append(f"| {members} | {tool_name} | {wname}{unit} | {m['etcd']['rps']:.0f} | {m['etcdq']['rps']:.0f} "
-                         f"| {m['etcdq']['rps'] / m['etcd']['rps']:.2f} | {m['etcd']['p50']:.2f} | "
-                         f"{m['etcdq']['p50']:.2f} | {m['etcd']['p99']:.2f} | {m['etcdq']['p99']:.2f} | "
-                         f"{m['etcdq']['p99'] / m['etcd']['p99'] if m['etcd']['p99'] else float('nan'):.2f} |")
+            if pr and q:
+                c, v = med([r["rps"] for r in pr]), med([r["rps"] for r in q])
+                lines.append(f"gRPC-only probe's ceiling (bench/grpc_api_probe, callback API, no disk), {wname}: "
+                             f"{c:.0f} req/s; etcdq {v:.0f} req/s is {v / c:.0%} of it.")
         lines.append("")
-        for members in (1, 3):
-            if (members, "etcd") in rss and (members, "etcdq") in rss:
-                e, q = med(rss[(members, "etcd")]) / 1024, med(rss[(members, "etcdq")]) / 1024
-                lines.append(f"Peak RSS, {members} member(s){' summed' if members > 1 else ''}, over all workloads "
-                             f"(median): etcd {e:.0f} MiB, etcdq {q:.0f} MiB (ratio {q / e:.2f}).")
-        lines.append("")
-    if memory:
-        lines += ["| memory after loading | etcd | etcdq | ratio |", "| --- | ---: | ---: | ---: |"]
-        e, q = memory.get("etcd"), memory.get("etcdq")
+    for ref in refs if memory else []:
+        label = REF_LABELS.get(ref, ref)
+        lines += [f"| memory after loading | {label} | etcdq | ratio |", "| --- | ---: | ---: | ---: |"]
+        e, q = memory.get(ref), memory.get("etcdq")
         if e and q:
             lines.append(f"| RSS, {e['keys']} keys of 256 B, MiB | {e['rss_kib'] / 1024:.0f} | {q['rss_kib'] / 1024:.0f} "
                          f"| {q['rss_kib'] / e['rss_kib']:.2f} |")
@@ -478,7 +557,7 @@ def main():
     if sweep:
         pts = {k: {n: (med([x[0] for x in v]), med([x[1] for x in v])) for n, v in d.items()} for k, d in sweep.items()}
         png = base + ".png"
-        if plot(pts, png, f"etcd 3.4 vs etcdq, 1 member, etcdq_loadgen, {p['sweep_seconds']} s per point, "
+        if plot(pts, png, f"{' and '.join(REF_LABELS.get(r, r) for r in refs)} vs etcdq, 1 member, etcdq_loadgen, {p['sweep_seconds']} s per point, "
                           f"medians of {p['rounds']} rounds, commit {commit}, {os.cpu_count()} shared cores"):
             lines.append(f"Throughput and p99 against clients: `{os.path.relpath(png, ROOT)}`.")
         lines.append("")
@@ -497,7 +576,7 @@ def main():
     print("\n" + table)
     with open(base + ".json", "w") as f:
         json.dump({"profile": profile, "commit": commit, "disk": disk, "load_before": load_before,
-                   "elapsed_s": elapsed, "results": [{"members": k[0], "kind": k[1], "workload": k[2],
+                   "elapsed_s": elapsed, "references": {r: REF_LABELS.get(r, r) for r in refs}, "results": [{"members": k[0], "kind": k[1], "workload": k[2],
                                                       "server": k[3], "runs": v} for k, v in results.items()],
                    "rss_kib": {f"{k[0]}:{k[1]}": v for k, v in rss.items()}, "memory": memory,
                    "scale": [{"server": k[0], "keys": k[1], **v} for k, v in scale.items()],

@@ -29,51 +29,68 @@ def pooled(paths):
     return out
 
 
+LABELS = {"etcd": "etcd 3.4", "etcd36": "etcd 3.6"}
+
+
 def main():
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     runs = [medians(p) for p in paths]
     keys = []
     for _, m in runs:
         keys += [k for k in m if k not in keys]
+    refs = [r for r in ("etcd", "etcd36") if any(r in v for _, m in runs for v in m.values())]
     tools = {"tool": "etcd benchmark", "ours": "etcdq_loadgen", "watch": "etcdq_watch_bench"}
     print("Load average (1 min) before each run: " +
           ", ".join(f"{j['load_before'][0]:.1f}" for j, _ in runs) + "; fdatasync: " +
           "; ".join(j["disk"].split("; ")[-1].rstrip(")") for j, _ in runs) + "\n")
-    print("| members | tool | workload | " + " | ".join(f"run {i + 1} etcd / etcdq req/s (ratio)" for i in range(len(runs)))
-          + " | etcd spread | etcdq spread | ratio min–max |")
-    print("| ---: | --- | --- |" + " ---: |" * (len(runs) + 3))
-    for k in keys:
-        cells, e, q, ratios = [], [], [], []
-        for _, m in runs:
-            v = m.get(k, {})
-            if "etcd" in v and "etcdq" in v:
-                r = v["etcdq"]["rps"] / v["etcd"]["rps"]
-                cells.append(f"{v['etcd']['rps']:.0f} / {v['etcdq']['rps']:.0f} ({r:.2f})")
-                e.append(v["etcd"]["rps"])
-                q.append(v["etcdq"]["rps"])
-                ratios.append(r)
-            else:
-                cells.append("-")
-        if not ratios:
-            continue
-        spread = lambda xs: f"±{(max(xs) - min(xs)) / 2 / statistics.mean(xs) * 100:.0f} %"  # noqa: E731
-        print(f"| {k[0]} | {tools[k[1]]} | {k[2]} | " + " | ".join(cells) +
-              f" | {spread(e)} | {spread(q)} | {min(ratios):.2f}–{max(ratios):.2f} |")
-
     pool = pooled(paths)
-    n = min(len(v) for d in pool.values() for v in d.values())
-    print(f"\nMedians over every round of the {len(paths)} runs ({n} or more rounds per server):\n")
-    print("| members | tool | workload | etcd req/s | etcdq req/s | ratio | etcd p50 ms | etcdq p50 ms "
-          "| etcd p99 ms | etcdq p99 ms | p99 ratio |")
-    print("| ---: | --- | --- |" + " ---: |" * 8)
+    for ref in refs:
+        label = LABELS[ref]
+        print(f"etcdq against {label}, run by run:\n")
+        print("| members | tool | workload | " +
+              " | ".join(f"run {i + 1} {label} / etcdq req/s (ratio)" for i in range(len(runs))) +
+              f" | {label} spread | etcdq spread | ratio min–max |")
+        print("| ---: | --- | --- |" + " ---: |" * (len(runs) + 3))
+        for k in keys:
+            cells, e, q, ratios = [], [], [], []
+            for _, m in runs:
+                v = m.get(k, {})
+                if ref in v and "etcdq" in v:
+                    r = v["etcdq"]["rps"] / v[ref]["rps"]
+                    cells.append(f"{v[ref]['rps']:.0f} / {v['etcdq']['rps']:.0f} ({r:.2f})")
+                    e.append(v[ref]["rps"])
+                    q.append(v["etcdq"]["rps"])
+                    ratios.append(r)
+                else:
+                    cells.append("-")
+            if not ratios:
+                continue
+            spread = lambda xs: f"±{(max(xs) - min(xs)) / 2 / statistics.mean(xs) * 100:.0f} %"  # noqa: E731
+            print(f"| {k[0]} | {tools[k[1]]} | {k[2]} | " + " | ".join(cells) +
+                  f" | {spread(e)} | {spread(q)} | {min(ratios):.2f}–{max(ratios):.2f} |")
+
+        n = min(len(v) for d in pool.values() for s, v in d.items() if s in (ref, "etcdq"))
+        print(f"\nMedians over every round of the {len(paths)} runs ({n} or more rounds per server), etcdq against "
+              f"{label}:\n")
+        print(f"| members | tool | workload | {label} req/s | etcdq req/s | ratio | {label} p50 ms | etcdq p50 ms "
+              f"| {label} p99 ms | etcdq p99 ms | p99 ratio |")
+        print("| ---: | --- | --- |" + " ---: |" * 8)
+        for k in keys:
+            d = pool.get(k, {})
+            if ref not in d or "etcdq" not in d:
+                continue
+            m = {s: {f: statistics.median(r[f] for r in d[s]) for f in ("rps", "p50", "p99")} for s in (ref, "etcdq")}
+            e, q = m[ref], m["etcdq"]
+            print(f"| {k[0]} | {tools[k[1]]} | {k[2]} | {e['rps']:.0f} | {q['rps']:.0f} | {q['rps'] / e['rps']:.2f} | "
+                  f"{e['p50']:.2f} | {q['p50']:.2f} | {e['p99']:.2f} | {q['p99']:.2f} | "
+                  f"{q['p99'] / e['p99'] if e['p99'] else float('nan'):.2f} |")
+        print()
     for k in keys:
         d = pool.get(k, {})
-        if "etcd" not in d or "etcdq" not in d:
-            continue
-        m = {s: {f: statistics.median(r[f] for r in d[s]) for f in ("rps", "p50", "p99")} for s in ("etcd", "etcdq")}
-        e, q = m["etcd"], m["etcdq"]
-        print(f"| {k[0]} | {tools[k[1]]} | {k[2]} | {e['rps']:.0f} | {q['rps']:.0f} | {q['rps'] / e['rps']:.2f} | "
-              f"{e['p50']:.2f} | {q['p50']:.2f} | {e['p99']:.2f} | {q['p99']:.2f} | {q['p99'] / e['p99']:.2f} |")
+        if "probe" in d and "etcdq" in d:
+            c = statistics.median(r["rps"] for r in d["probe"])
+            v = statistics.median(r["rps"] for r in d["etcdq"])
+            print(f"gRPC-only probe's ceiling, {k[2]} ({k[0]} member): {c:.0f} req/s; etcdq {v:.0f} is {v / c:.0%} of it.")
 
 
 if __name__ == "__main__":
