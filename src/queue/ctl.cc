@@ -35,6 +35,7 @@ struct CtlFlags {
   bool insecure_skip_verify = false;
   double dial_timeout_s = 2;
   double command_timeout_s = 5;
+  std::string http_endpoint;  // stat: where the member serves HTTP, if not on the gRPC endpoint
 };
 
 // A failure the user sees: one line, exit 1.
@@ -224,8 +225,8 @@ std::string ctl_http_error(httplib::Error e) {
     case httplib::Error::ConnectionTimeout:
       return "no connection within --dial-timeout";
     case httplib::Error::Read:
-      return "no HTTP answer (a member with --listen-client-http-urls serves none on its client URL) or none "
-             "within --command-timeout";
+      return "no HTTP answer (a member with --listen-client-http-urls serves none on its client URL: "
+             "--http-endpoint) or none within --command-timeout";
     case httplib::Error::Write:
       return "cannot send the request";
     case httplib::Error::SSLConnection:
@@ -242,16 +243,20 @@ std::string ctl_http_error(httplib::Error e) {
 // An HTTP/1.1 client of the member the gRPC channel went to, on the same
 // port (etcd serves HTTP on its client URL), with the same TLS settings
 // and the token --user got (the Authorization header, as the page reads
-// it). Errors: CtlError.
+// it); or of --http-endpoint, whose http:// or https:// decides TLS (a
+// --listen-client-http-urls URL is often plain beside a TLS client URL).
+// Errors: CtlError.
 class CtlHttp {
  public:
-  CtlHttp(const CtlFlags& f, const std::string& endpoint, std::string token) : token_(std::move(token)) {
+  CtlHttp(const CtlFlags& f, const std::string& endpoint, bool scheme_decides, std::string token)
+      : token_(std::move(token)) {
     std::string ep = endpoint;
     if (ep.starts_with("unix:") || ep.starts_with("unixs:")) throw CtlError{"not fetched over a unix socket"};
     bool https = ep.starts_with("https://");
+    bool http = !https && ep.starts_with("http://");
     if (https) {
       ep = ep.substr(8);
-    } else if (ep.starts_with("http://")) {
+    } else if (http) {
       ep = ep.substr(7);
     }
     ep = ep.substr(0, ep.find('/'));
@@ -272,7 +277,7 @@ class CtlHttp {
     if (host.empty() || port_number < 1 || port_number > 65535) {
       throw CtlError{"no host:port in endpoint " + endpoint};
     }
-    tls_ = ctl_uses_tls(f, https);
+    tls_ = (scheme_decides && http) ? false : ctl_uses_tls(f, https);
     base_ = std::string(tls_ ? "https://" : "http://") + ep;
     if (tls_) {
       // Empty paths: no client certificate, the system's CAs.
@@ -363,7 +368,8 @@ void ctl_print_live(const CtlFlags& f, const CtlClient& c, const std::string& na
   const char* kWhat = "in flight, consumers, rates, oldest age:";
   std::string url = c.endpoint();
   try {
-    CtlHttp http(f, c.endpoint(), c.token());
+    bool own = !f.http_endpoint.empty();
+    CtlHttp http(f, own ? f.http_endpoint : c.endpoint(), own, c.token());
     url = http.url(name);
     CtlLive first = http.get(name);
     if (first.queue.is_null()) {
@@ -608,6 +614,8 @@ int ctl_main(int argc, char** argv) {
   stat->add_option("--interval", interval_s, "seconds between the two reads rates come from (0: no rates)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 60.0));
+  stat->add_option("--http-endpoint", f.http_endpoint,
+                   "the member's HTTP URL when its gRPC endpoint serves no HTTP (--listen-client-http-urls)");
   auto* peek = app.add_subcommand("peek", "the first N messages, unchanged");
   peek->add_option("NAME", name, "queue")->required();
   peek->add_option("N", n, "how many")->capture_default_str();

@@ -11,8 +11,10 @@
 //                      delivery and ack rates and counters from the same
 //                      member's GET /queues.json/NAME (page.h) on the same
 //                      port, TLS settings and token, read twice
-//                      --interval seconds apart (1) for the rates; when
-//                      that fails, one line says why and the rest stands
+//                      --interval seconds apart (1) for the rates, or
+//                      from --http-endpoint URL (a member's
+//                      --listen-client-http-urls); when that fails, one
+//                      line says why and the rest stands
 //   peek NAME [N]      the first N messages (10), oldest first, without
 //                      delivering or changing them
 //   redrive NAME.dlq   each dead letter back into its queue as a new

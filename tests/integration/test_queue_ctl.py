@@ -127,7 +127,8 @@ class QueueCtl(harness.MemberTestCase):
 
     def test_errors_are_one_line_and_exit_1(self):
         # HTTP on its own URL: the client URL serves gRPC only, as etcd's does then.
-        m = self.new_member(["--listen-client-http-urls", "http://127.0.0.1:%d" % harness.free_port()])
+        http_url = "http://127.0.0.1:%d" % harness.free_port()
+        m = self.new_member(["--listen-client-http-urls", http_url])
         dead = "127.0.0.1:%d" % harness.free_port()
         r = ctl(dead, "ls", extra=["--dial-timeout", "0.5"])
         self.assertEqual((r.returncode, r.stderr),
@@ -148,6 +149,10 @@ class QueueCtl(harness.MemberTestCase):
         self.assertIn("depth:         1\n", r.stdout)
         self.assertRegex(r.stdout, r"\nsettings: [^\n]*\nin flight, consumers, rates, oldest age: unknown "
                          r"\(GET http://%s/queues\.json/jobs: no HTTP answer [^\n]+\)\n$" % re.escape(m.endpoint))
+        # --http-endpoint names where it is.
+        out = self.ok(ctl(m.endpoint, "stat", "jobs", "--interval", "0", "--http-endpoint", http_url))
+        self.assertIn("in flight:     0\n", out)
+        self.assertIn("totals:        produced 1, delivered 0,", out)
 
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
@@ -155,7 +160,7 @@ class QueueCtlTlsAuth(harness.CleanupTestCase):
     def test_tls_and_auth_flags(self):
         pki = tlslib.Pki()
         self.addCleanup(pki.cleanup)
-        m = self.track(tlslib.TlsMember(pki, ["--bcrypt-cost", "4"]))
+        m = self.track(tlslib.TlsMember(pki, ["--bcrypt-cost", "4"], http_too=True))
         root = new_user(m, "viewer")
         m.kv().Put(rpc_pb2.PutRequest(key=b"/q/jobs/p/one", value=b"1"), timeout=10, metadata=md(root))
         # The server wants a client certificate (--trusted-ca-file); its CN names no user.
@@ -177,6 +182,11 @@ class QueueCtlTlsAuth(harness.CleanupTestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("depth:         1\n", out.stdout)
         self.assertIn("in flight:     1\nconsumers:     1 on member %x " % member_id(m, root), out.stdout)
+        # --http-endpoint http://...: plain HTTP there, though the TLS flags stay for gRPC.
+        out = ctl(url, "stat", "jobs", "--interval", "0", "--http-endpoint", "http://127.0.0.1:%d" % m.http_port,
+                  extra=tls + ["--user", "root:" + ROOT_PW])
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("in flight:     1\n", out.stdout)
 
         # A user who may read only the queue `jobs`: stat and peek work, ls (all of /q/) does not,
         # purge (a write) does not.
