@@ -5,6 +5,8 @@
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include <httplib.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -14,8 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
+#include "common/metrics.h"
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "queue/config.h"
 #include "queue/keys.h"
@@ -30,6 +35,7 @@ struct CtlFlags {
   bool insecure_skip_verify = false;
   double dial_timeout_s = 2;
   double command_timeout_s = 5;
+  std::string http_endpoint;  // stat: where the member serves HTTP, if not on the gRPC endpoint
 };
 
 // A failure the user sees: one line, exit 1.
@@ -54,9 +60,12 @@ std::string pem_of(const std::string& path, const char* flag) {
 
 // etcdctl's transport: https:// (or any TLS flag) means TLS, as
 // clientv3's; --insecure-skip-tls-verify accepts any server certificate.
+bool ctl_uses_tls(const CtlFlags& f, bool https) {
+  return https || !f.cacert.empty() || !f.cert.empty() || f.insecure_skip_verify;
+}
+
 std::shared_ptr<grpc::ChannelCredentials> credentials_for(const CtlFlags& f, bool https) {
-  bool tls = https || !f.cacert.empty() || !f.cert.empty() || f.insecure_skip_verify;
-  if (!tls) return grpc::InsecureChannelCredentials();
+  if (!ctl_uses_tls(f, https)) return grpc::InsecureChannelCredentials();
   if (f.cert.empty() != f.key.empty()) throw CtlError{"--cert and --key go together"};
   std::string root = f.cacert.empty() ? "" : pem_of(f.cacert, "--cacert");
   std::string cert = f.cert.empty() ? "" : pem_of(f.cert, "--cert");
@@ -104,6 +113,7 @@ class CtlClient {
       auto ch = grpc::CreateCustomChannel(target, credentials_for(f, https), args);
       if (ch->WaitForConnected(ctl_deadline(f.dial_timeout_s))) {
         channel_ = ch;
+        endpoint_ = ep;
         break;
       }
       tried.push_back(ep);
@@ -134,6 +144,10 @@ class CtlClient {
     check(kv_->DeleteRange(ctx.get(), r, &out), "delete");
     return out;
   }
+  // The endpoint the channel went to, as the user wrote it, and the token
+  // --user got (empty without): the HTTP side asks the same member.
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& token() const { return token_; }
   etcdserverpb::TxnResponse txn(const etcdserverpb::TxnRequest& r) {
     etcdserverpb::TxnResponse out;
     auto ctx = context();
@@ -170,9 +184,226 @@ class CtlClient {
 
   CtlFlags flags_;
   std::shared_ptr<grpc::Channel> channel_;
+  std::string endpoint_;
   std::unique_ptr<etcdserverpb::KV::Stub> kv_;
   std::string token_;
 };
+
+// ---- the member's /queues.json (page.h): what the KV API has no key for --
+
+// One answer of GET /queues.json/NAME.
+struct CtlLive {
+  std::string member;     // the member's id, hex
+  int64_t time_ms = 0;    // the member's clock, Unix ms
+  nlohmann::json queue;   // the queue's entry; null: not listed
+};
+
+// Every byte outside RFC 3986's unreserved set as %XX, so any queue name
+// is one path segment (the server decodes it).
+std::string ctl_path_segment(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    bool plain = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                 ch == '.' || ch == '_' || ch == '~';
+    if (plain) {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    }
+  }
+  return out;
+}
+
+// httplib's error names ("Read") say little to a user.
+std::string ctl_http_error(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect";
+    case httplib::Error::ConnectionTimeout:
+      return "no connection within --dial-timeout";
+    case httplib::Error::Read:
+      return "no HTTP answer (a member with --listen-client-http-urls serves none on its client URL: "
+             "--http-endpoint) or none within --command-timeout";
+    case httplib::Error::Write:
+      return "cannot send the request";
+    case httplib::Error::SSLConnection:
+      return "TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts:
+      return "cannot load --cacert, --cert or --key";
+    case httplib::Error::SSLServerVerification:
+      return "server certificate not verified (--cacert?)";
+    default:
+      return httplib::to_string(e);
+  }
+}
+
+// An HTTP/1.1 client of the member the gRPC channel went to, on the same
+// port (etcd serves HTTP on its client URL), with the same TLS settings
+// and the token --user got (the Authorization header, as the page reads
+// it); or of --http-endpoint, whose http:// or https:// decides TLS (a
+// --listen-client-http-urls URL is often plain beside a TLS client URL).
+// Errors: CtlError.
+class CtlHttp {
+ public:
+  CtlHttp(const CtlFlags& f, const std::string& endpoint, bool scheme_decides, std::string token)
+      : token_(std::move(token)) {
+    std::string ep = endpoint;
+    if (ep.starts_with("unix:") || ep.starts_with("unixs:")) throw CtlError{"not fetched over a unix socket"};
+    bool https = ep.starts_with("https://");
+    bool http = !https && ep.starts_with("http://");
+    if (https) {
+      ep = ep.substr(8);
+    } else if (http) {
+      ep = ep.substr(7);
+    }
+    ep = ep.substr(0, ep.find('/'));
+    std::string host, port;
+    if (ep.starts_with('[')) {  // [v6]:port
+      size_t close = ep.find(']');
+      if (close != std::string::npos) {
+        host = ep.substr(1, close - 1);
+        if (ep.compare(close + 1, 1, ":") == 0) port = ep.substr(close + 2);
+      }
+    } else if (size_t colon = ep.rfind(':'); colon != std::string::npos) {
+      host = ep.substr(0, colon);
+      port = ep.substr(colon + 1);
+    }
+    int port_number = 0;
+    bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) port_number = std::stoi(port);
+    if (host.empty() || port_number < 1 || port_number > 65535) {
+      throw CtlError{"no host:port in endpoint " + endpoint};
+    }
+    tls_ = (scheme_decides && http) ? false : ctl_uses_tls(f, https);
+    base_ = std::string(tls_ ? "https://" : "http://") + ep;
+    if (tls_) {
+      // Empty paths: no client certificate, the system's CAs.
+      auto ssl = std::make_unique<httplib::SSLClient>(host, port_number, f.cert, f.key);
+      if (!f.cacert.empty()) ssl->set_ca_cert_path(f.cacert);
+      ssl->enable_server_certificate_verification(!f.insecure_skip_verify);
+      client_ = std::move(ssl);
+    } else {
+      client_ = std::make_unique<httplib::ClientImpl>(host, port_number);
+    }
+    auto split = [](double s, time_t* sec, time_t* usec) {
+      auto us = static_cast<int64_t>(s * 1e6);
+      *sec = static_cast<time_t>(us / 1000000);
+      *usec = static_cast<time_t>(us % 1000000);
+    };
+    time_t sec = 0, usec = 0;
+    split(f.dial_timeout_s, &sec, &usec);
+    client_->set_connection_timeout(sec, usec);
+    split(f.command_timeout_s, &sec, &usec);
+    client_->set_read_timeout(sec, usec);
+    client_->set_write_timeout(sec, usec);
+    client_->set_url_encode(false);  // ctl_path_segment did
+  }
+
+  std::string url(const std::string& queue) const { return base_ + path(queue); }
+
+  CtlLive get(const std::string& queue) {
+    httplib::Headers headers;
+    if (!token_.empty()) headers.emplace("Authorization", token_);
+    // One queue's entry is small; 1 MiB bounds what a wrong server can
+    // make us hold (decompressed, as the receiver sees it).
+    constexpr size_t kMaxBody = 1 << 20;
+    std::string body;
+    bool too_big = false;
+    auto res = client_->Get(path(queue), headers, [&](const char* data, size_t n) {
+      if (body.size() + n > kMaxBody) {
+        too_big = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (too_big) throw CtlError{"answer over 1 MiB"};
+    if (!res) throw CtlError{ctl_http_error(res.error())};
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    if (res->status != 200) {
+      std::string why = "HTTP " + std::to_string(res->status);
+      if (j.is_object() && j.contains("error") && j["error"].is_string()) why += ": " + j["error"].get<std::string>();
+      if (res->status == 401 && token_.empty()) why += " (auth is on: --user)";
+      if (res->status == 404) why += " (not an etcdq member, or its client URL serves no HTTP)";
+      throw CtlError{why};
+    }
+    if (!j.is_object() || !j.contains("queues") || !j["queues"].is_array() || !j.contains("time_ms") ||
+        !j["time_ms"].is_number_integer() || !j.contains("member") || !j["member"].is_string()) {
+      throw CtlError{"not the JSON of an etcdq member's /queues.json"};
+    }
+    CtlLive out;
+    out.member = j["member"].get<std::string>();
+    out.time_ms = j["time_ms"].get<int64_t>();
+    const std::string listed = metrics::label_value(queue);  // the name as the page writes it
+    for (auto& q : j["queues"]) {
+      auto n = q.is_object() ? q.find("name") : q.end();
+      if (n != q.end() && n->is_string() && n->get<std::string>() == listed) out.queue = std::move(q);
+    }
+    return out;
+  }
+
+ private:
+  static std::string path(const std::string& queue) { return "/queues.json/" + ctl_path_segment(queue); }
+
+  std::string token_;
+  bool tls_ = false;
+  std::string base_;
+  std::unique_ptr<httplib::ClientImpl> client_;
+};
+
+// A number of an entry, 0 when missing or not a number (a server older or
+// newer than this client).
+double ctl_field(const nlohmann::json& q, const char* name) {
+  auto it = q.find(name);
+  return it != q.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// stat's figures from the page: in flight, consumers, oldest age, rates
+// over `interval_s` (two reads; 0: one read, no rates), counters. One line
+// when the HTTP side cannot say; never an error (the key figures stand).
+void ctl_print_live(const CtlFlags& f, const CtlClient& c, const std::string& name, double interval_s) {
+  const char* kWhat = "in flight, consumers, rates, oldest age:";
+  std::string url = c.endpoint();
+  try {
+    bool own = !f.http_endpoint.empty();
+    CtlHttp http(f, own ? f.http_endpoint : c.endpoint(), own, c.token());
+    url = http.url(name);
+    CtlLive first = http.get(name);
+    if (first.queue.is_null()) {
+      std::printf("%s none (member %s lists nothing for %s: it holds no messages, consumers or config of it, or "
+                  "the user may not read all of /q/%s/)\n",
+                  kWhat, first.member.c_str(), name.c_str(), name.c_str());
+      return;
+    }
+    CtlLive last = first;
+    if (interval_s > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
+      last = http.get(name);
+      if (last.queue.is_null()) last = first;  // emptied and dropped meanwhile: no rates
+    }
+    const auto& q = last.queue;
+    std::printf("in flight:     %.0f\n", ctl_field(q, "in_flight"));
+    std::printf("consumers:     %.0f on member %s (each member counts those connected to it)\n",
+                ctl_field(q, "consumers"), last.member.c_str());
+    std::printf("oldest age:    %.1f s\n", ctl_field(q, "oldest_age_seconds"));
+    if (last.time_ms > first.time_ms) {
+      double dt = (last.time_ms - first.time_ms) / 1000.0;
+      auto rate = [&](const char* field) {
+        return (ctl_field(last.queue, field) - ctl_field(first.queue, field)) / dt;
+      };
+      std::printf("rates:         produced %.1f/s, delivered %.1f/s, acked %.1f/s (over %.1f s)\n", rate("produced"),
+                  rate("delivered"), rate("acked"), dt);
+    }
+    std::printf("totals:        produced %.0f, delivered %.0f, redelivered %.0f, acked %.0f, dead-lettered %.0f\n",
+                ctl_field(q, "produced"), ctl_field(q, "delivered"), ctl_field(q, "redelivered"),
+                ctl_field(q, "acked"), ctl_field(q, "dead_lettered"));
+  } catch (const CtlError& e) {
+    std::printf("%s unknown (GET %s: %s)\n", kWhat, url.c_str(), e.message.c_str());
+  }
+}
 
 // A queue name the user gave: one non-empty path segment (keys.h).
 void ctl_check_name(const std::string& name) {
@@ -227,7 +458,7 @@ int cmd_ls(CtlClient& c) {
   return 0;
 }
 
-int cmd_stat(CtlClient& c, const std::string& name) {
+int cmd_stat(const CtlFlags& f, CtlClient& c, const std::string& name, double interval_s) {
   ctl_check_name(name);
   int64_t depth = ctl_depth_of(c, name);
   std::printf("queue:         %s\n", name.c_str());
@@ -266,7 +497,7 @@ int cmd_stat(CtlClient& c, const std::string& name) {
   }
   std::printf("settings:      visibility_timeout %.3g s, max_deliveries %u, max_in_flight %u (%s)\n",
               cfg.visibility_ms / 1000.0, cfg.max_deliveries, cfg.max_in_flight, source.c_str());
-  std::printf("in flight, rates, consumers: the member's /queues page or /metrics\n");
+  ctl_print_live(f, c, name, interval_s);
   return 0;
 }
 
@@ -376,8 +607,15 @@ int ctl_main(int argc, char** argv) {
   std::string name;
   int64_t n = 10;
   auto* ls = app.add_subcommand("ls", "list queues and their depth");
-  auto* stat = app.add_subcommand("stat", "one queue: depth, oldest, dead letters, settings");
+  double interval_s = 1;
+  auto* stat = app.add_subcommand(
+      "stat", "one queue: depth, oldest, dead letters, settings; in flight, consumers, rates from the member's page");
   stat->add_option("NAME", name, "queue")->required();
+  stat->add_option("--interval", interval_s, "seconds between the two reads rates come from (0: no rates)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60.0));
+  stat->add_option("--http-endpoint", f.http_endpoint,
+                   "the member's HTTP URL when its gRPC endpoint serves no HTTP (--listen-client-http-urls)");
   auto* peek = app.add_subcommand("peek", "the first N messages, unchanged");
   peek->add_option("NAME", name, "queue")->required();
   peek->add_option("N", n, "how many")->capture_default_str();
@@ -393,7 +631,7 @@ int ctl_main(int argc, char** argv) {
   try {
     CtlClient c(f);
     if (ls->parsed()) return cmd_ls(c);
-    if (stat->parsed()) return cmd_stat(c, name);
+    if (stat->parsed()) return cmd_stat(f, c, name, interval_s);
     if (peek->parsed()) return cmd_peek(c, name, n);
     if (redrive->parsed()) return cmd_redrive(c, name);
     if (purge->parsed()) return cmd_purge(c, name);

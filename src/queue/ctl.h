@@ -6,7 +6,15 @@
 //   ls                 every queue holding messages or a config: name, depth
 //                      (one keys-only Range a queue, skipping its messages)
 //   stat NAME          depth, oldest and newest message, dead letters
-//                      waiting in NAME.dlq, the settings in force
+//                      waiting in NAME.dlq, the settings in force (keys);
+//                      then in flight, consumers, oldest age, produce,
+//                      delivery and ack rates and counters from the same
+//                      member's GET /queues.json/NAME (page.h) on the same
+//                      port, TLS settings and token, read twice
+//                      --interval seconds apart (1) for the rates, or
+//                      from --http-endpoint URL (a member's
+//                      --listen-client-http-urls); when that fails, one
+//                      line says why and the rest stands
 //   peek NAME [N]      the first N messages (10), oldest first, without
 //                      delivering or changing them
 //   redrive NAME.dlq   each dead letter back into its queue as a new
@@ -18,8 +26,8 @@
 //                      its config stays
 //
 // The user names queues, never keys. Errors: one line on stderr, exit 1.
-// Counters, in flight and rates are on the member's /queues and /metrics
-// (page.h, metrics.h): the KV API has no key for them.
+// Counters, in flight and consumers have no key in the KV API: the member
+// keeps them (book.h, metrics.h) and shows them on /queues.json.
 #pragma once
 
 namespace etcdq::queue {

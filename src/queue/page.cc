@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/metrics.h"
 #include "queue/keys.h"
@@ -104,10 +105,13 @@ poll();
 </script></body></html>
 )HTML";
 
-std::string page_json(const PageInputs& in, int64_t now_ms, const keyspace::MayRead& may_read) {
+// `only`: one queue's entry (GET /queues.json/NAME), nullptr: every queue's.
+std::string page_json(const PageInputs& in, int64_t now_ms, const keyspace::MayRead& may_read,
+                      const std::string* only) {
   nlohmann::json queues = nlohmann::json::array();
   bool truncated = false;
-  for (const auto& name : in.book->queues()) {
+  std::vector<std::string> names = only != nullptr ? std::vector<std::string>{*only} : in.book->queues();
+  for (const auto& name : names) {
     // The queue's whole prefix: its messages, config and consumer keys.
     std::string prefix = queue_prefix(name);
     std::string end = prefix;
@@ -159,7 +163,18 @@ bool serve_page(const PageInputs& in, std::string_view path, int64_t now_ms, con
   }
   if (path == "/queues.json") {
     out->content_type = "application/json";
-    out->body = page_json(in, now_ms, may_read);
+    out->body = page_json(in, now_ms, may_read, nullptr);
+    out->needs_user = true;
+    return true;
+  }
+  // One queue (`etcdq queue stat`): the same answer, with at most its
+  // entry, whatever its place among the queues (kMaxQueues).
+  constexpr std::string_view kOne = "/queues.json/";
+  if (path.starts_with(kOne) && path.size() > kOne.size() &&
+      path.find('/', kOne.size()) == std::string_view::npos) {
+    std::string name(path.substr(kOne.size()));
+    out->content_type = "application/json";
+    out->body = page_json(in, now_ms, may_read, &name);
     out->needs_user = true;
     return true;
   }

@@ -13,6 +13,10 @@
 //                       "dead_lettered", "oldest_age_seconds",
 //                       "consumers", "dead_letter_queue",
 //                       "dead_letter_depth"}, ...], "truncated": bool}
+//   GET /queues.json/NAME  the same with at most queue NAME's entry (the
+//                      path percent-decoded; none when the member holds
+//                      nothing for NAME or the requester may not read
+//                      it): what `etcdq queue stat` reads (ctl.h)
 //
 // Who sees what: a queue is listed only when the requester may Range its
 // whole prefix /q/{queue}/ on the client port (member::Member::page gives
