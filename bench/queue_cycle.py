@@ -275,6 +275,10 @@ def main():
                 name: {"rates": rates[name], "median": statistics.median(rates[name]),
                        "p50_ms": pct(per_cycle[name], 50) * 1000, "p99_ms": pct(per_cycle[name], 99) * 1000}
                 for name, _, _ in servers}
+            if rabbit is not None:
+                # Its Erlang schedulers spin: not beside the open loop.
+                rabbit.stop()
+                rabbit = None
             if r_rates:
                 results["rabbitmq"][size] = {"rates": r_rates, "median": statistics.median(r_rates),
                                              "p50_ms": pct(r_durs, 50) * 1000, "p99_ms": pct(r_durs, 99) * 1000}
