@@ -486,7 +486,8 @@ void send_commit_now(struct raft* r) {
 // a new term's leader vouches again. Relies on 0.15's struct raft fields
 // (public, raft.h) and on logTermOf, replicationApply and
 // replicationInstallSnapshotBusy being global in libraft.a
-// (libraft.patches_fit checks that).
+// (libraft.patches_fit checks that). tests/unit/consensus_heard_commit_test.cc
+// plays the race on libraft's in-memory cluster, with and without this.
 namespace etcdq::consensus {
 HeardCommit::Vouch HeardCommit::vouch_of(const struct raft_message& m) {
   Vouch v;
