@@ -21,6 +21,12 @@ bench/etcdq_queue_bench --rate (C++, so the client is not what limits);
 reported is produce (Put sent) to delivery (event received) p50/p99/max, and
 the same for put to watch event on etcd's plain keys (--plain).
 
+With RabbitMQ installed (bench only, not in setup or CI: `apt-get install
+rabbitmq-server python3-pika`; bench/rabbitmq_anchor.py), each round also
+runs the same worker on a RabbitMQ quorum queue (publish with confirms, the
+delivery on a prefetch-1 consumer, manual ack) on as many nodes, the client
+on a node that does not lead the queue; --no-rabbitmq leaves it out.
+
 Clusters are fresh per size and server (bench/cluster_side_by_side.py's
 Cluster: loopback, free ports, data dirs under $BENCH_DIR or /var/tmp,
 etcd's default heartbeat 100 ms / election 1000 ms). Rounds alternate the
@@ -211,24 +217,52 @@ def main():
     ap.add_argument("--payload", type=int, default=256)
     ap.add_argument("--out")
     ap.add_argument("--json", help="write the results as JSON here")
+    ap.add_argument("--no-rabbitmq", action="store_true", help="leave out the RabbitMQ anchor")
     args = ap.parse_args()
+    import rabbitmq_anchor
+    rabbit_why = "left out (--no-rabbitmq)" if args.no_rabbitmq else rabbitmq_anchor.available()
+    if rabbit_why:
+        print("RabbitMQ anchor:", rabbit_why, flush=True)
     payload = b"x" * args.payload
     root = os.environ.get("BENCH_DIR", "/var/tmp")
     servers = [("etcd 3.6", args.etcd, False), ("etcdq", args.etcdq, True)]
-    results = {"cycle": {}, "open_loop": {}}
+    results = {"cycle": {}, "open_loop": {}, "rabbitmq": {}}
     problems = []
     loads = []
     for size in [int(s) for s in args.sizes.split(",")]:
         clusters = {}
+        rabbit = None
         try:
             for name, binary, _ in servers:
                 c = csbs.Cluster(f"qcycle-{'q' if name == 'etcdq' else 'e'}{size}", binary, root, 100, 1000,
                                  100000, size=size)
                 clusters[name] = c
                 c.start()
+            rabbit = None
+            if not rabbit_why:
+                rabbit = rabbitmq_anchor.RabbitCluster(size, root)
+                try:
+                    rabbit.start()
+                except Exception as e:  # noqa: BLE001
+                    problems.append(f"RabbitMQ on {size} node(s): {e}")
+                    rabbit.stop()
+                    rabbit = None
             rates = {name: [] for name, _, _ in servers}
             per_cycle = {name: [] for name, _, _ in servers}
+            r_rates, r_durs = [], []
             for r in range(args.rounds):
+                if rabbit is not None:
+                    rate, durs, steps = rabbitmq_anchor.cycles(rabbit, args.seconds, payload)
+                    r_rates.append(rate)
+                    r_durs.extend(durs)
+                    loads.append(os.getloadavg()[0])
+                    if os.environ.get("QUEUE_CYCLE_STEPS"):
+                        for j, what in enumerate(("publish confirmed", "delivery after confirm", "ack sent")):
+                            xs = [st[j] for st in steps]
+                            print(f"    {what}: p50 {pct(xs, 50) * 1000:.2f} ms p99 {pct(xs, 99) * 1000:.2f} ms",
+                                  flush=True)
+                    print(f"{size} member(s), round {r + 1}, RabbitMQ quorum queue: {rate:.0f} cycles/s "
+                          f"(p50 {pct(durs, 50) * 1000:.2f} ms, p99 {pct(durs, 99) * 1000:.2f} ms)", flush=True)
                 for name, _, is_q in servers:
                     ep = follower_endpoint(clusters[name]) if size > 1 else clusters[name].members[0].endpoint
                     rate, durs = cycles(ep, is_q, args.seconds, payload)
@@ -241,6 +275,13 @@ def main():
                 name: {"rates": rates[name], "median": statistics.median(rates[name]),
                        "p50_ms": pct(per_cycle[name], 50) * 1000, "p99_ms": pct(per_cycle[name], 99) * 1000}
                 for name, _, _ in servers}
+            if rabbit is not None:
+                # Its Erlang schedulers spin: not beside the open loop.
+                rabbit.stop()
+                rabbit = None
+            if r_rates:
+                results["rabbitmq"][size] = {"rates": r_rates, "median": statistics.median(r_rates),
+                                             "p50_ms": pct(r_durs, 50) * 1000, "p99_ms": pct(r_durs, 99) * 1000}
             if size > 1 and args.rate > 0:
                 for name, _, is_q in servers:
                     ep = follower_endpoint(clusters[name])
@@ -267,6 +308,8 @@ def main():
             for c in clusters.values():
                 c.stop()
                 c.remove()
+            if rabbit is not None:
+                rabbit.stop()
     lines = ["| members (client on) | etcd 3.6 put→event→delete cycles/s | etcdq produce→delivery→ack cycles/s | "
              "etcdq / etcd | cycle p50 / p99 ms (etcd; etcdq) |", "| --- | --- | --- | --- | --- |"]
     for size, by in results["cycle"].items():
@@ -276,6 +319,20 @@ def main():
             f"({', '.join(f'{x:.0f}' for x in e['rates'])}) | {q['median']:.0f} "
             f"({', '.join(f'{x:.0f}' for x in q['rates'])}) | {q['median'] / e['median']:.2f}× | "
             f"{e['p50_ms']:.2f} / {e['p99_ms']:.2f}; {q['p50_ms']:.2f} / {q['p99_ms']:.2f} |")
+    if results["rabbitmq"]:
+        lines.append("")
+        lines.append("The anchor in the same rounds, one synchronous worker on a RabbitMQ "
+                     f"{rabbitmq_anchor.version()} quorum queue (publish confirmed → delivery → ack; "
+                     "RabbitMQ does not answer an ack); on 3 nodes the client is on one that does not lead the "
+                     "queue:")
+        lines.append("")
+        lines.append("| nodes | RabbitMQ cycles/s | cycle p50 / p99 ms | etcdq / RabbitMQ |")
+        lines.append("| --- | --- | --- | --- |")
+        for size, rq in results["rabbitmq"].items():
+            q = results["cycle"].get(size, {}).get("etcdq")
+            ratio = f"{q['median'] / rq['median']:.2f}×" if q else ""
+            lines.append(f"| {size} | {rq['median']:.0f} ({', '.join(f'{x:.0f}' for x in rq['rates'])}) | "
+                         f"{rq['p50_ms']:.2f} / {rq['p99_ms']:.2f} | {ratio} |")
     for size, by in results["open_loop"].items():
         lines.append("")
         lines.append(f"{args.rate} messages/s open loop on {size} members, producer and consumer on a follower:")

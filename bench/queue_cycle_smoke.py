@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """CTest smoke run (label `bench`) of bench/queue_cycle.py: a short run of the
 whole script, etcd 3.6 ($ETCD36_DIR/etcd) beside etcdq ($ETCDQ_BIN), on 1 and
-3 members, with the open loop at 200 messages/s ($ETCDQ_QUEUE_BENCH).
+3 members, with the open loop at 200 messages/s ($ETCDQ_QUEUE_BENCH), without
+the RabbitMQ anchor (bench only).
 
 Checks what the script reports, not the servers' speed: it exits 0, both
 servers ran synchronous cycles on both cluster sizes, and on 3 members both
@@ -26,7 +27,7 @@ class QueueCycleSmoke(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "cycle.json")
             cmd = [sys.executable, os.path.join(HERE, "queue_cycle.py"), "--etcdq", ETCDQ, "--tool", TOOL,
-                   "--sizes", "1,3", "--seconds", "0.5", "--rounds", "1", "--rate", "200", "--json", out]
+                   "--sizes", "1,3", "--seconds", "0.5", "--rounds", "1", "--rate", "200", "--json", out, "--no-rabbitmq"]
             if ETCD:
                 cmd += ["--etcd", ETCD]
             env = dict(os.environ, BENCH_DIR=d)

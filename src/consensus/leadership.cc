@@ -22,7 +22,11 @@ void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
   Impl* self = of(io);
   // Only members: the map must not grow with ids a peer makes up.
   if (self->index_of(msg->server_id) >= 0) self->contact.heard(msg->server_id, SteadyClock::now());
+  // Read before libraft takes the message (libraft_patches.h, 10).
+  HeardCommit::Vouch vouch = HeardCommit::vouch_of(*msg);
   self->libraft_recv(io, msg);
+  self->heard_commit.heard(&self->raft, vouch);
+  self->heard_commit.apply(&self->raft);
   self->refresh_leader();
 }
 

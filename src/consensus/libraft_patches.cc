@@ -436,7 +436,8 @@ void forget_answers(const struct raft* r) {
 // bcastAppend after maybeCommit). Measured (bench/queue_cycle.py, 1,000
 // queue messages/s through a follower of 3): produce-to-delivery p50 7.2 to
 // 7.6 ms without, 3.6 to 5.3 ms with; p99 46 to 76 ms without, 15 to 32 ms
-// with (bench/RESULTS.md, "Queue latency").
+// with (bench/RESULTS.md, "Queue latency"). A follower that gets the
+// heartbeat while it still writes the entry needs patch 10 to use it.
 //
 // send_commit_now marks each follower in pipeline state as not sent to for
 // an interval (raft_progress.last_send, public in raft.h) and calls
@@ -454,5 +455,66 @@ void send_commit_now(struct raft* r) {
     if (p->state == kProgressPipeline) p->last_send = 0;
   }
   (void)replicationHeartbeat(r);
+}
+}  // namespace etcdq::consensus
+
+// ==== 10. HeardCommit =========================================================
+// A follower applies a commit it heard while the entries were being written.
+//
+// libraft 0.15's follower sets its commit index to min(leader commit, last
+// stored) when an AppendEntries arrives (replication.c, replicationAppend
+// for an empty one) and, for one with entries, once their write completes,
+// from that same message's leader commit (appendFollowerCb). A leader that
+// commits an entry on its own write and one follower's sends the commit
+// (patch 9's heartbeat) while the other follower is still writing that
+// entry: the heartbeat's commit is cut to the entries stored before it, and
+// the write's completion brings only the older commit its own message
+// carried. That follower applies the entry only at the next append or
+// heartbeat, 100 to 200 ms later when idle: the stalls patch 9's first
+// version saw through one follower in some runs, and why forwarded writes
+// took a barrier entry instead (one more log write on every member).
+// etcd's raft keeps a commit index above what is stable (raft.go,
+// handleHeartbeat's commitTo) and applies once the entries are stored.
+//
+// HeardCommit does the same: from each AppendEntries it keeps the leader's
+// commit, capped at the last index the message says both logs share, once
+// this follower's log holds that index with the leader's term for it (Raft's
+// log matching: every entry up to it is then the leader's). After each
+// stored append libraft hears of, and each message, it raises libraft's
+// commit index to what was heard, up to what is stored, and lets libraft's
+// replicationApply apply it, as appendFollowerCb would have. Kept per term:
+// a new term's leader vouches again. Relies on 0.15's struct raft fields
+// (public, raft.h) and on logTermOf, replicationApply and
+// replicationInstallSnapshotBusy being global in libraft.a
+// (libraft.patches_fit checks that). tests/unit/consensus_heard_commit_test.cc
+// plays the race on libraft's in-memory cluster, with and without this.
+namespace etcdq::consensus {
+HeardCommit::Vouch HeardCommit::vouch_of(const struct raft_message& m) {
+  Vouch v;
+  if (m.type != RAFT_IO_APPEND_ENTRIES) return v;
+  const struct raft_append_entries& a = m.append_entries;
+  v.term = a.term;
+  v.match_index = a.prev_log_index + a.n_entries;
+  v.match_term = a.n_entries > 0 ? a.entries[a.n_entries - 1].term : a.prev_log_term;
+  v.commit = std::min(a.leader_commit, v.match_index);
+  return v;
+}
+
+void HeardCommit::heard(struct raft* r, const Vouch& v) {
+  if (v.term == 0 || v.commit == 0 || r->state != RAFT_FOLLOWER || v.term != r->current_term) return;
+  if (logTermOf(&r->log, v.match_index) != v.match_term) return;
+  if (term_ != v.term) {
+    term_ = v.term;
+    index_ = 0;
+  }
+  index_ = std::max(index_, v.commit);
+}
+
+void HeardCommit::apply(struct raft* r) const {
+  if (r->state != RAFT_FOLLOWER || term_ != r->current_term || replicationInstallSnapshotBusy(r)) return;
+  raft_index to = std::min(index_, r->last_stored);
+  if (to <= r->commit_index) return;
+  r->commit_index = to;
+  (void)replicationApply(r);
 }
 }  // namespace etcdq::consensus

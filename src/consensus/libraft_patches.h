@@ -32,6 +32,9 @@
 //   9. Not a wrap: send_commit_now below calls libraft's own
 //      replicationHeartbeat (replication.c) so that followers hear of a
 //      commit at once, not at the next append or heartbeat.
+//  10. Not a wrap: a follower keeps a commit index it heard before the
+//      entries it covers were stored, and applies it once they are
+//      (HeardCommit below; libraft's replicationApply).
 #pragma once
 
 extern "C" {
@@ -85,6 +88,37 @@ void forget_answers(const struct raft* r);
 // raft_barrier may be called there.
 void send_commit_now(struct raft* r);
 
+// 10. What a follower heard of the leader's commit index that libraft
+// could not use yet: the entries it covers were still being written.
+// Consensus thread only, like the raft it belongs to.
+class HeardCommit {
+ public:
+  // What an AppendEntries vouches for, read before libraft takes `m`
+  // (it owns the message's entries after): its term, the highest index
+  // it says this member's log matches the leader's up to, and the
+  // leader's commit index capped there. Not an AppendEntries: nothing.
+  struct Vouch {
+    raft_term term = 0;
+    raft_index match_index = 0;
+    raft_term match_term = 0;
+    raft_index commit = 0;
+  };
+  static Vouch vouch_of(const struct raft_message& m);
+  // After libraft handled the message `v` came from: keeps v's commit if
+  // `r` is a follower in v's term whose log holds the entry v names, with
+  // its term (so, by Raft's log matching, every entry up to it is the
+  // leader's), whether or not libraft could apply it yet.
+  void heard(struct raft* r, const Vouch& v);
+  // Applies what was heard up to what `r` has stored, if libraft's own
+  // commit index is behind it. After libraft learned of a stored append
+  // (consensus/log_appends.cc) and after each message.
+  void apply(struct raft* r) const;
+
+ private:
+  raft_term term_ = 0;
+  raft_index index_ = 0;
+};
+
 }  // namespace etcdq::consensus
 
 extern "C" {
@@ -136,6 +170,12 @@ int __wrap_UvWriterSubmit(struct UvWriter* w, struct UvWriterReq* req, const uv_
 // one (entries it lacks, or a heartbeat once an interval passed since the
 // last send to it). Errors are only logged by libraft; returns 0.
 int replicationHeartbeat(struct raft* r);
+// 10. libraft's own (replication.c, 0.15): apply every entry up to
+// r->commit_index (leader or follower; returns libraft's error, which its
+// own callers only trace); and whether a snapshot install is under way
+// (then r->last_stored is 0 and nothing may commit).
+int replicationApply(struct raft* r);
+bool replicationInstallSnapshotBusy(struct raft* r);
 // 5. libuv's, as libraft's calls reach it.
 int __real_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);
 int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb work, uv_after_work_cb after);

@@ -121,6 +121,7 @@ void LogAppends::appended_hook(struct raft_io_append* req, int status) {
   }
   self->report_written();  // libraft hears of appends in the order they were made
   t.cb(req, status);
+  self->n_.heard_commit.apply(&self->n_.raft);
 }
 
 void LogAppends::report_written() {
@@ -130,6 +131,9 @@ void LogAppends::report_written() {
     WrittenAppend w = written_.front();
     written_.pop_front();
     w.cb(w.req, 0);
+    // A follower may have heard of the commit of what it just stored
+    // before it was stored (libraft_patches.h, 10).
+    n_.heard_commit.apply(&n_.raft);
   }
   if (defer_) {
     uv_check_stop(&after_io_);

@@ -157,6 +157,10 @@ struct Node::Impl {
   raft_io_recv_cb libraft_recv = nullptr;
   int (*uv_start)(struct raft_io*, unsigned, raft_io_tick_cb, raft_io_recv_cb) = nullptr;
   raft_id last_leader_seen = 0;  // for etcd_server_leader_changes_seen_total
+  // A follower's commit index heard before its entries were stored
+  // (libraft_patches.h, 10): noted in recv_hook, applied there and once
+  // LogAppends reports a stored append.
+  HeardCommit heard_commit;
   LogAppends log_appends{*this};  // how appends reach libraft (consensus/log_appends.h)
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
@@ -242,7 +246,6 @@ struct Node::Impl {
   void fail(uint64_t id, const Error& e);
   int on_fsm_apply(const struct raft_buffer* buf, void** result);
   static void on_applied(struct raft_apply* req, int status, void* /*result*/);
-  void send_commit_nudge();
   void fail_pending(Pending& p, const Error& e);
   void propose_entries(std::vector<Pending>& batch);
   static int fsm_apply(struct raft_fsm* fsm, const struct raft_buffer* buf, void** result);

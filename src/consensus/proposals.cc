@@ -89,36 +89,18 @@ void Node::Impl::on_applied(struct raft_apply* req, int status, void* /*result*/
   for (uint64_t id : a->ids) self->fail(id, e);
   Error fe = status == 0 ? Error() : raft_error(status, "append");
   for (auto& done : a->forwarded) done(fe);
-  bool nudge = status == 0 && !a->forwarded.empty() && self->inflight == 1;
-  bool tell = status == 0 && !nudge;
   delete a;
   --self->inflight;
-  // Any other entry: its commit goes to the followers at once in an empty
-  // append (libraft_patches.h, 6), so they apply it, answer what was
-  // forwarded and tell their watchers (a queue's consumers) now rather
-  // than with the next entry or heartbeat. The barrier below stays for the
-  // idle forwarded case, where it was measured to hold the tail down.
-  if (tell && !self->closing && raft_state(&self->raft) == RAFT_LEADER && self->raft.configuration.n > 1) {
+  // The entry's commit goes to the followers at once in an empty append
+  // (libraft_patches.h, 9), so they apply it, answer what was forwarded
+  // through them and tell their watchers (a queue's consumers) now rather
+  // than with the next entry or heartbeat. A follower still writing the
+  // entry applies it once written (libraft_patches.h, 10).
+  if (status == 0 && !self->closing && raft_state(&self->raft) == RAFT_LEADER &&
+      self->raft.configuration.n > 1) {
     send_commit_now(&self->raft);
   }
-  // The followers that forwarded these answer once they apply them, and
-  // libraft tells followers the commit index only with the next append
-  // (a heartbeat away when idle). With nothing else in flight, an empty
-  // barrier carries it at once.
-  if (nudge) self->send_commit_nudge();
   self->maybe_close();
-}
-
-void Node::Impl::send_commit_nudge() {
-  if (closing || raft_state(&raft) != RAFT_LEADER) return;
-  auto* b = new BarrierReq{};
-  b->impl = this;
-  b->req.data = b;
-  if (raft_barrier(&raft, &b->req, on_barrier) != 0) {
-    delete b;
-    return;
-  }
-  ++inflight;
 }
 
 void Node::Impl::fail_pending(Pending& p, const Error& e) {

@@ -33,6 +33,19 @@ bool WatchHub::defer(void (*fn)(void*), void* arg) {
   return true;
 }
 
+void WatchHub::run_deferring(const std::function<void()>& fn) {
+  if (t_deferred != nullptr) {
+    fn();
+    return;
+  }
+  std::vector<Deferred> deferred;
+  deferred.reserve(kMaxDeferred);
+  t_deferred = &deferred;
+  fn();
+  t_deferred = nullptr;
+  for (const Deferred& d : deferred) d.fn(d.arg);
+}
+
 void HubEvent::encode() {
   if (encoded_) return;
   ev_.SerializeToString(&bytes_);

@@ -92,6 +92,13 @@ struct WatchBatch {
   // Non-empty: the watcher is canceled for this reason (sent even when the
   // stream has no room: it is small and ends the watcher's traffic).
   std::string cancel_reason;
+  // Whether the answers of the entry being applied wait until the stream
+  // wrote these events (member/answer_gate.h): a put's watchers see its
+  // event before the put is answered, as etcd's do. False for a queue's
+  // deliveries, which are no etcd watch event: the produce's answer does
+  // not wait for the consumer's stream (it starts writing first when it
+  // was idle: run_deferring).
+  bool holds_answers = true;
 };
 
 // One client stream's side of the hub.
@@ -186,6 +193,14 @@ class WatchHub {
   // hands the work to a thread of its own. `arg` must stay valid until fn
   // has run.
   static bool defer(void (*fn)(void*), void* arg);
+  // Runs fn() with defer() working as inside publish(), then, on this
+  // thread with whatever locks fn took released, what sinks deferred in
+  // it. For a sink offered events outside publish() on the apply thread
+  // (a queue's deliveries, queue/host.cc): an idle consumer's stream
+  // starts writing its delivery there and then, as a watcher's does. Inside
+  // publish() or another run_deferring(), fn's deferrals join the outer
+  // list.
+  static void run_deferring(const std::function<void()>& fn);
 
  private:
   struct Watcher;

@@ -64,6 +64,7 @@ bool Host::flush_locked(Consumer& c) {
   while (!c.waiting.empty()) {
     mvcc::WatchBatch b;
     b.watch_id = c.watch_id;
+    b.holds_answers = false;
     size_t bytes = 0, n = 0;
     for (const auto& d : c.waiting) {
       size_t size = d.kv.ByteSizeLong() + 16;
@@ -102,15 +103,20 @@ bool Host::flush_locked(Consumer& c) {
 }
 
 void Host::deliver(std::vector<Delivery>&& deliveries) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Consumer*> touched;
-  for (auto& d : deliveries) {
-    auto it = consumers_.find(d.instance);
-    if (it == consumers_.end()) continue;  // gone: the leader redelivers what it held
-    if (it->second.waiting.empty()) touched.push_back(&it->second);
-    it->second.waiting.push_back(std::move(d));
-  }
-  for (Consumer* c : touched) flush_locked(*c);
+  // On the apply thread, after the entry that decided them: an idle
+  // consumer's stream writes from here, with no writer thread to wake
+  // (a synchronous worker's produce-to-delivery, issue #37).
+  mvcc::WatchHub::run_deferring([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Consumer*> touched;
+    for (auto& d : deliveries) {
+      auto it = consumers_.find(d.instance);
+      if (it == consumers_.end()) continue;  // gone: the leader redelivers what it held
+      if (it->second.waiting.empty()) touched.push_back(&it->second);
+      it->second.waiting.push_back(std::move(d));
+    }
+    for (Consumer* c : touched) flush_locked(*c);
+  });
 }
 
 void Host::tick() {

@@ -133,7 +133,7 @@ bool WatchStream::offer(const member::WatchBatch& b) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!offer_locked(b)) return false;
-    if (!b.events.empty()) note_for_answers_locked();
+    if (!b.events.empty() && b.holds_answers) note_for_answers_locked();
     post = schedule_locked();
   }
   // An idle stream starts its write on the apply thread once the hub lock

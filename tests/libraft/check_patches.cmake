@@ -55,6 +55,17 @@ if(NOT syms MATCHES "[:-]replication.o: *[0-9a-f]+ T replicationHeartbeat\n")
   list(APPEND failures "replicationHeartbeat is not a global function of libraft's replication.o")
 endif()
 
+# 10. HeardCommit calls libraft's logTermOf (log.c), replicationApply and
+# replicationInstallSnapshotBusy (replication.c) itself.
+foreach(c "logTermOf|log.o" "replicationApply|replication.o" "replicationInstallSnapshotBusy|replication.o")
+  string(REPLACE "|" ";" parts "${c}")
+  list(GET parts 0 sym)
+  list(GET parts 1 def)
+  if(NOT syms MATCHES "[:-]${def}: *[0-9a-f]+ T ${sym}\n")
+    list(APPEND failures "${sym} is not a global function of libraft's ${def}")
+  endif()
+endforeach()
+
 if(failures)
   string(REPLACE ";" "\n  " text "${failures}")
   message(FATAL_ERROR "the libraft patches do not fit ${LIB}:\n  ${text}")
