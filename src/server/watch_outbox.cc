@@ -6,48 +6,69 @@
 
 namespace etcdq::server {
 
-void WatchOutbox::add_events(const member::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit,
-                             uint64_t* open_seq) {
+void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t fragment_limit, uint64_t* open_seq) {
   member::watches::events_queued(b.events.size());
-  if (fragment && bytes + kMaxWirePrefix > fragment_limit) {
-    add_fragments(b, fragment_limit);
-    if (open_seq != nullptr) *open_seq = kNoResponse;  // later events start a response of their own
-    return;
-  }
-  // Join the watcher's queued response if it has one and room: its events
-  // stay in order and each revision stays whole. It is open while not
-  // being written (seq >= head_seq_) and no control response was queued
-  // after it (seq >= barrier_seq_).
+  // A response grows by whole revisions up to kMergeBytes (and within the
+  // fragment limit for a watcher that asked for fragments: a joined
+  // response must never need them).
+  size_t bound = WatchService::kMergeBytes;
+  if (fragment) bound = std::min(bound, fragment_limit > kMaxWirePrefix ? fragment_limit - kMaxWirePrefix : 0);
+  // The watcher's queued response is open while not being written
+  // (seq >= head_seq_) and no control response was queued after it
+  // (seq >= barrier_seq_).
+  uint64_t open = kNoResponse;
   if (open_seq != nullptr && *open_seq != kNoResponse && *open_seq >= head_seq_ && *open_seq >= barrier_seq_) {
-    Out& q = out_[static_cast<size_t>(*open_seq - head_seq_)];
-    if (q.body.size() + bytes <= WatchService::kMergeBytes) {
-      for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
-      q.events += b.events.size();
-      q.revision = b.revision;
-      add_queued(bytes);
-      return;
-    }
+    open = *open_seq;
   }
-  Out& q = push(b.watch_id, b.revision);
-  q.body.reserve(bytes);
-  for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
-  q.events = b.events.size();
-  add_queued(bytes + kMaxWirePrefix);
-  if (open_seq != nullptr) *open_seq = q.seq;
+  const auto events = b.events;
+  size_t i = 0;
+  while (i < events.size()) {
+    // One revision: events[i, j), `n` bytes as fields.
+    int64_t rev = events[i].event->revision();
+    size_t j = i, n = 0;
+    for (; j < events.size() && events[j].event->revision() == rev; ++j) n += event_field_size(events[j].bytes().size());
+    // The batch's header revision goes with its last revision.
+    int64_t header_rev = j == events.size() ? std::max(rev, b.revision) : rev;
+    if (open != kNoResponse) {
+      Out& q = out_[static_cast<size_t>(open - head_seq_)];
+      if (q.body.size() + n <= bound) {
+        for (size_t k = i; k < j; ++k) append_event_field(&q.body, events[k].bytes());
+        q.events += j - i;
+        q.revision = header_rev;
+        add_queued(n);
+        i = j;
+        continue;
+      }
+    }
+    if (fragment && n + kMaxWirePrefix > fragment_limit) {
+      add_fragments(b.watch_id, header_rev, events.subspan(i, j - i), fragment_limit);
+      open = kNoResponse;  // later events start a response of their own
+    } else {
+      Out& q = push(b.watch_id, header_rev);
+      q.body.reserve(n);
+      for (size_t k = i; k < j; ++k) append_event_field(&q.body, events[k].bytes());
+      q.events = j - i;
+      add_queued(n + kMaxWirePrefix);
+      open = q.seq;
+    }
+    i = j;
+  }
+  if (open_seq != nullptr) *open_seq = open;
 }
 
-// One revision (or a catch-up step) too big for one response: parts of
-// whole events, each but the last marked `fragment`.
-void WatchOutbox::add_fragments(const member::WatchBatch& b, size_t limit) {
+// One revision too big for one response: parts of whole events, each but
+// the last marked `fragment`.
+void WatchOutbox::add_fragments(int64_t watch_id, int64_t revision, std::span<const mvcc::EventRef> events,
+                                size_t limit) {
   Out* part = nullptr;
-  for (const auto& ev : b.events) {
+  for (const auto& ev : events) {
     size_t n = event_field_size(ev.bytes().size());
     if (part != nullptr && !part->body.empty() && kMaxWirePrefix + part->body.size() + n > limit) {
       part->fragment = true;
       add_queued(part->body.size() + kMaxWirePrefix);
       part = nullptr;
     }
-    if (part == nullptr) part = &push(b.watch_id, b.revision);
+    if (part == nullptr) part = &push(watch_id, revision);
     append_event_field(&part->body, ev.bytes());
     ++part->events;
   }

@@ -12,6 +12,7 @@
 
 #include "server/stream_watchers.h"
 #include "server/watch_outbox.h"
+#include "server/watch_service.h"
 
 namespace etcdq::server {
 namespace {
@@ -64,12 +65,12 @@ TEST(WatchOutbox, EventsJoinTheirWatchersOpenResponseUntilAControlResponseIsQueu
   Events ev;
   for (int64_t r = 1; r <= 3; ++r) ev.add(r, "k" + std::to_string(r));
   uint64_t open = WatchOutbox::kNoResponse;
-  o.add_events(ev.batch(7, 0, 1), ev.field_bytes(0, 1), false, 1 << 20, &open);
-  o.add_events(ev.batch(7, 1, 2), ev.field_bytes(1, 2), false, 1 << 20, &open);
+  o.add_events(ev.batch(7, 0, 1), false, 1 << 20, &open);
+  o.add_events(ev.batch(7, 1, 2), false, 1 << 20, &open);
   etcdserverpb::WatchResponse progress;
   progress.set_watch_id(7);
   o.add_control(progress);
-  o.add_events(ev.batch(7, 2, 3), ev.field_bytes(2, 3), false, 1 << 20, &open);
+  o.add_events(ev.batch(7, 2, 3), false, 1 << 20, &open);
   auto out = write_all(&o);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].events_size(), 2);
@@ -87,7 +88,7 @@ TEST(WatchOutbox, ABatchPastTheFragmentLimitGoesOutInPartsOfWholeEvents) {
   for (int i = 0; i < 10; ++i) ev.add(5, "key" + std::to_string(i), 1000);
   uint64_t open = WatchOutbox::kNoResponse;
   const size_t limit = kMaxWirePrefix + 2500;  // two events a part
-  o.add_events(ev.batch(1, 0, 10), ev.field_bytes(0, 10), /*fragment=*/true, limit, &open);
+  o.add_events(ev.batch(1, 0, 10), /*fragment=*/true, limit, &open);
   EXPECT_EQ(open, WatchOutbox::kNoResponse);  // later events start a response of their own
   auto out = write_all(&o);
   ASSERT_EQ(out.size(), 5u);
@@ -99,6 +100,111 @@ TEST(WatchOutbox, ABatchPastTheFragmentLimitGoesOutInPartsOfWholeEvents) {
   EXPECT_EQ(events, 10);
 }
 
+TEST(WatchOutbox, OneBatchOfManyRevisionsIsOneResponseInRevisionOrder) {
+  // The hub hands a watcher all of one apply pass's revisions at once.
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  for (int64_t r = 10; r <= 14; ++r) ev.add(r, "k" + std::to_string(r));
+  ev.add(14, "k14b");  // a txn: two events of one revision
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(3, 0, 6), false, 1 << 20, &open);
+  auto out = write_all(&o);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].events_size(), 6);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[0].events(i).kv().mod_revision(), 10 + i);
+  EXPECT_EQ(out[0].events(5).kv().key(), "k14b");
+  EXPECT_EQ(out[0].header().revision(), 14);
+  EXPECT_EQ(out[0].watch_id(), 3);
+}
+
+TEST(WatchOutbox, WhatPilesUpWhileTheStreamWritesGoesOutInOneResponseWhenItFrees) {
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  for (int64_t r = 1; r <= 6; ++r) ev.add(r, "k" + std::to_string(r));
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(1, 0, 1), false, 1 << 20, &open);
+  ASSERT_NE(o.start_write(WireHeader{}), nullptr);  // revision 1 is being written
+  // Passes arriving meanwhile, one or two revisions each: none may join
+  // the response being written; all join one new response.
+  o.add_events(ev.batch(1, 1, 3), false, 1 << 20, &open);
+  o.add_events(ev.batch(1, 3, 4), false, 1 << 20, &open);
+  o.add_events(ev.batch(1, 4, 6), false, 1 << 20, &open);
+  o.write_done();
+  auto out = write_all(&o);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].events_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[0].events(i).kv().mod_revision(), 2 + i);
+  EXPECT_EQ(out[0].header().revision(), 6);
+}
+
+TEST(WatchOutbox, PastTheMergeBoundResponsesSplitOnlyBetweenRevisions) {
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  // Revisions of three events of ~10 KiB each: two revisions fit a response.
+  const size_t value = 10 << 10;
+  for (int64_t r = 1; r <= 7; ++r) {
+    for (int k = 0; k < 3; ++k) ev.add(r, "k" + std::to_string(r) + "." + std::to_string(k), value);
+  }
+  ev.add(8, "huge", WatchService::kMergeBytes + 100);  // bigger than the bound alone
+  ev.add(9, "after");
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(2, 0, 3), false, 1 << 20, &open);              // revision 1 alone first
+  o.add_events(ev.batch(2, 3, ev.refs.size()), false, 1 << 20, &open);  // then 2 to 9 at once
+  auto out = write_all(&o);
+  int64_t last_rev = 0;
+  size_t events = 0;
+  for (const auto& r : out) {
+    ASSERT_GT(r.events_size(), 0);
+    EXPECT_FALSE(r.fragment());
+    // A response starts with a revision's first event: none is split.
+    EXPECT_GT(r.events(0).kv().mod_revision(), last_rev);
+    int64_t first = r.events(0).kv().mod_revision();
+    last_rev = r.events(r.events_size() - 1).kv().mod_revision();
+    EXPECT_EQ(r.header().revision(), last_rev);
+    if (first != last_rev) {
+      EXPECT_LE(r.ByteSizeLong(), WatchService::kMergeBytes + kMaxWirePrefix);
+    }
+    events += static_cast<size_t>(r.events_size());
+  }
+  EXPECT_EQ(events, ev.refs.size());
+  EXPECT_EQ(last_rev, 9);
+  // 1+2, 3+4, 5+6, 7, the huge 8 alone, then 9.
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[0].events_size(), 6);
+  EXPECT_EQ(out[3].events_size(), 3);
+  EXPECT_EQ(out[4].events_size(), 1);
+  EXPECT_EQ(out[4].events(0).kv().key(), "huge");
+  EXPECT_EQ(out[5].events(0).kv().key(), "after");
+}
+
+TEST(WatchOutbox, OnlyARevisionPastTheFragmentLimitIsFragmentedTheRestStaysWhole) {
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  ev.add(1, "small");
+  for (int i = 0; i < 6; ++i) ev.add(2, "big" + std::to_string(i), 1000);  // a txn past the limit
+  ev.add(3, "next");
+  ev.add(4, "last");
+  const size_t limit = kMaxWirePrefix + 2500;  // two of the big events a part
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(4, 0, ev.refs.size()), /*fragment=*/true, limit, &open);
+  auto out = write_all(&o);
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0].events_size(), 1);  // revision 1 on its own: 2 could not join it
+  EXPECT_FALSE(out[0].fragment());
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(out[i].events_size(), 2);
+    EXPECT_EQ(out[i].fragment(), i < 3);  // the last part ends the fragments
+    EXPECT_EQ(out[i].events(0).kv().mod_revision(), 2);
+  }
+  ASSERT_EQ(out[4].events_size(), 2);  // 3 and 4 together again
+  EXPECT_FALSE(out[4].fragment());
+  EXPECT_EQ(out[4].header().revision(), 4);
+}
+
 TEST(WatchOutbox, WhatItHoldsIsAddedToTheTotalAndGivenBackWhenWrittenOrDropped) {
   std::atomic<size_t> total{0};
   {
@@ -106,8 +212,8 @@ TEST(WatchOutbox, WhatItHoldsIsAddedToTheTotalAndGivenBackWhenWrittenOrDropped) 
     Events ev;
     ev.add(1, "a");
     ev.add(2, "b");
-    o.add_events(ev.batch(1, 0, 1), ev.field_bytes(0, 1), false, 1 << 20, nullptr);
-    o.add_events(ev.batch(2, 1, 2), ev.field_bytes(1, 2), false, 1 << 20, nullptr);
+    o.add_events(ev.batch(1, 0, 1), false, 1 << 20, nullptr);
+    o.add_events(ev.batch(2, 1, 2), false, 1 << 20, nullptr);
     EXPECT_EQ(total.load(), o.held_bytes());
     EXPECT_GT(o.held_bytes(), ev.field_bytes(0, 2));  // each response counts its prefix too
     o.start_write(WireHeader{});
@@ -117,7 +223,7 @@ TEST(WatchOutbox, WhatItHoldsIsAddedToTheTotalAndGivenBackWhenWrittenOrDropped) 
     o.drop();
     EXPECT_EQ(o.held_bytes(), 0u);
     EXPECT_EQ(total.load(), 0u);
-    o.add_events(ev.batch(1, 0, 1), ev.field_bytes(0, 1), false, 1 << 20, nullptr);
+    o.add_events(ev.batch(1, 0, 1), false, 1 << 20, nullptr);
     EXPECT_GT(total.load(), 0u);
     EXPECT_GE(o.peak_bytes(), o.held_bytes());
   }
