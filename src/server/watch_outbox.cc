@@ -8,6 +8,19 @@ namespace etcdq::server {
 
 void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t fragment_limit, uint64_t* open_seq) {
   member::watches::events_queued(b.events.size());
+  const auto events = b.events;
+  if (fragment) {
+    // etcd fragments a response (a revision, or a catch-up batch of many)
+    // that needs more than the limit: parts of whole events, which the
+    // client joins again (v3rpc/watch.go sendFragments).
+    size_t total = 0;
+    for (const auto& ev : events) total += event_field_size(ev.bytes().size());
+    if (total + kMaxWirePrefix > fragment_limit) {
+      add_fragments(b.watch_id, b.revision, events, fragment_limit);
+      if (open_seq != nullptr) *open_seq = kNoResponse;  // later events start a response of their own
+      return;
+    }
+  }
   // A response grows by whole revisions up to kMergeBytes (and within the
   // fragment limit for a watcher that asked for fragments: a joined
   // response must never need them).
@@ -20,7 +33,6 @@ void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t 
   if (open_seq != nullptr && *open_seq != kNoResponse && *open_seq >= head_seq_ && *open_seq >= barrier_seq_) {
     open = *open_seq;
   }
-  const auto events = b.events;
   size_t i = 0;
   while (i < events.size()) {
     // One revision: events[i, j), `n` bytes as fields.
@@ -40,24 +52,21 @@ void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t 
         continue;
       }
     }
-    if (fragment && n + kMaxWirePrefix > fragment_limit) {
-      add_fragments(b.watch_id, header_rev, events.subspan(i, j - i), fragment_limit);
-      open = kNoResponse;  // later events start a response of their own
-    } else {
-      Out& q = push(b.watch_id, header_rev);
-      q.body.reserve(n);
-      for (size_t k = i; k < j; ++k) append_event_field(&q.body, events[k].bytes());
-      q.events = j - i;
-      add_queued(n + kMaxWirePrefix);
-      open = q.seq;
-    }
+    // A revision bigger than the bound goes whole (a fragment watcher's
+    // fits the limit: see above).
+    Out& q = push(b.watch_id, header_rev);
+    q.body.reserve(n);
+    for (size_t k = i; k < j; ++k) append_event_field(&q.body, events[k].bytes());
+    q.events = j - i;
+    add_queued(n + kMaxWirePrefix);
+    open = q.seq;
     i = j;
   }
   if (open_seq != nullptr) *open_seq = open;
 }
 
-// One revision too big for one response: parts of whole events, each but
-// the last marked `fragment`.
+// A batch too big for one response: parts of whole events, each but the
+// last marked `fragment`.
 void WatchOutbox::add_fragments(int64_t watch_id, int64_t revision, std::span<const mvcc::EventRef> events,
                                 size_t limit) {
   Out* part = nullptr;

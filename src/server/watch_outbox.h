@@ -6,9 +6,10 @@
 // WatchService::kMergeBytes, so a busy stream sends fewer, fuller
 // responses: everything that piled up for a watcher while its stream was
 // busy, in revision order. A response is split only between revisions
-// (past kMergeBytes; one revision bigger than that goes whole) or, for a
-// watcher that asked for `fragment`, one revision bigger than the
-// fragment limit goes out in `fragment` parts of whole events. Control
+// (past kMergeBytes; one revision bigger than that goes whole), or, for a
+// watcher that asked for `fragment`, a batch (one revision or several)
+// bigger than the fragment limit goes out in `fragment` parts of whole
+// events, as etcd fragments one response. Control
 // responses (created, canceled, progress) are serialized as they are
 // queued and end joining: a progress response says every event up to its
 // revision was sent, so no later event may join a response before it.
@@ -57,9 +58,9 @@ class WatchOutbox {
   // `b`'s events (one or more revisions, in order) for a watcher whose
   // last events response is *open_seq (kNoResponse: none; null: never
   // join): joined to it revision by revision while it stays within the
-  // bound, the rest queued as new responses of whole revisions, and a
-  // revision that needs more than `fragment_limit` bytes in parts of at
-  // most that when `fragment` is set. Updates *open_seq.
+  // bound, the rest queued as new responses of whole revisions; or, when
+  // `fragment` is set and they need more than `fragment_limit` bytes, in
+  // parts of at most that. Updates *open_seq.
   void add_events(const member::WatchBatch& b, bool fragment, size_t fragment_limit, uint64_t* open_seq);
   // A created, canceled or progress response, serialized now.
   void add_control(const etcdserverpb::WatchResponse& r);
