@@ -21,48 +21,49 @@ void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t 
       return;
     }
   }
-  // A response grows by whole revisions up to kMergeBytes (and within the
-  // fragment limit for a watcher that asked for fragments: a joined
-  // response must never need them).
-  size_t bound = WatchService::kMergeBytes;
-  if (fragment) bound = std::min(bound, fragment_limit > kMaxWirePrefix ? fragment_limit - kMaxWirePrefix : 0);
+  size_t total = 0;
+  for (const auto& ev : events) total += event_field_size(ev.bytes().size());
   // The watcher's queued response is open while not being written
   // (seq >= head_seq_) and no control response was queued after it
-  // (seq >= barrier_seq_).
-  uint64_t open = kNoResponse;
+  // (seq >= barrier_seq_); it takes the batch while it stays within
+  // kMergeBytes (and within the fragment limit for a watcher that asked
+  // for fragments: a joined response must never need them).
+  size_t bound = WatchService::kMergeBytes;
+  if (fragment) bound = std::min(bound, fragment_limit > kMaxWirePrefix ? fragment_limit - kMaxWirePrefix : 0);
   if (open_seq != nullptr && *open_seq != kNoResponse && *open_seq >= head_seq_ && *open_seq >= barrier_seq_) {
-    open = *open_seq;
+    Out& q = out_[static_cast<size_t>(*open_seq - head_seq_)];
+    if (q.body.size() + total <= bound) {
+      for (const auto& ev : events) append_event_field(&q.body, ev.bytes());
+      q.events += events.size();
+      q.revision = b.revision;
+      add_queued(total);
+      return;
+    }
   }
+  // New responses: the batch whole, or past kMaxEventsResponseBytes in
+  // parts of whole revisions (a revision bigger than that goes alone).
+  Out* part = nullptr;
   size_t i = 0;
   while (i < events.size()) {
-    // One revision: events[i, j), `n` bytes as fields.
     int64_t rev = events[i].event->revision();
     size_t j = i, n = 0;
     for (; j < events.size() && events[j].event->revision() == rev; ++j) n += event_field_size(events[j].bytes().size());
-    // The batch's header revision goes with its last revision.
-    int64_t header_rev = j == events.size() ? std::max(rev, b.revision) : rev;
-    if (open != kNoResponse) {
-      Out& q = out_[static_cast<size_t>(open - head_seq_)];
-      if (q.body.size() + n <= bound) {
-        for (size_t k = i; k < j; ++k) append_event_field(&q.body, events[k].bytes());
-        q.events += j - i;
-        q.revision = header_rev;
-        add_queued(n);
-        i = j;
-        continue;
-      }
+    if (part != nullptr && part->body.size() + n > WatchService::kMaxEventsResponseBytes) {
+      add_queued(part->body.size() + kMaxWirePrefix);
+      part = nullptr;
     }
-    // A revision bigger than the bound goes whole (a fragment watcher's
-    // fits the limit: see above).
-    Out& q = push(b.watch_id, header_rev);
-    q.body.reserve(n);
-    for (size_t k = i; k < j; ++k) append_event_field(&q.body, events[k].bytes());
-    q.events = j - i;
-    add_queued(n + kMaxWirePrefix);
-    open = q.seq;
+    if (part == nullptr) {
+      part = &push(b.watch_id, rev);
+      part->body.reserve(std::min(total, WatchService::kMaxEventsResponseBytes));
+    }
+    for (size_t k = i; k < j; ++k) append_event_field(&part->body, events[k].bytes());
+    part->events += j - i;
+    // The batch's header revision goes with its last revision.
+    part->revision = j == events.size() ? std::max(rev, b.revision) : rev;
     i = j;
   }
-  if (open_seq != nullptr) *open_seq = open;
+  add_queued(part->body.size() + kMaxWirePrefix);
+  if (open_seq != nullptr) *open_seq = part->seq;
 }
 
 // A batch too big for one response: parts of whole events, each but the

@@ -5,11 +5,13 @@
 // being written and no control response was queued after it, up to
 // WatchService::kMergeBytes, so a busy stream sends fewer, fuller
 // responses: everything that piled up for a watcher while its stream was
-// busy, in revision order. A response is split only between revisions
-// (past kMergeBytes; one revision bigger than that goes whole), or, for a
-// watcher that asked for `fragment`, a batch (one revision or several)
-// bigger than the fragment limit goes out in `fragment` parts of whole
-// events, as etcd fragments one response. Control
+// busy, in revision order. A batch the hub hands (a watcher's events of
+// one applied entry, or of a catch-up step) is one response, as etcd sends
+// a catch-up batch, unless it is bigger than
+// WatchService::kMaxEventsResponseBytes: then it is split between
+// revisions. For a watcher that asked for `fragment`, a batch bigger than
+// the fragment limit goes out in `fragment` parts of whole events
+// instead, as etcd fragments one response. Control
 // responses (created, canceled, progress) are serialized as they are
 // queued and end joining: a progress response says every event up to its
 // revision was sent, so no later event may join a response before it.
@@ -57,10 +59,10 @@ class WatchOutbox {
 
   // `b`'s events (one or more revisions, in order) for a watcher whose
   // last events response is *open_seq (kNoResponse: none; null: never
-  // join): joined to it revision by revision while it stays within the
-  // bound, the rest queued as new responses of whole revisions; or, when
-  // `fragment` is set and they need more than `fragment_limit` bytes, in
-  // parts of at most that. Updates *open_seq.
+  // join): joined to it if it stays within kMergeBytes, else queued as a
+  // new response (parts of whole revisions past kMaxEventsResponseBytes);
+  // or, when `fragment` is set and they need more than `fragment_limit`
+  // bytes, in `fragment` parts of at most that. Updates *open_seq.
   void add_events(const member::WatchBatch& b, bool fragment, size_t fragment_limit, uint64_t* open_seq);
   // A created, canceled or progress response, serialized now.
   void add_control(const etcdserverpb::WatchResponse& r);

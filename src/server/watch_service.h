@@ -128,6 +128,14 @@ class WatchService final
   // A queued response takes more events for its watcher up to this size
   // (well under any fragment limit and gRPC's default 4 MiB receive limit).
   static constexpr size_t kMergeBytes = 64 << 10;
+  // A batch of one watcher's events (an applied entry's: at full write
+  // speed the writes of many clients; or a catch-up step) goes in one
+  // response up to this size, as etcd sends a catch-up batch whole; a
+  // bigger one is split between revisions (one revision bigger than this
+  // goes alone). etcd sends a synced watcher one revision a response, so
+  // an entry of many big writes must not become one message past gRPC's
+  // default 4 MiB receive limit, which etcd's would not reach.
+  static constexpr size_t kMaxEventsResponseBytes = 1 << 20;
   // The bounds as rules, for a stream holding `held` bytes (`empty`:
   // nothing queued behind the write in flight) while all streams hold
   // `total` bytes. catch_up_room: how many bytes of events catching up may

@@ -139,45 +139,44 @@ TEST(WatchOutbox, WhatPilesUpWhileTheStreamWritesGoesOutInOneResponseWhenItFrees
   EXPECT_EQ(out[0].header().revision(), 6);
 }
 
-TEST(WatchOutbox, PastTheMergeBoundResponsesSplitOnlyBetweenRevisions) {
+TEST(WatchOutbox, ABatchJoinsOnlyWholeWithinTheMergeBoundAndIsSplitOnlyBetweenRevisionsPastTheResponseBound) {
   std::atomic<size_t> total{0};
   WatchOutbox o(&total);
   Events ev;
-  // Revisions of three events of ~10 KiB each: two revisions fit a response.
-  const size_t value = 10 << 10;
-  for (int64_t r = 1; r <= 7; ++r) {
+  ev.add(1, "first");
+  ev.add(2, "a", 30 << 10);  // revisions 2 and 3: more than the open response may take
+  ev.add(3, "b", 30 << 10);
+  ev.add(3, "b2", 30 << 10);
+  // Revisions of three events of 100 KiB each: three revisions a response.
+  const size_t value = 100 << 10;
+  for (int64_t r = 4; r <= 10; ++r) {
     for (int k = 0; k < 3; ++k) ev.add(r, "k" + std::to_string(r) + "." + std::to_string(k), value);
   }
-  ev.add(8, "huge", WatchService::kMergeBytes + 100);  // bigger than the bound alone
-  ev.add(9, "after");
+  ev.add(11, "huge", WatchService::kMaxEventsResponseBytes + 100);  // bigger than the bound alone
+  ev.add(12, "after");
+  const size_t n = ev.refs.size();
   uint64_t open = WatchOutbox::kNoResponse;
-  o.add_events(ev.batch(2, 0, 3), false, 1 << 20, &open);              // revision 1 alone first
-  o.add_events(ev.batch(2, 3, ev.refs.size()), false, 1 << 20, &open);  // then 2 to 9 at once
+  o.add_events(ev.batch(2, 0, 1), false, 1 << 30, &open);
+  o.add_events(ev.batch(2, 1, 4), false, 1 << 30, &open);      // 2 and 3 together, not joined to 1
+  o.add_events(ev.batch(2, 4, n), false, 1 << 30, &open);      // 4 to 12 at once
   auto out = write_all(&o);
-  int64_t last_rev = 0;
+  std::vector<std::vector<int64_t>> revs;
   size_t events = 0;
   for (const auto& r : out) {
-    ASSERT_GT(r.events_size(), 0);
     EXPECT_FALSE(r.fragment());
-    // A response starts with a revision's first event: none is split.
-    EXPECT_GT(r.events(0).kv().mod_revision(), last_rev);
-    int64_t first = r.events(0).kv().mod_revision();
-    last_rev = r.events(r.events_size() - 1).kv().mod_revision();
-    EXPECT_EQ(r.header().revision(), last_rev);
-    if (first != last_rev) {
-      EXPECT_LE(r.ByteSizeLong(), WatchService::kMergeBytes + kMaxWirePrefix);
+    revs.emplace_back();
+    for (const auto& e : r.events()) {
+      if (revs.back().empty() || revs.back().back() != e.kv().mod_revision()) revs.back().push_back(e.kv().mod_revision());
+    }
+    EXPECT_EQ(r.header().revision(), revs.back().back());
+    if (revs.back().size() > 1) {
+      EXPECT_LE(r.ByteSizeLong(), WatchService::kMaxEventsResponseBytes + kMaxWirePrefix);
     }
     events += static_cast<size_t>(r.events_size());
   }
-  EXPECT_EQ(events, ev.refs.size());
-  EXPECT_EQ(last_rev, 9);
-  // 1+2, 3+4, 5+6, 7, the huge 8 alone, then 9.
-  ASSERT_EQ(out.size(), 6u);
-  EXPECT_EQ(out[0].events_size(), 6);
-  EXPECT_EQ(out[3].events_size(), 3);
-  EXPECT_EQ(out[4].events_size(), 1);
-  EXPECT_EQ(out[4].events(0).kv().key(), "huge");
-  EXPECT_EQ(out[5].events(0).kv().key(), "after");
+  EXPECT_EQ(events, n);
+  // No revision is in two responses, and parts are whole revisions.
+  EXPECT_EQ(revs, (std::vector<std::vector<int64_t>>{{1}, {2, 3}, {4, 5, 6}, {7, 8, 9}, {10}, {11}, {12}}));
 }
 
 TEST(WatchOutbox, AFragmentWatchersBatchOfManyRevisionsPastTheLimitIsFragmentedAsOneResponse) {
