@@ -24,6 +24,7 @@ namespace etcdq::member {
 using WatchSink = mvcc::WatchSink;
 using WatchBatch = mvcc::WatchBatch;
 using WatchSpec = mvcc::WatchSpec;
+using EventRef = mvcc::EventRef;
 
 namespace watches {
 

@@ -68,7 +68,7 @@ void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t 
 
 // A batch too big for one response: parts of whole events, each but the
 // last marked `fragment`.
-void WatchOutbox::add_fragments(int64_t watch_id, int64_t revision, std::span<const mvcc::EventRef> events,
+void WatchOutbox::add_fragments(int64_t watch_id, int64_t revision, std::span<const member::EventRef> events,
                                 size_t limit) {
   Out* part = nullptr;
   for (const auto& ev : events) {

@@ -106,7 +106,7 @@ class WatchOutbox {
 
   Out& push(int64_t watch_id, int64_t revision);
   void add_queued(size_t bytes);  // to the last response pushed or joined
-  void add_fragments(int64_t watch_id, int64_t revision, std::span<const mvcc::EventRef> events, size_t limit);
+  void add_fragments(int64_t watch_id, int64_t revision, std::span<const member::EventRef> events, size_t limit);
   void sync_total();  // wherever held_bytes() changes
 
   std::atomic<size_t>* const total_;

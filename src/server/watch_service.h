@@ -5,20 +5,24 @@
 // here, and event responses are assembled from the events the hub encoded
 // once (watch_wire.h), not built and serialized per watcher.
 //
-// Each stream keeps one write in flight and a queue behind it; events for a
-// watcher whose last response is still queued (not being written) join
-// that response, up to kMergeBytes, so a busy stream sends fewer, fuller
-// responses (each revision whole, in order). The queue is bounded
+// Each stream keeps one write in flight and a queue behind it; the hub
+// hands a watcher all of its events of one applied entry at once, which
+// go out as one response, and events for a watcher whose last response
+// is still queued (not being written) join that response, up to
+// kMergeBytes, so a busy stream sends fewer, fuller responses (each
+// revision whole, in order; watch_outbox.h). The queue is bounded
 // (kMaxQueuedBytes): when it is full the hub stops handing this stream
 // events and its watchers catch up from storage once it drains, so a
 // client that stops reading costs at most that much memory and never
 // slows apply or another client. An idle stream that gets events starts
-// its write on the apply thread after the hub lock is released, for the
-// first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
-// writer thread (watch_writers.h). The answers to an entry's proposals
-// wait until the streams that took its events have written them, bounded
-// (member/answer_gate.h): watchers get a put's event before its writer gets the
-// answer, as from etcd.
+// its write once the hub has dispatched the whole applied entry (so a
+// watcher's events of one entry go in one response): on the apply thread
+// after the hub lock is released for the first few streams of an entry
+// (mvcc::WatchHub::defer), on a writer thread (watch_writers.h) for the
+// rest. The answers to an entry's proposals wait until the streams that
+// took its events have written them, bounded (member/answer_gate.h):
+// watchers get a put's event before its writer gets the answer, as from
+// etcd.
 //
 // One stream is a WatchStream (watch_stream.h), split by role: request
 // decoding and checks (watch_request.h), its watchers (stream_watchers.h),
