@@ -35,7 +35,7 @@ fraction of it etcdq reaches (--no-probe: not).
 
 The quick profile (the default) takes about 8 minutes on 2 cores.
 """
-import argparse, datetime, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -93,6 +93,8 @@ def workloads_1(p):
         ("k8s mix 100 clients, 4 watchers", "ours", ["--workload", "k8s", "--conns", "10", "--clients", "100"]),
         ("watch fan-out 10000 watchers", "watch", ["--rate", "0", "--concurrency", "64"]),
         ("watch fan-out 10000 watchers, 1000 puts/s", "watch", ["--rate", "1000"]),
+        # kube-apiserver's watch cache: one stream, a prefix watcher a resource (prev_kv), 100 Txn writers.
+        ("watch k8s shape: 1 stream, 20 prefix watchers, 100 writers", "watch", ["--shape", "k8s"]),
     ]
 
 
@@ -163,8 +165,9 @@ class Runner:
             j = json.load(f)
         if kind == "watch":
             bad = 0 if j["ok"] else 1
+            per_resp = j["events_delivered"] / j["watch_responses"] if j["watch_responses"] else 0.0
             return {"rps": j["events_per_s"], "p50": j["commit_delay_ms"]["p50"], "p99": j["commit_delay_ms"]["p99"],
-                    "puts_per_s": j["puts_per_s"], "errors": bad,
+                    "puts_per_s": j["puts_per_s"], "events_per_response": per_resp, "errors": bad,
                     "error_text": "" if j["ok"] else text[-300:]}
         w = j["workloads"][0]
         errs = w["errors"] + w["violations"] + (1 if w["setup_error"] else 0)
@@ -310,6 +313,8 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="use the binaries in build/ as they are")
     ap.add_argument("--out", help="append the table to this markdown file (e.g. bench/RESULTS.md)")
     ap.add_argument("--results-dir", default=os.path.join(HERE, "results"))
+    ap.add_argument("--only", help="run only the workloads whose name matches this regular expression "
+                    "(e.g. 'watch'); no sweep, memory or growth step")
     a = ap.parse_args()
     etcd36 = find_etcd36(a.etcd36)
     p = dict(PROFILES[a.profile or "quick"])
@@ -324,6 +329,8 @@ def main():
         p["tool_total"] = a.tool_total
     if a.scale_steps:
         p["scale_steps"] = [int(x) for x in a.scale_steps.split(",")]
+    if a.only:
+        p["sweep"], p["memory_keys"], p["scale_steps"] = [], 0, []
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: sys.exit(128 + s))
 
@@ -363,6 +370,8 @@ def main():
         if r["errors"]:
             odd.append(f"{server}, {members} member(s), {kind} {wname}: {r['errors']} errors {r['error_text']}")
         unit = "events/s" if kind == "watch" else "req/s"
+        if "events_per_response" in r:
+            extra = f"  {r['events_per_response']:.2f} events/response" + extra
         log(f"round {rnd} {server:5} {members}m {kind:5} {wname:48} {r['rps']:9.0f} {unit}  p50 {r['p50']:8.2f} ms"
             f"  p99 {r['p99']:8.2f} ms{extra}")
 
@@ -375,6 +384,10 @@ def main():
     try:
         for rnd in range(1, p["rounds"] + 1):
             for cfg in configs(p, pki):
+                if a.only:
+                    cfg = dict(cfg, wls=[w for w in cfg["wls"] if re.search(a.only, w[0])])
+                    if not cfg["wls"]:
+                        continue
                 members = cfg["members"]
                 for name, binary in servers:
                     try:
@@ -414,7 +427,7 @@ def main():
                         finish(c)
             if probe_bin:
                 for wname, kind, args in workloads_1(p):
-                    if kind == "tool" and wname.startswith("put"):
+                    if kind == "tool" and wname.startswith("put") and (not a.only or re.search(a.only, wname)):
                         record(1, kind, wname, "probe", run_probe(probe_bin, runner, kind, args, p["seconds"]), rnd)
 
         if p["memory_keys"]:
@@ -516,6 +529,12 @@ def main():
                              f"{m['etcdq']['p50']:.2f} | {m['ref']['p99']:.2f} | {m['etcdq']['p99']:.2f} | "
                              f"{m['etcdq']['p99'] / m['ref']['p99'] if m['ref']['p99'] else float('nan'):.2f} |")
             lines.append("")
+            for members, kind, wname in keys:
+                per = {s: [r["events_per_response"] for r in results.get((members, kind, wname, s), [])
+                           if "events_per_response" in r] for s in (ref, "etcdq")}
+                if per[ref] and per["etcdq"]:
+                    lines.append(f"Events per watch response, {wname} (median): {label} {med(per[ref]):.2f}, "
+                                 f"etcdq {med(per['etcdq']):.2f}.")
             for members in (1, 3):
                 if (members, ref) in rss and (members, "etcdq") in rss:
                     e, q = med(rss[(members, ref)]) / 1024, med(rss[(members, "etcdq")]) / 1024

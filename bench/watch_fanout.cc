@@ -19,6 +19,12 @@
 //     order-independent hash of (revision, put index) compared with what the
 //     Put responses say). Any violation or starved watcher exits 1.
 //
+// --shape k8s is kube-apiserver's shape instead (its watch cache): one
+// stream with one prefix watcher per resource (20 "/registry/<resource>/"
+// prefixes), prev_kv on, and 100 writes in flight over 10 channels, each a
+// Txn (as the apiserver writes) updating one of --objects objects a
+// resource, so most events carry a prev_kv. Any flag after it overrides.
+//
 // Threads: gRPC's callback API (its own small pool) plus one pacing thread;
 // no thread per stream. Bounded: at most --max-puts puts, --seconds of load,
 // --create-timeout and --drain-seconds of waiting. Loopback endpoints only.
@@ -73,7 +79,18 @@ struct Options {
   double drain_seconds = 10;
   std::string json;
   std::string label;
+  bool prev_kv = false;  // watchers ask for prev_kv
+  bool txn = false;      // writes are Txns with one put
+  int objects = 0;       // keys a prefix cycles over; 0: a new key each write
+  bool k8s = false;      // --shape k8s: resource prefixes
 };
+
+// kube-apiserver's resources, as its registry prefixes them.
+const char* const kK8sResources[] = {
+    "pods", "services/specs", "services/endpoints", "endpointslices", "configmaps", "secrets", "events",
+    "leases", "nodes", "namespaces", "deployments", "replicasets", "daemonsets", "statefulsets", "jobs",
+    "serviceaccounts", "persistentvolumeclaims", "persistentvolumes", "roles", "rolebindings"};
+constexpr int kK8sResourceCount = sizeof(kK8sResources) / sizeof(kK8sResources[0]);
 
 void usage() {
   std::fprintf(stderr,
@@ -81,13 +98,20 @@ void usage() {
                "  [--watchers 10000] [--prefixes 100] [--rate 1000 (0 = max)] [--seconds 10]\n"
                "  [--value-size 256] [--watch-channels 4] [--put-channels 1] [--concurrency 64]\n"
                "  [--max-inflight 4096] [--max-puts 2000000] [--create-timeout 60]\n"
-               "  [--drain-seconds 10] [--json out.json] [--label name]\n");
+               "  [--drain-seconds 10] [--json out.json] [--label name]\n"
+               "  [--prev-kv] [--txn] [--objects N (keys a prefix cycles over; 0 = a new key a write)]\n"
+               "  [--shape fanout|k8s (k8s: --streams 1 --watchers 20 --prefixes 20 --prev-kv --txn\n"
+               "   --objects 500 --rate 0 --concurrency 100 --put-channels 10, /registry/<resource>/ keys)]\n");
 }
 
 bool parse_args(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], v;
     if (a == "-h" || a == "--help") return false;
+    if (a == "--prev-kv" || a == "--txn") {  // switches, no value
+      (a == "--prev-kv" ? o->prev_kv : o->txn) = true;
+      continue;
+    }
     auto eq = a.find('=');
     if (eq != std::string::npos) {
       v = a.substr(eq + 1);
@@ -120,7 +144,21 @@ bool parse_args(int argc, char** argv, Options* o) {
       else if (a == "--drain-seconds") o->drain_seconds = std::stod(v);
       else if (a == "--json") o->json = v;
       else if (a == "--label") o->label = v;
-      else {
+      else if (a == "--objects") o->objects = std::stoi(v);
+      else if (a == "--shape") {
+        if (v == "k8s") {
+          o->k8s = o->prev_kv = o->txn = true;
+          o->streams = 1;
+          o->watchers = o->prefixes = kK8sResourceCount;
+          o->objects = 500;
+          o->rate = 0;
+          o->concurrency = 100;
+          o->put_channels = 10;
+        } else if (v != "fanout") {
+          std::fprintf(stderr, "--shape must be fanout or k8s\n");
+          return false;
+        }
+      } else {
         std::fprintf(stderr, "unknown flag %s\n", a.c_str());
         return false;
       }
@@ -146,6 +184,7 @@ bool parse_args(int argc, char** argv, Options* o) {
   if (o->max_inflight < 1 || o->max_inflight > 1'000'000) return bad("--max-inflight must be 1..1000000");
   if (o->max_puts < 1 || o->max_puts > 100'000'000) return bad("--max-puts must be 1..100000000");
   if (o->create_timeout <= 0 || o->drain_seconds < 0) return bad("bad timeout");
+  if (o->objects < 0 || o->objects > 10'000'000) return bad("--objects must be 0..10000000");
   if (o->streams > o->watchers) o->streams = o->watchers;
   return true;
 }
@@ -277,6 +316,7 @@ class WatchStream final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequ
     auto* c = req_.mutable_create_request();
     c->set_key(g_prefix_keys[w.prefix]);
     c->set_range_end(prefix_end(g_prefix_keys[w.prefix]));
+    c->set_prev_kv(g_opt.prev_kv);
     StartWrite(&req_);
   }
 
@@ -367,7 +407,11 @@ struct PutCall {
   grpc::ClientContext ctx;
   etcdserverpb::PutRequest req;
   etcdserverpb::PutResponse resp;
+  etcdserverpb::TxnRequest txn_req;  // --txn: the put inside a Txn
+  etcdserverpb::TxnResponse txn_resp;
+  bool txn = false;
   int64_t index = 0;
+  int64_t revision() const { return txn ? txn_resp.header().revision() : resp.header().revision(); }
 };
 
 std::mutex g_put_mu;
@@ -379,7 +423,7 @@ std::string g_put_error_sample;  // under g_put_mu
 void put_done(PutCall* c, const grpc::Status& s) {
   const int64_t ack = now_ns();
   if (s.ok()) {
-    const int64_t slot = c->resp.header().revision() - g_base_rev.load() - 1;
+    const int64_t slot = c->revision() - g_base_rev.load() - 1;
     if (slot >= 0 && slot < g_slot_count) {
       g_slots[slot].put_index = c->index;
       g_slots[slot].ack_ns.store(ack, std::memory_order_release);
@@ -435,7 +479,14 @@ int main(int argc, char** argv) {
   for (auto& ch : watch_ch) watch_stubs.push_back(etcdserverpb::Watch::NewStub(ch));
   for (auto& ch : put_ch) kv_stubs.push_back(etcdserverpb::KV::NewStub(ch));
 
-  for (int p = 0; p < o.prefixes; ++p) g_prefix_keys.push_back("/fan/" + std::to_string(p) + "/");
+  for (int p = 0; p < o.prefixes; ++p) {
+    if (o.k8s) {
+      g_prefix_keys.push_back(std::string("/registry/") + kK8sResources[p % kK8sResourceCount] + "/" +
+                              (p < kK8sResourceCount ? "" : std::to_string(p / kK8sResourceCount) + "/"));
+    } else {
+      g_prefix_keys.push_back("/fan/" + std::to_string(p) + "/");
+    }
+  }
   g_watchers.resize(o.watchers);
   // Watchers in contiguous blocks per stream, so that each stream carries
   // every prefix (with the defaults: 100 watchers, one per prefix).
@@ -472,7 +523,7 @@ int main(int argc, char** argv) {
     {
       etcdserverpb::RangeRequest rq;
       etcdserverpb::RangeResponse rs;
-      rq.set_key("/fan/");
+      rq.set_key(g_prefix_keys[0]);
       rq.set_limit(1);
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -516,11 +567,24 @@ int main(int argc, char** argv) {
       std::memcpy(value.data(), &send, 8);
       std::memcpy(value.data() + 8, &issued, 8);
       value += filler;
-      c->req.set_key(g_prefix_keys[issued % o.prefixes] + "k" + std::to_string(issued));
+      const std::string& prefix = g_prefix_keys[issued % o.prefixes];
+      if (o.objects > 0) {
+        // kube's keys: /registry/<resource>/<namespace>/<name>.
+        int64_t obj = (issued / o.prefixes) % o.objects;
+        c->req.set_key(prefix + "ns" + std::to_string(obj % 10) + "/o" + std::to_string(obj));
+      } else {
+        c->req.set_key(prefix + "k" + std::to_string(issued));
+      }
       c->req.set_value(std::move(value));
       c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      kv_stubs[issued % kv_stubs.size()]->async()->Put(&c->ctx, &c->req, &c->resp,
-                                                       [c](grpc::Status s) { put_done(c, s); });
+      auto* stub = kv_stubs[issued % kv_stubs.size()].get();
+      if (o.txn) {
+        c->txn = true;
+        *c->txn_req.add_success()->mutable_request_put() = std::move(c->req);
+        stub->async()->Txn(&c->ctx, &c->txn_req, &c->txn_resp, [c](grpc::Status s) { put_done(c, s); });
+      } else {
+        stub->async()->Put(&c->ctx, &c->req, &c->resp, [c](grpc::Status s) { put_done(c, s); });
+      }
       ++issued;
     }
     put_end = now_ns();
@@ -640,11 +704,12 @@ int main(int argc, char** argv) {
   const double cpu_s = bench::process_cpu_seconds();
 
   std::printf("etcdq_watch_bench %s\n", o.label.c_str());
-  std::printf("  endpoints %s, %d streams on %d channels, %d watchers on %d prefixes, rate %s, %.0f s, value %d B\n",
+  std::printf("  endpoints %s, %d streams on %d channels, %d watchers on %d prefixes%s, rate %s, %.0f s, value %d B%s\n",
               o.endpoints[0].c_str(), o.streams, o.watch_channels, o.watchers, o.prefixes,
+              o.prev_kv ? " (prev_kv)" : "",
               o.rate > 0 ? std::to_string(static_cast<int64_t>(o.rate)).c_str()
                          : ("max (" + std::to_string(o.concurrency) + " in flight)").c_str(),
-              o.seconds, o.value_size);
+              o.seconds, o.value_size, o.txn ? ", txn writes" : "");
   std::printf("  %-34s %12.2f s\n", "watchers created in", create_s);
   std::printf("  %-34s %12" PRId64 " (%" PRId64 " errors)\n", "puts acknowledged", acked, g_put_errors.load());
   std::printf("  %-34s %12.0f\n", "puts/s achieved", puts_per_s);
@@ -683,12 +748,15 @@ int main(int argc, char** argv) {
       << "  \"endpoints\": \"" << o.endpoints[0] << (o.endpoints.size() > 1 ? ",..." : "") << "\",\n"
       << "  \"streams\": " << o.streams << ", \"watchers\": " << o.watchers << ", \"prefixes\": " << o.prefixes
       << ", \"rate\": " << o.rate << ", \"seconds\": " << o.seconds << ", \"value_size\": " << o.value_size
-      << ", \"concurrency\": " << o.concurrency << ", \"watch_channels\": " << o.watch_channels << ",\n"
+      << ", \"concurrency\": " << o.concurrency << ", \"watch_channels\": " << o.watch_channels
+      << ", \"shape\": \"" << (o.k8s ? "k8s" : "fanout") << "\", \"prev_kv\": " << (o.prev_kv ? "true" : "false")
+      << ", \"txn\": " << (o.txn ? "true" : "false") << ", \"objects\": " << o.objects << ",\n"
       << "  \"create_seconds\": " << create_s << ",\n"
       << "  \"puts_acked\": " << acked << ", \"put_errors\": " << g_put_errors.load()
       << ", \"puts_per_s\": " << puts_per_s << ",\n"
       << "  \"events_expected\": " << expected_events << ", \"events_delivered\": " << received
-      << ", \"watch_responses\": " << responses << ",\n"
+      << ", \"watch_responses\": " << responses << ", \"events_per_response\": "
+      << (responses ? static_cast<double>(received) / static_cast<double>(responses) : 0.0) << ",\n"
       << "  \"events_per_s\": " << events_per_s << ", \"events_per_s_put_phase\": " << events_per_s_put_phase
       << ", \"events_per_s_peak_second\": " << peak << ",\n"
       << "  \"commit_delay_ms\": {\"p50\": " << ms(commit_delay.quantile(0.5)) << ", \"p90\": "

@@ -66,6 +66,6 @@ bool if_all_synced(const Context& ctx, WatchSink* sink, const std::function<void
   return ctx.store->watch_hub().if_all_synced(sink, fn);
 }
 
-bool defer(void (*fn)(void*), void* arg) { return mvcc::WatchHub::defer(fn, arg); }
+bool defer(void (*fn)(void*, bool), void* arg) { return mvcc::WatchHub::defer(fn, arg); }
 
 }  // namespace etcdq::member::watches

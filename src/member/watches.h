@@ -24,6 +24,7 @@ namespace etcdq::member {
 using WatchSink = mvcc::WatchSink;
 using WatchBatch = mvcc::WatchBatch;
 using WatchSpec = mvcc::WatchSpec;
+using EventRef = mvcc::EventRef;
 
 namespace watches {
 
@@ -75,10 +76,12 @@ void wake(Context& ctx);
 bool if_synced(const Context& ctx, WatchSink* sink, int64_t id, const std::function<void(int64_t revision)>& fn);
 bool if_all_synced(const Context& ctx, WatchSink* sink, const std::function<void(int64_t revision)>& fn);
 
-// For a sink inside offer() on the apply thread: runs `fn(arg)` there once
-// the hub lock is released (mvcc/watch_hub.h WatchHub::defer); false when
-// it cannot (the caller hands the work to a thread of its own).
-bool defer(void (*fn)(void*), void* arg);
+// For a sink inside offer() on the apply thread: runs `fn(arg, here)`
+// there once the pass is dispatched and the hub lock is released (`here`:
+// start the write on this thread; false: hand it to a thread of your own;
+// mvcc/watch_hub.h WatchHub::defer); false when it cannot (the caller
+// hands the work to a thread of its own now).
+bool defer(void (*fn)(void* arg, bool here), void* arg);
 
 }  // namespace watches
 }  // namespace etcdq::member

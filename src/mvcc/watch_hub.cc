@@ -16,19 +16,19 @@ constexpr size_t kCatchUpEvents = 1000;
 constexpr auto kCatchUpInterval = std::chrono::milliseconds(20);
 
 // Streams whose first write the publishing thread starts itself per
-// publish() (WatchHub::defer).
+// publish() (WatchHub::defer); the rest are handed to their own threads.
 constexpr size_t kMaxDeferred = 4;
 
 // WatchHub::defer's list: set while this thread dispatches in publish().
 struct Deferred {
-  void (*fn)(void*);
+  void (*fn)(void*, bool);
   void* arg;
 };
 thread_local std::vector<Deferred>* t_deferred = nullptr;
 }  // namespace
 
-bool WatchHub::defer(void (*fn)(void*), void* arg) {
-  if (t_deferred == nullptr || t_deferred->size() >= kMaxDeferred) return false;
+bool WatchHub::defer(void (*fn)(void*, bool), void* arg) {
+  if (t_deferred == nullptr) return false;
   t_deferred->push_back(Deferred{fn, arg});
   return true;
 }
@@ -43,7 +43,7 @@ void WatchHub::run_deferring(const std::function<void()>& fn) {
   t_deferred = &deferred;
   fn();
   t_deferred = nullptr;
-  for (const Deferred& d : deferred) d.fn(d.arg);
+  for (size_t i = 0; i < deferred.size(); ++i) deferred[i].fn(deferred[i].arg, i < kMaxDeferred);
 }
 
 void HubEvent::encode() {
@@ -68,7 +68,7 @@ struct WatchHub::Watcher {
   bool synced = false;
   bool removed = false;
 
-  // dispatch_revision's scratch: `slot` in hit_ is valid while mark == epoch_.
+  // dispatch's scratch: `slot` in hit_ is valid while mark == epoch_.
   uint64_t mark = 0;
   size_t slot = 0;
 
@@ -218,7 +218,6 @@ void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64
   std::vector<Deferred> deferred;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    deferred.reserve(kMaxDeferred);
     t_deferred = &deferred;
     int64_t first = revision_ + 1;
     revision_ = revision;
@@ -229,32 +228,26 @@ void WatchHub::publish(std::vector<mvccpb::Event>&& events, bool complete, int64
       }
       for (Watcher* w : synced) make_unsynced(w, first);
       lagging = !synced.empty();
-    } else {
-      size_t i = 0;
-      while (i < hub_events.size()) {
-        int64_t rev = hub_events[i].revision();
-        size_t j = i;
-        while (j < hub_events.size() && hub_events[j].revision() == rev) ++j;
-        if (dispatch_revision(&hub_events[i], j - i, compact)) lagging = true;
-        i = j;
-      }
+    } else if (!hub_events.empty()) {
+      lagging = dispatch(hub_events.data(), hub_events.size(), compact);
     }
     t_deferred = nullptr;
   }
-  for (const Deferred& d : deferred) d.fn(d.arg);
+  // Every stream this pass made ready starts its write only now, with all
+  // of the pass's events queued: a writer thread that started one earlier
+  // would send the pass in pieces.
+  for (size_t i = 0; i < deferred.size(); ++i) deferred[i].fn(deferred[i].arg, i < kMaxDeferred);
   // Only a watcher that fell behind just now needs the catch-up thread:
   // one already behind is driven by its sink's wake() and the thread's own
   // interval, not by every revision published.
   if (lagging) wake();
 }
 
-bool WatchHub::dispatch_revision(HubEvent* events, size_t n, int64_t compact_revision) {
-  int64_t rev = events[0].revision();
-  // etcd reads prev_kv at mod_revision - 1 when it sends the event, and
-  // sends none when that is below the compaction (v3rpc/watch.go).
-  bool prev_readable = rev - 1 >= compact_revision;
+bool WatchHub::dispatch(HubEvent* events, size_t n, int64_t compact_revision) {
   ++epoch_;
   hit_.clear();
+  int64_t rev = 0;
+  bool prev_readable = false;
   auto consider = [&](Watcher* w, HubEvent& ev) {
     if (!w->synced || rev < w->next_rev) return;
     if (!w->passes(ev.event())) return;
@@ -270,6 +263,10 @@ bool WatchHub::dispatch_revision(HubEvent* events, size_t n, int64_t compact_rev
   };
   for (size_t k = 0; k < n; ++k) {
     HubEvent& ev = events[k];
+    rev = ev.revision();
+    // etcd reads prev_kv at mod_revision - 1 when it sends the event, and
+    // sends none when that is below the compaction (v3rpc/watch.go).
+    prev_readable = rev - 1 >= compact_revision;
     const std::string& key = ev.event().kv().key();
     if (auto it = synced_keys_.find(key); it != synced_keys_.end()) {
       for (Watcher* w : it->second) consider(w, ev);
@@ -279,18 +276,21 @@ bool WatchHub::dispatch_revision(HubEvent* events, size_t n, int64_t compact_rev
       for (Watcher* w : ws) consider(w, ev);
     }
   }
+  // One batch a watcher for the whole pass, its revisions in order: the
+  // stream queues it as one response (watch_outbox.h), where one batch a
+  // revision could be split by a write starting in between.
   bool lagging = false;
   WatchBatch batch;
-  batch.revision = rev;
   for (size_t h = 0; h < hit_.size(); ++h) {
     Watcher* w = hit_[h];
     const auto& refs = hit_events_[h];
     batch.watch_id = w->id;
+    batch.revision = refs.back().event->revision();
     batch.events = std::span<const EventRef>(refs);
     batch.bytes = 0;
     for (const auto& r : refs) batch.bytes += r.bytes().size();
     if (!w->sink->offer(batch)) {
-      make_unsynced(w, rev);
+      make_unsynced(w, refs.front().event->revision());
       lagging = true;
     }
   }

@@ -5,8 +5,11 @@
 // A watcher is *synced* when it has seen every revision up to the last one
 // published. The apply thread hands every synced watcher its events itself
 // (publish(), as etcd's notify does in the write's End), one batch per
-// revision, so a revision's events arrive together: no queue and no thread
-// between apply and the watch streams. Each event is serialized once
+// watcher for each publish() (an applied log entry: at full write speed
+// tens of revisions), its revisions whole and in order, so they go out in
+// one response (etcd's protocol allows several revisions a response: its
+// unsynced watchers get up to watchBatchMaxRevs, and every client takes
+// them): no queue and no thread between apply and the watch streams. Each event is serialized once
 // (HubEvent), however many watchers get it; a sink copies those bytes into
 // its stream's buffer and never waits (a full buffer refuses the batch). A
 // watcher that starts in the past, whose stream has no room when a revision
@@ -82,9 +85,9 @@ struct EventRef {
 
 struct WatchBatch {
   int64_t watch_id = 0;
-  int64_t revision = 0;  // for the response header
-  // Encoded, in revision order; valid during offer() only (a sink copies
-  // what it keeps).
+  int64_t revision = 0;  // for the response header: at least the last event's
+  // Encoded, in revision order, each revision whole (one or several
+  // revisions); valid during offer() only (a sink copies what it keeps).
   std::span<const EventRef> events;
   size_t bytes = 0;  // the sum of events' bytes()
   // Non-zero: the watcher is canceled; its next revision was compacted.
@@ -182,17 +185,18 @@ class WatchHub {
   // Before it returns, with no lock held, it runs what sinks deferred.
   void publish(std::vector<mvccpb::Event>&& events, bool complete, int64_t revision);
 
-  // For a sink inside offer() on publish()'s thread: has `fn(arg)` run on
-  // this thread at the end of publish(), once the hub lock is released —
-  // so a stream that was idle starts writing its events without waking
-  // another thread (etcd's watch stream sends them from the apply
-  // goroutine's notify without a hand-off either). Returns false (nothing
-  // deferred) outside publish() or after a few calls in one publish()
-  // (watch_hub.cc, kMaxDeferred): past that, starting writes would delay
-  // apply (and the next proposals) more than a wake-up costs, so the sink
-  // hands the work to a thread of its own. `arg` must stay valid until fn
-  // has run.
-  static bool defer(void (*fn)(void*), void* arg);
+  // For a sink inside offer() on publish()'s thread: has `fn(arg, here)`
+  // run on this thread at the end of publish(), once every watcher has its
+  // events of the pass and the hub lock is released, so a stream that was
+  // idle sends the whole pass in one response. `here` is true for the
+  // first few streams of a publish() (watch_hub.cc, kMaxDeferred): fn
+  // starts the write itself, without waking another thread (etcd's watch
+  // stream sends from the apply goroutine's notify without a hand-off
+  // either); false for the rest: past a few, starting writes would delay
+  // apply (and the next proposals) more than a wake-up costs, so fn hands
+  // the write to a thread of its own. Returns false (nothing deferred)
+  // outside publish(). `arg` must stay valid until fn has run.
+  static bool defer(void (*fn)(void* arg, bool here), void* arg);
   // Runs fn() with defer() working as inside publish(), then, on this
   // thread with whatever locks fn took released, what sinks deferred in
   // it. For a sink offered events outside publish() on the apply thread
@@ -207,9 +211,10 @@ class WatchHub {
   using Key = std::pair<WatchSink*, int64_t>;
 
   void run();
-  // Offers one revision's events, events[0..n), to the synced watchers
-  // they match; returns whether a watcher became unsynced. mu_ held.
-  bool dispatch_revision(HubEvent* events, size_t n, int64_t compact_revision);
+  // Offers a pass's events, events[0..n) in revision order, to the synced
+  // watchers they match, one batch a watcher; returns whether a watcher
+  // became unsynced. mu_ held.
+  bool dispatch(HubEvent* events, size_t n, int64_t compact_revision);
   void catch_up(const std::shared_ptr<Watcher>& w);
   void make_synced(const std::shared_ptr<Watcher>& w);    // lock held
   bool progress_ok_locked(const Watcher& w) const;         // lock held
@@ -226,7 +231,7 @@ class WatchHub {
   std::map<Key, std::shared_ptr<Watcher>> unsynced_;
   int64_t revision_ = 0;
   std::atomic<int64_t> count_{0};
-  // dispatch_revision's scratch (mu_ held): the watchers one revision
+  // dispatch's scratch (mu_ held): the watchers one pass
   // matched, in first-match order, and the events each gets (a watcher's
   // slot is valid while its mark is the current epoch).
   uint64_t epoch_ = 0;

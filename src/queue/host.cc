@@ -58,9 +58,12 @@ void Host::remove_all(mvcc::WatchSink* sink) {
 }
 
 bool Host::flush_locked(Consumer& c) {
-  // Responses of at most kMaxResponseBytes (one message may be larger):
+  // Batches of at most kMaxResponseBytes (one message may be larger):
   // clients keep gRPC's default 4 MiB receive limit, and a stream that is
-  // full refuses the next one, which is how a stuck consumer shows.
+  // full refuses the next one, which is how a stuck consumer shows. The
+  // stream queues a batch as one response, or joins it to the consumer's
+  // queued one, and splits it between messages past its merge bound
+  // (server/watch_outbox.h), as a watcher's events of several revisions.
   while (!c.waiting.empty()) {
     mvcc::WatchBatch b;
     b.watch_id = c.watch_id;

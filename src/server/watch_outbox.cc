@@ -6,48 +6,79 @@
 
 namespace etcdq::server {
 
-void WatchOutbox::add_events(const member::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit,
-                             uint64_t* open_seq) {
+void WatchOutbox::add_events(const member::WatchBatch& b, bool fragment, size_t fragment_limit, uint64_t* open_seq) {
   member::watches::events_queued(b.events.size());
-  if (fragment && bytes + kMaxWirePrefix > fragment_limit) {
-    add_fragments(b, fragment_limit);
-    if (open_seq != nullptr) *open_seq = kNoResponse;  // later events start a response of their own
-    return;
-  }
-  // Join the watcher's queued response if it has one and room: its events
-  // stay in order and each revision stays whole. It is open while not
-  // being written (seq >= head_seq_) and no control response was queued
-  // after it (seq >= barrier_seq_).
-  if (open_seq != nullptr && *open_seq != kNoResponse && *open_seq >= head_seq_ && *open_seq >= barrier_seq_) {
-    Out& q = out_[static_cast<size_t>(*open_seq - head_seq_)];
-    if (q.body.size() + bytes <= WatchService::kMergeBytes) {
-      for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
-      q.events += b.events.size();
-      q.revision = b.revision;
-      add_queued(bytes);
+  const auto events = b.events;
+  if (fragment) {
+    // etcd fragments a response (a revision, or a catch-up batch of many)
+    // that needs more than the limit: parts of whole events, which the
+    // client joins again (v3rpc/watch.go sendFragments).
+    size_t total = 0;
+    for (const auto& ev : events) total += event_field_size(ev.bytes().size());
+    if (total + kMaxWirePrefix > fragment_limit) {
+      add_fragments(b.watch_id, b.revision, events, fragment_limit);
+      if (open_seq != nullptr) *open_seq = kNoResponse;  // later events start a response of their own
       return;
     }
   }
-  Out& q = push(b.watch_id, b.revision);
-  q.body.reserve(bytes);
-  for (const auto& ev : b.events) append_event_field(&q.body, ev.bytes());
-  q.events = b.events.size();
-  add_queued(bytes + kMaxWirePrefix);
-  if (open_seq != nullptr) *open_seq = q.seq;
+  size_t total = 0;
+  for (const auto& ev : events) total += event_field_size(ev.bytes().size());
+  // The watcher's queued response is open while not being written
+  // (seq >= head_seq_) and no control response was queued after it
+  // (seq >= barrier_seq_); it takes the batch while it stays within
+  // kMergeBytes (and within the fragment limit for a watcher that asked
+  // for fragments: a joined response must never need them).
+  size_t bound = WatchService::kMergeBytes;
+  if (fragment) bound = std::min(bound, fragment_limit > kMaxWirePrefix ? fragment_limit - kMaxWirePrefix : 0);
+  if (open_seq != nullptr && *open_seq != kNoResponse && *open_seq >= head_seq_ && *open_seq >= barrier_seq_) {
+    Out& q = out_[static_cast<size_t>(*open_seq - head_seq_)];
+    if (q.body.size() + total <= bound) {
+      for (const auto& ev : events) append_event_field(&q.body, ev.bytes());
+      q.events += events.size();
+      q.revision = b.revision;
+      add_queued(total);
+      return;
+    }
+  }
+  // New responses: the batch whole, or past kMaxEventsResponseBytes in
+  // parts of whole revisions (a revision bigger than that goes alone).
+  Out* part = nullptr;
+  size_t i = 0;
+  while (i < events.size()) {
+    int64_t rev = events[i].event->revision();
+    size_t j = i, n = 0;
+    for (; j < events.size() && events[j].event->revision() == rev; ++j) n += event_field_size(events[j].bytes().size());
+    if (part != nullptr && part->body.size() + n > WatchService::kMaxEventsResponseBytes) {
+      add_queued(part->body.size() + kMaxWirePrefix);
+      part = nullptr;
+    }
+    if (part == nullptr) {
+      part = &push(b.watch_id, rev);
+      part->body.reserve(std::min(total, WatchService::kMaxEventsResponseBytes));
+    }
+    for (size_t k = i; k < j; ++k) append_event_field(&part->body, events[k].bytes());
+    part->events += j - i;
+    // The batch's header revision goes with its last revision.
+    part->revision = j == events.size() ? std::max(rev, b.revision) : rev;
+    i = j;
+  }
+  add_queued(part->body.size() + kMaxWirePrefix);
+  if (open_seq != nullptr) *open_seq = part->seq;
 }
 
-// One revision (or a catch-up step) too big for one response: parts of
-// whole events, each but the last marked `fragment`.
-void WatchOutbox::add_fragments(const member::WatchBatch& b, size_t limit) {
+// A batch too big for one response: parts of whole events, each but the
+// last marked `fragment`.
+void WatchOutbox::add_fragments(int64_t watch_id, int64_t revision, std::span<const member::EventRef> events,
+                                size_t limit) {
   Out* part = nullptr;
-  for (const auto& ev : b.events) {
+  for (const auto& ev : events) {
     size_t n = event_field_size(ev.bytes().size());
     if (part != nullptr && !part->body.empty() && kMaxWirePrefix + part->body.size() + n > limit) {
       part->fragment = true;
       add_queued(part->body.size() + kMaxWirePrefix);
       part = nullptr;
     }
-    if (part == nullptr) part = &push(b.watch_id, b.revision);
+    if (part == nullptr) part = &push(watch_id, revision);
     append_event_field(&part->body, ev.bytes());
     ++part->events;
   }

@@ -4,8 +4,14 @@
 // Events of a watcher join its last queued response while that one is not
 // being written and no control response was queued after it, up to
 // WatchService::kMergeBytes, so a busy stream sends fewer, fuller
-// responses (each revision whole, in order); a batch bigger than the
-// fragment limit goes out in `fragment` parts of whole events. Control
+// responses: everything that piled up for a watcher while its stream was
+// busy, in revision order. A batch the hub hands (a watcher's events of
+// one applied entry, or of a catch-up step) is one response, as etcd sends
+// a catch-up batch, unless it is bigger than
+// WatchService::kMaxEventsResponseBytes: then it is split between
+// revisions. For a watcher that asked for `fragment`, a batch bigger than
+// the fragment limit goes out in `fragment` parts of whole events
+// instead, as etcd fragments one response. Control
 // responses (created, canceled, progress) are serialized as they are
 // queued and end joining: a progress response says every event up to its
 // revision was sent, so no later event may join a response before it.
@@ -32,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 
 #include "etcd/api/etcdserverpb/rpc.pb.h"
@@ -50,11 +57,13 @@ class WatchOutbox {
     release();
   }
 
-  // `b`'s events (`bytes`: their event_field_size sum) for a watcher whose
-  // last events response is *open_seq (kNoResponse: none): joined to it
-  // or queued as a new one, or in parts of at most `fragment_limit` bytes
-  // when `fragment` is set and they do not fit one. Updates *open_seq.
-  void add_events(const member::WatchBatch& b, size_t bytes, bool fragment, size_t fragment_limit, uint64_t* open_seq);
+  // `b`'s events (one or more revisions, in order) for a watcher whose
+  // last events response is *open_seq (kNoResponse: none; null: never
+  // join): joined to it if it stays within kMergeBytes, else queued as a
+  // new response (parts of whole revisions past kMaxEventsResponseBytes);
+  // or, when `fragment` is set and they need more than `fragment_limit`
+  // bytes, in `fragment` parts of at most that. Updates *open_seq.
+  void add_events(const member::WatchBatch& b, bool fragment, size_t fragment_limit, uint64_t* open_seq);
   // A created, canceled or progress response, serialized now.
   void add_control(const etcdserverpb::WatchResponse& r);
 
@@ -97,7 +106,7 @@ class WatchOutbox {
 
   Out& push(int64_t watch_id, int64_t revision);
   void add_queued(size_t bytes);  // to the last response pushed or joined
-  void add_fragments(const member::WatchBatch& b, size_t limit);
+  void add_fragments(int64_t watch_id, int64_t revision, std::span<const member::EventRef> events, size_t limit);
   void sync_total();  // wherever held_bytes() changes
 
   std::atomic<size_t>* const total_;

@@ -5,20 +5,24 @@
 // here, and event responses are assembled from the events the hub encoded
 // once (watch_wire.h), not built and serialized per watcher.
 //
-// Each stream keeps one write in flight and a queue behind it; events for a
-// watcher whose last response is still queued (not being written) join
-// that response, up to kMergeBytes, so a busy stream sends fewer, fuller
-// responses (each revision whole, in order). The queue is bounded
+// Each stream keeps one write in flight and a queue behind it; the hub
+// hands a watcher all of its events of one applied entry at once, which
+// go out as one response, and events for a watcher whose last response
+// is still queued (not being written) join that response, up to
+// kMergeBytes, so a busy stream sends fewer, fuller responses (each
+// revision whole, in order; watch_outbox.h). The queue is bounded
 // (kMaxQueuedBytes): when it is full the hub stops handing this stream
 // events and its watchers catch up from storage once it drains, so a
 // client that stops reading costs at most that much memory and never
 // slows apply or another client. An idle stream that gets events starts
-// its write on the apply thread after the hub lock is released, for the
-// first few streams of a revision (mvcc::WatchHub::defer), otherwise on a
-// writer thread (watch_writers.h). The answers to an entry's proposals
-// wait until the streams that took its events have written them, bounded
-// (member/answer_gate.h): watchers get a put's event before its writer gets the
-// answer, as from etcd.
+// its write once the hub has dispatched the whole applied entry (so a
+// watcher's events of one entry go in one response): on the apply thread
+// after the hub lock is released for the first few streams of an entry
+// (mvcc::WatchHub::defer), on a writer thread (watch_writers.h) for the
+// rest. The answers to an entry's proposals wait until the streams that
+// took its events have written them, bounded (member/answer_gate.h):
+// watchers get a put's event before its writer gets the answer, as from
+// etcd.
 //
 // One stream is a WatchStream (watch_stream.h), split by role: request
 // decoding and checks (watch_request.h), its watchers (stream_watchers.h),
@@ -128,6 +132,14 @@ class WatchService final
   // A queued response takes more events for its watcher up to this size
   // (well under any fragment limit and gRPC's default 4 MiB receive limit).
   static constexpr size_t kMergeBytes = 64 << 10;
+  // A batch of one watcher's events (an applied entry's: at full write
+  // speed the writes of many clients; or a catch-up step) goes in one
+  // response up to this size, as etcd sends a catch-up batch whole; a
+  // bigger one is split between revisions (one revision bigger than this
+  // goes alone). etcd sends a synced watcher one revision a response, so
+  // an entry of many big writes must not become one message past gRPC's
+  // default 4 MiB receive limit, which etcd's would not reach.
+  static constexpr size_t kMaxEventsResponseBytes = 1 << 20;
   // The bounds as rules, for a stream holding `held` bytes (`empty`:
   // nothing queued behind the write in flight) while all streams hold
   // `total` bytes. catch_up_room: how many bytes of events catching up may

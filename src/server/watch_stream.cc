@@ -136,13 +136,21 @@ bool WatchStream::offer(const member::WatchBatch& b) {
     if (!b.events.empty() && b.holds_answers) note_for_answers_locked();
     post = schedule_locked();
   }
-  // An idle stream starts its write on the apply thread once the hub lock
-  // is released (no wake-up of a writer thread: the event leaves before
-  // the put's answer, as etcd's does), for the first few streams of a
-  // revision; the rest go to the writer threads.
-  if (post && !member::watches::defer([](void* s) { static_cast<WatchStream*>(s)->kick(); }, this)) {
-    svc_->writers_.post(this);
-  }
+  // An idle stream starts its write once the hub has dispatched the whole
+  // apply pass (its watchers' events then go out in one response): on the
+  // apply thread once the hub lock is released for the first few streams
+  // of a pass (no wake-up of a writer thread: the event leaves before the
+  // put's answer, as etcd's does), on the writer threads for the rest.
+  // Outside a pass (catch-up, queue deliveries) the writer threads start it.
+  auto start = [](void* arg, bool here) {
+    auto* s = static_cast<WatchStream*>(arg);
+    if (here) {
+      s->kick();
+    } else {
+      s->svc_->writers_.post(s);
+    }
+  };
+  if (post && !member::watches::defer(start, this)) svc_->writers_.post(this);
   return true;
 }
 
@@ -177,7 +185,7 @@ bool WatchStream::offer_locked(const member::WatchBatch& b) {
   bool one_revision = b.events.front().event->revision() == b.events.back().event->revision();
   if (!flow_.takes(outbox_, bytes, one_revision)) return false;
   StreamWatchers::Watcher* w = watchers_.find(b.watch_id);
-  outbox_.add_events(b, bytes, w != nullptr && w->fragment, static_cast<size_t>(fragment_limit(*ctx_)),
+  outbox_.add_events(b, w != nullptr && w->fragment, static_cast<size_t>(fragment_limit(*ctx_)),
                      w != nullptr ? &w->open_seq : nullptr);
   return true;
 }

@@ -1,8 +1,8 @@
 // The threads that start a watch stream's gRPC write when events arrive on
 // an idle stream, when the apply thread (mvcc::WatchHub) does not: it starts
-// a few streams' writes itself per revision (WatchHub::defer) and hands the
-// rest here, since gRPC's write path may write to the socket inline and
-// many of those would hold up apply. A stream already writing needs none
+// a few streams' writes itself per applied entry (WatchHub::defer) and hands
+// the rest here once the entry is dispatched, since gRPC's write path may
+// write to the socket inline and many of those would hold up apply. A stream already writing needs none
 // of this: its OnWriteDone starts the next write on gRPC's own thread, with
 // everything queued by then.
 //

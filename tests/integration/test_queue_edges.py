@@ -264,6 +264,32 @@ class QueueEdges(harness.MemberTestCase):
         self.assertTrue(wait_until(lambda: len(other.delivered()) >= 4, 10), other.delivered())
         other.cancel()
 
+    def test_deliveries_ready_together_reach_the_consumer_in_one_response(self):
+        # Issue #38: deliveries handed out together (a consumer that comes to
+        # a backlog; a transaction of produces) go out as one WatchResponse,
+        # in idx order, as a synced watcher gets an applied entry's events.
+        kv = self.m.kv()
+        for i in range(30):
+            kv.Put(rpc_pb2.PutRequest(key=b"/q/co/p/m%02d" % i, value=b"%d" % i), timeout=5)
+        c = RawConsumer(self.m.channel(), b"/q/co/c/w1")
+        try:
+            self.assertTrue(wait_until(lambda: len(c.events) >= 30, 10), c.events)
+            with c.lock:
+                backlog = [len(r.events) for r in c.responses]
+            ops = [rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"/q/co/p/t%02d" % i, value=b"t"))
+                   for i in range(20)]
+            kv.Txn(rpc_pb2.TxnRequest(success=ops), timeout=5)
+            self.assertTrue(wait_until(lambda: len(c.events) >= 50, 10), c.events)
+            time.sleep(0.2)
+            with c.lock:
+                txn = [len(r.events) for r in c.responses][len(backlog):]
+                idx = [parse_msg_key(e[1])[1] for e in c.events]
+        finally:
+            c.close()
+        self.assertEqual(idx, list(range(1, 51)))  # each once, in idx order
+        self.assertEqual(txn, [20], "the transaction's 20 deliveries came as %s events a response" % txn)
+        self.assertLessEqual(len(backlog), 2, "a backlog of 30 came as %s events a response" % backlog)
+
     def test_a_synchronous_worker_costs_two_log_entries_a_message(self):
         # Issue #37: once its consumer is ready, a message is handed out by
         # the apply of its own produce; no assignment entry of its own. So

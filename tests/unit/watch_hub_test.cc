@@ -236,6 +236,110 @@ TEST_F(WatchHubTest, SyncedWatchersGetEachRevisionWholeFilteredAndShaped) {
   hub().remove_all(&sink2);
 }
 
+TEST_F(WatchHubTest, OneEntryOfManyRevisionsIsOneBatchAWatcherInRevisionOrder) {
+  // An applied entry holds many writes at full speed: a synced watcher
+  // gets all of its events of that entry in one batch, filters and
+  // prev_kv applied per event as before.
+  RecordingSink sink, deletes;
+  int64_t start = revision() + 1;
+  hub().add(&sink, 1, mvcc::WatchSpec{"a", "b", start, true, false, false});
+  hub().add(&deletes, 2, mvcc::WatchSpec{"a", "b", start, false, true, false});  // NOPUT
+  apply({put("a1", "x"), put("zz", "not watched"), txn({{"a2", "y"}, {"a1", "z"}}), del("a1"), put("a3", "w")});
+  auto evs = sink.wait_events(5);
+  {
+    std::lock_guard<std::mutex> lock(sink.mu());
+    ASSERT_EQ(sink.batches.size(), 1u);
+  }
+  ASSERT_EQ(evs.size(), 5u);
+  std::vector<int64_t> revs;
+  for (const auto& e : evs) revs.push_back(e.kv().mod_revision());
+  EXPECT_EQ(revs, (std::vector<int64_t>{start, start + 2, start + 2, start + 3, start + 4}));
+  EXPECT_EQ(evs[2].prev_kv().value(), "x");
+  EXPECT_EQ(evs[3].type(), Event::DELETE);
+  EXPECT_EQ(evs[3].prev_kv().value(), "z");
+  auto dels = deletes.wait_events(1);
+  ASSERT_EQ(dels.size(), 1u);
+  EXPECT_EQ(dels[0].type(), Event::DELETE);
+  EXPECT_FALSE(dels[0].has_prev_kv());
+  hub().remove_all(&sink);
+  hub().remove_all(&deletes);
+}
+
+TEST_F(WatchHubTest, ARefusedEntryCatchesUpFromItsFirstRevisionExactlyOnce) {
+  RecordingSink sink;
+  int64_t start = revision() + 1;
+  hub().add(&sink, 5, mvcc::WatchSpec{"k", "", start, false, false, false});
+  apply({put("k", "0"), put("k", "1")});
+  sink.wait_events(2);
+  sink.refuse = true;
+  apply({put("k", "2"), put("k", "3"), put("k", "4")});
+  EXPECT_FALSE(synced(&sink, 5));
+  sink.refuse = false;
+  hub().wake();
+  apply({put("k", "5"), put("k", "6")});
+  auto evs = sink.wait_events(7);
+  ASSERT_EQ(evs.size(), 7u);
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(evs[i].kv().value(), std::to_string(i));
+    EXPECT_EQ(evs[i].kv().mod_revision(), start + i);
+  }
+  hub().remove_all(&sink);
+}
+
+// A sink that, like a watch stream, asks the hub to run its write start
+// once the pass is dispatched, and records what it held by then.
+class DeferringSink : public mvcc::WatchSink {
+ public:
+  bool offer(const mvcc::WatchBatch& b) override {
+    events += b.events.size();
+    ++offers;
+    if (!scheduled) {
+      scheduled = true;
+      deferred = mvcc::WatchHub::defer(
+          [](void* arg, bool here) {
+            auto* s = static_cast<DeferringSink*>(arg);
+            s->scheduled = false;
+            s->events_at_start = s->events;
+            s->here = here;
+            ++s->starts;
+          },
+          this);
+    }
+    return true;
+  }
+  size_t room() const override { return SIZE_MAX; }
+  size_t events = 0, offers = 0, events_at_start = 0;
+  int starts = 0;
+  bool scheduled = false, deferred = false, here = false;
+};
+
+TEST_F(WatchHubTest, WritesStartOnlyOnceTheWholeEntryIsDispatchedAlsoPastTheFewStartedInline) {
+  // Past the few streams whose write the apply thread starts itself, the
+  // rest are handed to writer threads: also only after the whole entry,
+  // or a writer thread would send its first revisions alone.
+  constexpr int kSinks = 12;
+  std::vector<std::unique_ptr<DeferringSink>> sinks;
+  int64_t start = revision() + 1;
+  for (int i = 0; i < kSinks; ++i) {
+    sinks.push_back(std::make_unique<DeferringSink>());
+    hub().add(sinks.back().get(), 1, mvcc::WatchSpec{"p", "q", start, false, false, false});
+    hub().add(sinks.back().get(), 2, mvcc::WatchSpec{"p2", "", start, false, false, false});
+  }
+  apply({put("p1", "a"), put("p2", "b"), put("p3", "c"), put("x", "d")});
+  int here = 0;
+  for (const auto& s : sinks) {
+    EXPECT_TRUE(s->deferred);
+    EXPECT_EQ(s->offers, 2u);  // one batch a watcher for the entry
+    EXPECT_EQ(s->starts, 1);
+    EXPECT_EQ(s->events, 4u);  // three for the prefix, one for the key
+    EXPECT_EQ(s->events_at_start, 4u);
+    if (s->here) ++here;
+  }
+  EXPECT_EQ(here, 4);  // kMaxDeferred start here; the rest are handed off
+  EXPECT_FALSE(mvcc::WatchHub::defer([](void*, bool) {}, nullptr));  // outside publish()
+  for (const auto& s : sinks) hub().remove_all(s.get());
+}
+
 TEST_F(WatchHubTest, RefusingSinkCatchesUpInOrderExactlyOnce) {
   RecordingSink sink;
   int64_t start = revision() + 1;

@@ -12,6 +12,7 @@
 
 #include "server/stream_watchers.h"
 #include "server/watch_outbox.h"
+#include "server/watch_service.h"
 
 namespace etcdq::server {
 namespace {
@@ -64,12 +65,12 @@ TEST(WatchOutbox, EventsJoinTheirWatchersOpenResponseUntilAControlResponseIsQueu
   Events ev;
   for (int64_t r = 1; r <= 3; ++r) ev.add(r, "k" + std::to_string(r));
   uint64_t open = WatchOutbox::kNoResponse;
-  o.add_events(ev.batch(7, 0, 1), ev.field_bytes(0, 1), false, 1 << 20, &open);
-  o.add_events(ev.batch(7, 1, 2), ev.field_bytes(1, 2), false, 1 << 20, &open);
+  o.add_events(ev.batch(7, 0, 1), false, 1 << 20, &open);
+  o.add_events(ev.batch(7, 1, 2), false, 1 << 20, &open);
   etcdserverpb::WatchResponse progress;
   progress.set_watch_id(7);
   o.add_control(progress);
-  o.add_events(ev.batch(7, 2, 3), ev.field_bytes(2, 3), false, 1 << 20, &open);
+  o.add_events(ev.batch(7, 2, 3), false, 1 << 20, &open);
   auto out = write_all(&o);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].events_size(), 2);
@@ -87,7 +88,7 @@ TEST(WatchOutbox, ABatchPastTheFragmentLimitGoesOutInPartsOfWholeEvents) {
   for (int i = 0; i < 10; ++i) ev.add(5, "key" + std::to_string(i), 1000);
   uint64_t open = WatchOutbox::kNoResponse;
   const size_t limit = kMaxWirePrefix + 2500;  // two events a part
-  o.add_events(ev.batch(1, 0, 10), ev.field_bytes(0, 10), /*fragment=*/true, limit, &open);
+  o.add_events(ev.batch(1, 0, 10), /*fragment=*/true, limit, &open);
   EXPECT_EQ(open, WatchOutbox::kNoResponse);  // later events start a response of their own
   auto out = write_all(&o);
   ASSERT_EQ(out.size(), 5u);
@@ -99,6 +100,116 @@ TEST(WatchOutbox, ABatchPastTheFragmentLimitGoesOutInPartsOfWholeEvents) {
   EXPECT_EQ(events, 10);
 }
 
+TEST(WatchOutbox, OneBatchOfManyRevisionsIsOneResponseInRevisionOrder) {
+  // The hub hands a watcher all of one apply pass's revisions at once.
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  for (int64_t r = 10; r <= 14; ++r) ev.add(r, "k" + std::to_string(r));
+  ev.add(14, "k14b");  // a txn: two events of one revision
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(3, 0, 6), false, 1 << 20, &open);
+  auto out = write_all(&o);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].events_size(), 6);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[0].events(i).kv().mod_revision(), 10 + i);
+  EXPECT_EQ(out[0].events(5).kv().key(), "k14b");
+  EXPECT_EQ(out[0].header().revision(), 14);
+  EXPECT_EQ(out[0].watch_id(), 3);
+}
+
+TEST(WatchOutbox, WhatPilesUpWhileTheStreamWritesGoesOutInOneResponseWhenItFrees) {
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  for (int64_t r = 1; r <= 6; ++r) ev.add(r, "k" + std::to_string(r));
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(1, 0, 1), false, 1 << 20, &open);
+  ASSERT_NE(o.start_write(WireHeader{}), nullptr);  // revision 1 is being written
+  // Passes arriving meanwhile, one or two revisions each: none may join
+  // the response being written; all join one new response.
+  o.add_events(ev.batch(1, 1, 3), false, 1 << 20, &open);
+  o.add_events(ev.batch(1, 3, 4), false, 1 << 20, &open);
+  o.add_events(ev.batch(1, 4, 6), false, 1 << 20, &open);
+  o.write_done();
+  auto out = write_all(&o);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].events_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[0].events(i).kv().mod_revision(), 2 + i);
+  EXPECT_EQ(out[0].header().revision(), 6);
+}
+
+TEST(WatchOutbox, ABatchJoinsOnlyWholeWithinTheMergeBoundAndIsSplitOnlyBetweenRevisionsPastTheResponseBound) {
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  ev.add(1, "first");
+  ev.add(2, "a", 30 << 10);  // revisions 2 and 3: more than the open response may take
+  ev.add(3, "b", 30 << 10);
+  ev.add(3, "b2", 30 << 10);
+  // Revisions of three events of 100 KiB each: three revisions a response.
+  const size_t value = 100 << 10;
+  for (int64_t r = 4; r <= 10; ++r) {
+    for (int k = 0; k < 3; ++k) ev.add(r, "k" + std::to_string(r) + "." + std::to_string(k), value);
+  }
+  ev.add(11, "huge", WatchService::kMaxEventsResponseBytes + 100);  // bigger than the bound alone
+  ev.add(12, "after");
+  const size_t n = ev.refs.size();
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(2, 0, 1), false, 1 << 30, &open);
+  o.add_events(ev.batch(2, 1, 4), false, 1 << 30, &open);      // 2 and 3 together, not joined to 1
+  o.add_events(ev.batch(2, 4, n), false, 1 << 30, &open);      // 4 to 12 at once
+  auto out = write_all(&o);
+  std::vector<std::vector<int64_t>> revs;
+  size_t events = 0;
+  for (const auto& r : out) {
+    EXPECT_FALSE(r.fragment());
+    revs.emplace_back();
+    for (const auto& e : r.events()) {
+      if (revs.back().empty() || revs.back().back() != e.kv().mod_revision()) revs.back().push_back(e.kv().mod_revision());
+    }
+    EXPECT_EQ(r.header().revision(), revs.back().back());
+    if (revs.back().size() > 1) {
+      EXPECT_LE(r.ByteSizeLong(), WatchService::kMaxEventsResponseBytes + kMaxWirePrefix);
+    }
+    events += static_cast<size_t>(r.events_size());
+  }
+  EXPECT_EQ(events, n);
+  // No revision is in two responses, and parts are whole revisions.
+  EXPECT_EQ(revs, (std::vector<std::vector<int64_t>>{{1}, {2, 3}, {4, 5, 6}, {7, 8, 9}, {10}, {11}, {12}}));
+}
+
+TEST(WatchOutbox, AFragmentWatchersBatchOfManyRevisionsPastTheLimitIsFragmentedAsOneResponse) {
+  // etcd fragments its one catch-up response of many revisions; the
+  // client joins the parts into one response again.
+  std::atomic<size_t> total{0};
+  WatchOutbox o(&total);
+  Events ev;
+  ev.add(1, "small");
+  for (int i = 0; i < 5; ++i) ev.add(2, "big" + std::to_string(i), 1000);
+  ev.add(3, "next", 1000);
+  ev.add(4, "after");
+  const size_t limit = kMaxWirePrefix + 2500;  // two of the big events a part
+  uint64_t open = WatchOutbox::kNoResponse;
+  o.add_events(ev.batch(4, 0, 7), /*fragment=*/true, limit, &open);
+  EXPECT_EQ(open, WatchOutbox::kNoResponse);
+  o.add_events(ev.batch(4, 7, 8), /*fragment=*/true, limit, &open);  // fits: a response of its own
+  auto out = write_all(&o);
+  ASSERT_GE(out.size(), 4u);  // at least three parts, then "after"
+  const size_t parts = out.size() - 1;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < parts; ++i) {
+    EXPECT_EQ(out[i].fragment(), i + 1 < parts) << i;  // the last part ends the fragments
+    EXPECT_LE(out[i].ByteSizeLong(), limit);
+    EXPECT_EQ(out[i].header().revision(), 3);
+    for (const auto& e : out[i].events()) keys.push_back(e.kv().key());
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"small", "big0", "big1", "big2", "big3", "big4", "next"}));
+  EXPECT_FALSE(out[parts].fragment());
+  ASSERT_EQ(out[parts].events_size(), 1);
+  EXPECT_EQ(out[parts].events(0).kv().key(), "after");
+}
+
 TEST(WatchOutbox, WhatItHoldsIsAddedToTheTotalAndGivenBackWhenWrittenOrDropped) {
   std::atomic<size_t> total{0};
   {
@@ -106,8 +217,8 @@ TEST(WatchOutbox, WhatItHoldsIsAddedToTheTotalAndGivenBackWhenWrittenOrDropped) 
     Events ev;
     ev.add(1, "a");
     ev.add(2, "b");
-    o.add_events(ev.batch(1, 0, 1), ev.field_bytes(0, 1), false, 1 << 20, nullptr);
-    o.add_events(ev.batch(2, 1, 2), ev.field_bytes(1, 2), false, 1 << 20, nullptr);
+    o.add_events(ev.batch(1, 0, 1), false, 1 << 20, nullptr);
+    o.add_events(ev.batch(2, 1, 2), false, 1 << 20, nullptr);
     EXPECT_EQ(total.load(), o.held_bytes());
     EXPECT_GT(o.held_bytes(), ev.field_bytes(0, 2));  // each response counts its prefix too
     o.start_write(WireHeader{});
@@ -117,7 +228,7 @@ TEST(WatchOutbox, WhatItHoldsIsAddedToTheTotalAndGivenBackWhenWrittenOrDropped) 
     o.drop();
     EXPECT_EQ(o.held_bytes(), 0u);
     EXPECT_EQ(total.load(), 0u);
-    o.add_events(ev.batch(1, 0, 1), ev.field_bytes(0, 1), false, 1 << 20, nullptr);
+    o.add_events(ev.batch(1, 0, 1), false, 1 << 20, nullptr);
     EXPECT_GT(total.load(), 0u);
     EXPECT_GE(o.peak_bytes(), o.held_bytes());
   }
