@@ -593,13 +593,18 @@ int ctl_main(int argc, char** argv) {
   CLI::App app{"etcdq queue: see and steer the work queues of an etcdq cluster (etcd v3 API)", "etcdq queue"};
   CtlFlags f;
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last one wins, as etcdctl
-  app.add_option("--endpoints", f.endpoints, "gRPC endpoints, comma-separated (etcdctl's)")->capture_default_str();
-  app.add_option("--cacert", f.cacert, "verify the server's certificate with this CA bundle");
-  app.add_option("--cert", f.cert, "client certificate for TLS");
-  app.add_option("--key", f.key, "client key for TLS");
-  app.add_option("--user", f.user, "username[:password] for auth");
-  app.add_option("--password", f.password, "password for auth (if --user has none)");
-  app.add_flag("--insecure-skip-tls-verify", f.insecure_skip_verify, "accept any server certificate");
+  // etcdctl's environment variables too (the flag wins, as etcdctl's); not
+  // its DIAL/COMMAND_TIMEOUT, which are Go durations where ours are seconds.
+  app.add_option("--endpoints", f.endpoints, "gRPC endpoints, comma-separated (etcdctl's)")
+      ->capture_default_str()
+      ->envname("ETCDCTL_ENDPOINTS");
+  app.add_option("--cacert", f.cacert, "verify the server's certificate with this CA bundle")->envname("ETCDCTL_CACERT");
+  app.add_option("--cert", f.cert, "client certificate for TLS")->envname("ETCDCTL_CERT");
+  app.add_option("--key", f.key, "client key for TLS")->envname("ETCDCTL_KEY");
+  app.add_option("--user", f.user, "username[:password] for auth")->envname("ETCDCTL_USER");
+  app.add_option("--password", f.password, "password for auth (if --user has none)")->envname("ETCDCTL_PASSWORD");
+  app.add_flag("--insecure-skip-tls-verify", f.insecure_skip_verify, "accept any server certificate")
+      ->envname("ETCDCTL_INSECURE_SKIP_TLS_VERIFY");
   app.add_option("--dial-timeout", f.dial_timeout_s, "seconds to connect")->capture_default_str();
   app.add_option("--command-timeout", f.command_timeout_s, "seconds for each request")->capture_default_str();
   app.require_subcommand(1);

@@ -235,8 +235,8 @@ void Scheduler::schedule(const std::string& queue, const std::vector<Holder>& ho
         auto* d = a->add_assignments();
         d->set_idx(idx);
         d->set_deliveries(m.deliveries());
-        d->set_reason("delivered " + std::to_string(m.deliveries()) + " times without an ack (max_deliveries " +
-                      std::to_string(v.config.max_deliveries) + ")");
+        d->set_reason("delivered " + std::to_string(m.deliveries()) + (m.deliveries() == 1 ? " time" : " times") +
+                      " without an ack (max_deliveries " + std::to_string(v.config.max_deliveries) + ")");
         p.idx[idx] = Holder{};
         continue;
       }

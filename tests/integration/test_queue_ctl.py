@@ -5,6 +5,7 @@ deliveries and dead letters, what it changes, and its errors (one line, exit
 /queues.json/NAME. Then over TLS with auth, with etcdctl's flags. etcdq-only
 (etcd has no queues)."""
 import json
+import os
 import re
 import subprocess
 import threading
@@ -124,6 +125,17 @@ class QueueCtl(harness.MemberTestCase):
         self.assertEqual(messages(m, "jobs"), [])
         self.assertEqual(len(messages(m, "other")), 1)
         self.assertEqual(self.ok(ctl(m.endpoint, "purge", "other")), "purged 1 message from other\n")
+
+        # etcdctl's environment variables: ETCDCTL_ENDPOINTS names the member; the flag wins over it.
+        env = dict(os.environ, ETCDCTL_ENDPOINTS=m.endpoint)
+        r = subprocess.run([harness.binary_under_test(), "queue", "ls"], capture_output=True, text=True, timeout=30,
+                           env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("slow", r.stdout)
+        dead = "127.0.0.1:%d" % harness.free_port()
+        r = subprocess.run([harness.binary_under_test(), "queue", "ls", "--endpoints", dead, "--dial-timeout", "0.5"],
+                           capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(r.returncode, 1, r.stdout)
 
     def test_errors_are_one_line_and_exit_1(self):
         # HTTP on its own URL: the client URL serves gRPC only, as etcd's does then.
