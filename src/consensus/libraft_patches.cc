@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -493,6 +494,9 @@ HeardCommit::Vouch HeardCommit::vouch_of(const struct raft_message& m) {
   Vouch v;
   if (m.type != RAFT_IO_APPEND_ENTRIES) return v;
   const struct raft_append_entries& a = m.append_entries;
+  // A peer's numbers are checked: an index past raft_index's range names
+  // no entry.
+  if (a.n_entries > 0 && a.prev_log_index > std::numeric_limits<raft_index>::max() - a.n_entries) return v;
   v.term = a.term;
   v.match_index = a.prev_log_index + a.n_entries;
   v.match_term = a.n_entries > 0 ? a.entries[a.n_entries - 1].term : a.prev_log_term;
@@ -502,7 +506,10 @@ HeardCommit::Vouch HeardCommit::vouch_of(const struct raft_message& m) {
 
 void HeardCommit::heard(struct raft* r, const Vouch& v) {
   if (v.term == 0 || v.commit == 0 || r->state != RAFT_FOLLOWER || v.term != r->current_term) return;
-  if (logTermOf(&r->log, v.match_index) != v.match_term) return;
+  // logTermOf gives 0 for an index this log does not hold; every entry's
+  // term is at least 1, so a vouch naming term 0 (a heartbeat past the end
+  // of this log, or a forged one) vouches for nothing here.
+  if (v.match_term == 0 || logTermOf(&r->log, v.match_index) != v.match_term) return;
   if (term_ != v.term) {
     term_ = v.term;
     index_ = 0;

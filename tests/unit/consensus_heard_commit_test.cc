@@ -13,6 +13,7 @@ extern "C" {
 }
 
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "consensus/libraft_patches.h"
@@ -181,6 +182,43 @@ TEST(ConsensusHeardCommit, FollowerNeverCommitsBeyondWhatItStored) {
   etcdq::consensus::send_commit_now(c.member(0));
   ASSERT_TRUE(c.step_until([&] { return c.member(2)->commit_index >= e || c.member(2)->last_stored >= e; }, 1000));
   EXPECT_LE(c.member(2)->commit_index, c.member(2)->last_stored);
+}
+
+TEST(ConsensusHeardCommit, AVouchForAnEntryThisLogDoesNotHoldCommitsNothing) {
+  // A peer's AppendEntries is hostile until checked: one that names an
+  // index past this log with term 0 (logTermOf's answer for an absent
+  // index), or whose index overflows, must not commit what is stored but
+  // not yet committed.
+  HcThreeMembers c(/*patched=*/true, /*slow_disk_ms=*/10);
+  ASSERT_TRUE(c.step_until([&] { return raft_last_applied(c.member(2)) == raft_last_index(c.member(0)); }, 2000));
+  struct raft* f = c.member(2);
+  raft_index committed = f->commit_index;
+  HeardCommit h;
+  HeardCommit::Vouch past_end;
+  past_end.term = f->current_term;
+  past_end.match_index = f->last_stored + 1000;
+  past_end.match_term = 0;
+  past_end.commit = f->last_stored + 1000;
+  f->commit_index = committed - 1;  // as if the last stored entry were not committed yet
+  h.heard(f, past_end);
+  h.apply(f);
+  EXPECT_EQ(f->commit_index, committed - 1);
+  f->commit_index = committed;
+
+  struct raft_entry e {};
+  e.term = f->current_term;
+  e.type = RAFT_COMMAND;
+  struct raft_message m {};
+  m.type = RAFT_IO_APPEND_ENTRIES;
+  m.append_entries.term = f->current_term;
+  m.append_entries.prev_log_index = std::numeric_limits<raft_index>::max();
+  m.append_entries.prev_log_term = f->current_term;
+  m.append_entries.leader_commit = std::numeric_limits<raft_index>::max();
+  m.append_entries.entries = &e;
+  m.append_entries.n_entries = 1;
+  HeardCommit::Vouch wrapped = HeardCommit::vouch_of(m);
+  EXPECT_EQ(wrapped.term, 0U);
+  EXPECT_EQ(wrapped.commit, 0U);
 }
 
 }  // namespace
