@@ -254,10 +254,10 @@ extern "C" int __wrap_uv_queue_work(uv_loop_t* loop, uv_work_t* req, uv_work_cb 
 // past the leader's last index at the send; or, when the leader's log has not
 // moved, an election timeout passed) from a follower whose log ends before
 // the snapshot as the snapshot dropped: the follower goes back to probing and
-// libraft sends the snapshot again at once. A follower installing it answers
-// with the snapshot's index as its last (libraft moved its log there before
-// the install), and one busy restoring answers nothing, so neither is sent a
-// second one. In probe state, after the original, when the follower's log
+// libraft sends the snapshot again at once. A follower storing it answers
+// with last index 0 (libraft's last_stored while it stores one), and one
+// busy restoring answers nothing, so neither is sent a second one (a last
+// index 0 that lasts an election timeout is taken as dropped). In probe state, after the original, when the follower's log
 // reaches the rejected index (a term conflict, not a short log) the next index
 // goes back to the first entry of the leader's run of the rejected entry's
 // term (never below match index + 1): the next probe's previous entry is of
@@ -332,8 +332,16 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
         if (it != sent_records.end()) rec = it->second;
       }
       const raft_time now = r->io->time(r->io);
-      const bool after_send = rec.index == p->snapshot_index &&
-                              (rejected > rec.last_index || now - rec.at >= r->election_timeout);
+      const bool waited = now - rec.at >= r->election_timeout;
+      // A follower storing the snapshot answers heartbeats with last index 0
+      // (replication.c, replicationInstallSnapshot sets last_stored = 0
+      // until it is stored): not dropped, unless that lasts an election
+      // timeout (a new member restarted with no log lost it). Taken as
+      // dropped, the leader sent its next snapshot, which the follower
+      // installed right after the first (issue #36: "2 snapshots installed").
+      const bool storing = last_index == 0 && !waited;
+      const bool after_send =
+          rec.index == p->snapshot_index && !storing && (rejected > rec.last_index || waited);
       if (after_send) {
         progressAbortSnapshot(r, i);
         return true;  // replication.c sends the snapshot again now

@@ -139,7 +139,7 @@ TEST(LibraftPatches, DroppedSnapshotIsSentAgainOnALaterHeartbeatsRejection) {
   // the leader's last index then): the snapshot may still be on its way.
   EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/100 - 1, /*last_index=*/10));
   EXPECT_EQ(l.progress[0].state, kSnapshot);
-  // A follower installing it answers with the snapshot's index as its last.
+  // A follower that installed it answers with the snapshot's index as its last.
   EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/100));
   EXPECT_EQ(l.progress[0].state, kSnapshot);
   // One that dropped it answers a later heartbeat with its old log: probe
@@ -150,6 +150,25 @@ TEST(LibraftPatches, DroppedSnapshotIsSentAgainOnALaterHeartbeatsRejection) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].id, 7u);
   EXPECT_EQ(sent[0].index, 100u);
+}
+
+TEST(LibraftPatches, AFollowerStoringTheSnapshotIsNotSentAnother) {
+  // libraft 0.15's follower answers heartbeats with last index 0 while it
+  // stores a snapshot: taken as dropped, the leader sent its next snapshot,
+  // installed right after the first (issue #36).
+  LeaderAtTime l;
+  l.r.log.snapshot.last_index = 100;
+  l.r.log.snapshot.last_term = 2;
+  l.r.log.offset = 100;
+  __wrap_progressToSnapshot(&l.r, 0);
+  l.now = 1200;
+  EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/0));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+  // Still 0 an election timeout after the send (a new member restarted
+  // with no log): dropped after all, sent again.
+  l.now = 1000 + l.r.election_timeout;
+  EXPECT_TRUE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/0));
+  EXPECT_EQ(l.progress[0].state, kProbe);
 }
 
 class TempDir {
