@@ -29,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -115,6 +116,14 @@ class WatchSink {
   // this sink now; 0: none (wait until it drains, then call wake()). The
   // hub reads at most that much, but always a whole revision.
   virtual size_t room() const = 0;
+  // Whether a write to the client has been under way for `d` or more (the
+  // client reads nothing), so nothing queued on this sink reaches it: the
+  // queue host drops consumers of such a sink (queue/host.h) even while it
+  // still has room. False for a sink that writes nowhere.
+  virtual bool write_stalled_for(std::chrono::steady_clock::duration d) const {
+    (void)d;
+    return false;
+  }
 };
 
 struct WatchSpec {

@@ -9,10 +9,12 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -297,6 +299,8 @@ class CtlHttp {
     split(f.dial_timeout_s, &sec, &usec);
     client_->set_connection_timeout(sec, usec);
     split(f.command_timeout_s, &sec, &usec);
+    dial_timeout_s_ = f.dial_timeout_s;
+    command_timeout_s_ = f.command_timeout_s;
     client_->set_read_timeout(sec, usec);
     client_->set_write_timeout(sec, usec);
     client_->set_url_encode(false);  // ctl_path_segment did
@@ -312,6 +316,24 @@ class CtlHttp {
     constexpr size_t kMaxBody = 1 << 20;
     std::string body;
     bool too_big = false;
+    // httplib's timeouts are for each read: a server that drips a byte of
+    // headers, chunks or body every second would hold stat forever (and
+    // its headers, which httplib 0.11 does not bound, grow meanwhile). A
+    // watchdog stops the request once --dial-timeout plus
+    // --command-timeout have passed; ClientImpl::stop() only shuts the
+    // socket down while a request runs, which is safe from another thread.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::microseconds(static_cast<int64_t>((dial_timeout_s_ + command_timeout_s_) * 1e6));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false, stopped = false;
+    std::thread watchdog([&] {
+      std::unique_lock lock(mu);
+      if (!cv.wait_until(lock, deadline, [&] { return finished; })) {
+        stopped = true;
+        client_->stop();
+      }
+    });
     auto res = client_->Get(path(queue), headers, [&](const char* data, size_t n) {
       if (body.size() + n > kMaxBody) {
         too_big = true;
@@ -320,7 +342,14 @@ class CtlHttp {
       body.append(data, n);
       return true;
     });
+    {
+      std::lock_guard lock(mu);
+      finished = true;
+    }
+    cv.notify_one();
+    watchdog.join();
     if (too_big) throw CtlError{"answer over 1 MiB"};
+    if (stopped) throw CtlError{"no whole answer within --dial-timeout plus --command-timeout"};
     if (!res) throw CtlError{ctl_http_error(res.error())};
     auto j = nlohmann::json::parse(body, nullptr, false);
     if (res->status != 200) {
@@ -349,6 +378,7 @@ class CtlHttp {
   static std::string path(const std::string& queue) { return "/queues.json/" + ctl_path_segment(queue); }
 
   std::string token_;
+  double dial_timeout_s_ = 0, command_timeout_s_ = 0;
   bool tls_ = false;
   std::string base_;
   std::unique_ptr<httplib::ClientImpl> client_;

@@ -127,8 +127,13 @@ void Host::tick() {
   auto now = Clock::now();
   std::vector<uint64_t> stuck;
   for (auto& [instance, c] : consumers_) {
-    if (flush_locked(c)) continue;
-    if (now - c.waiting_since >= kTakeTimeout) stuck.push_back(instance);
+    // A stream with room takes every delivery into its buffer, so a client
+    // that stopped reading with less than that buffer handed to it shows
+    // only as a write that never ends: it takes nothing either.
+    bool flushed = flush_locked(c);
+    if (c.sink->write_stalled_for(kTakeTimeout) || (!flushed && now - c.waiting_since >= kTakeTimeout)) {
+      stuck.push_back(instance);
+    }
   }
   for (uint64_t instance : stuck) {
     const Consumer& c = consumers_.at(instance);

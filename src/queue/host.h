@@ -6,7 +6,9 @@
 //
 // A stream that has no room takes nothing: the delivery waits here and is
 // retried by tick(). A consumer that has not taken a waiting delivery for
-// kTakeTimeout is dropped: its watch is canceled with a reason, and what it
+// kTakeTimeout, or whose stream's write has been under way that long (its
+// client reads nothing, though the stream still had room for what it was
+// handed), is dropped: its watch is canceled with a reason, and what it
 // held is delivered to others (the leader sees it gone).
 //
 // Thread-safety: every method may be called from any thread. Sinks are

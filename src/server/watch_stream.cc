@@ -208,6 +208,11 @@ size_t WatchStream::room() const {
   return flow_.room(outbox_);
 }
 
+bool WatchStream::write_stalled_for(std::chrono::steady_clock::duration d) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writing_ && !finishing_ && !broken_ && AnswerGate::Clock::now() - write_started_ >= d;
+}
+
 WatchStream::Action WatchStream::progress_tick() {
   std::vector<int64_t> ids;
   {

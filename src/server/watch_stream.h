@@ -73,6 +73,7 @@ class WatchStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // --- member::WatchSink (hub or plug-in lock held; never blocks) ---
   bool offer(const member::WatchBatch& b) override;
   size_t room() const override;
+  bool write_stalled_for(std::chrono::steady_clock::duration d) const override;
 
   // --- WatchService (its lock held; the caller perform()s what is
   // returned once it holds no lock, and this object stays alive until

@@ -166,6 +166,65 @@ class QueueCtl(harness.MemberTestCase):
         self.assertIn("in flight:     0\n", out)
         self.assertIn("totals:        produced 1, delivered 0,", out)
 
+        # A server that drips its headers, or a chunked body, a little at a time (each read
+        # within --command-timeout): stat still ends by --dial-timeout plus --command-timeout,
+        # with its key figures and one line (httplib's timeouts alone are for each read).
+        for drip in (b"X-Drip: 1\r\n", b"1\r\n \r\n"):
+            with DripServer(drip) as url:
+                t0 = time.monotonic()
+                r = ctl(m.endpoint, "stat", "jobs", "--interval", "0", "--http-endpoint", url,
+                        extra=["--dial-timeout", "0.5", "--command-timeout", "1"])
+                took = time.monotonic() - t0
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertLess(took, 8, drip)
+            self.assertIn("depth:         1\n", r.stdout)
+            self.assertRegex(r.stdout, r"\nin flight, consumers, rates, oldest age: unknown \(GET %s/queues\.json/"
+                             r"jobs: no whole answer within --dial-timeout plus --command-timeout\)\n$"
+                             % re.escape(url))
+
+
+class DripServer:
+    """An HTTP server on a free loopback port that answers every request with a 200 whose
+    `drip` (a header line, or a chunk when it starts with a hex size) comes every 0.1 s
+    until it stops; `with` gives its URL."""
+
+    def __init__(self, drip):
+        self.drip = drip
+        self.stop = threading.Event()
+
+    def __enter__(self):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        return "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            with c:
+                try:
+                    c.recv(65536)
+                    head = b"HTTP/1.1 200 OK\r\n"
+                    if not self.drip.startswith(b"X-"):
+                        head += b"Transfer-Encoding: chunked\r\n\r\n"
+                    c.sendall(head)
+                    while not self.stop.wait(0.1):
+                        c.sendall(self.drip)
+                except OSError:
+                    pass
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(10)
+        self.sock.close()
+
 
 @unittest.skipIf(harness.is_reference_etcd(), "etcd has no queues")
 class QueueCtlTlsAuth(harness.CleanupTestCase):

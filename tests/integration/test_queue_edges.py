@@ -178,6 +178,28 @@ class QueueEdges(harness.MemberTestCase):
             stalled.close()
             stalled_ch.close()
 
+    def test_consumer_that_stops_reading_with_little_is_dropped_and_its_messages_go_to_another(self):
+        # As above, but what it was handed fits in the stream's buffer (300 kB, under 4 MiB):
+        # the stream takes every delivery, its write never ends, and the consumer must still
+        # be dropped after 5 s, not hold its messages until the 30 s visibility timeout.
+        stalled_ch = grpc.insecure_channel(self.m.endpoint, options=[("grpc.http2.bdp_probe", 0)])
+        stalled = RawConsumer(stalled_ch, b"/q/stall3/c/stalled", read=False)
+        try:
+            time.sleep(0.5)
+            n = 3
+            for i in range(n):
+                self.admin.put("/q/stall3/p/m%d" % i, b"%d" % i + b"s" * 100000)
+            healthy = RawConsumer(self.m.channel(), b"/q/stall3/c/healthy")
+            t0 = time.monotonic()
+            ok = wait_until(lambda: len({e[1] for e in healthy.events}) >= n, 15)
+            took = time.monotonic() - t0
+            healthy.close()
+            self.assertTrue(ok, "healthy consumer got %d of %d in %.0f s (stalled consumer not dropped)" % (
+                len({e[1] for e in healthy.events}), n, took))
+        finally:
+            stalled.close()
+            stalled_ch.close()
+
     def test_idx_is_never_reused_after_acks_compaction_and_restart(self):
         self.admin.put("/q/idx/p/a", "1")
         self.admin.put("/q/idx/p/b", "2")
