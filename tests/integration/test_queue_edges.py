@@ -143,18 +143,23 @@ class QueueEdges(harness.MemberTestCase):
             n = 12
             for i in range(n):
                 self.admin.put("/q/stall/p/m%02d" % i, b"%d" % i + b"s" * 1000000)
-            healthy = RawConsumer(self.m.channel(), b"/q/stall/c/healthy")
-            t0 = time.monotonic()
             # The stalled one takes no delivery: dropped after 5 s, its messages go to the other
             # (well before the default 30 s visibility timeout).
-            ok = wait_until(lambda: len({e[1] for e in healthy.events}) >= n, 20)
-            took = time.monotonic() - t0
-            healthy.close()
-            self.assertTrue(ok, "healthy consumer got %d of %d in %.0f s (stalled consumer not dropped)" % (
-                len({e[1] for e in healthy.events}), n, took))
+            self.healthy_consumer_gets_all("stall", n, 20)
         finally:
             stalled.close()
             stalled_ch.close()
+
+    def healthy_consumer_gets_all(self, queue, n, within_s):
+        """A reading consumer of `queue` gets all `n` messages within `within_s` seconds: the
+        stalled consumer beside it was dropped and what it held went to this one."""
+        healthy = RawConsumer(self.m.channel(), b"/q/%s/c/healthy" % queue.encode())
+        t0 = time.monotonic()
+        ok = wait_until(lambda: len({e[1] for e in healthy.events}) >= n, within_s)
+        took = time.monotonic() - t0
+        healthy.close()
+        self.assertTrue(ok, "healthy consumer got %d of %d in %.0f s (stalled consumer not dropped)" % (
+            len({e[1] for e in healthy.events}), n, took))
 
     def test_consumer_that_stops_reading_with_a_backlog_is_dropped_and_its_messages_go_to_another(self):
         # As above, but the messages wait in the queue before the stalled consumer comes.
@@ -167,13 +172,7 @@ class QueueEdges(harness.MemberTestCase):
         stalled = RawConsumer(stalled_ch, b"/q/stall2/c/stalled", read=False)
         try:
             time.sleep(1.0)
-            healthy = RawConsumer(self.m.channel(), b"/q/stall2/c/healthy")
-            t0 = time.monotonic()
-            ok = wait_until(lambda: len({e[1] for e in healthy.events}) >= n, 20)
-            took = time.monotonic() - t0
-            healthy.close()
-            self.assertTrue(ok, "healthy consumer got %d of %d in %.0f s (stalled consumer not dropped)" % (
-                len({e[1] for e in healthy.events}), n, took))
+            self.healthy_consumer_gets_all("stall2", n, 20)
         finally:
             stalled.close()
             stalled_ch.close()
@@ -189,13 +188,7 @@ class QueueEdges(harness.MemberTestCase):
             n = 3
             for i in range(n):
                 self.admin.put("/q/stall3/p/m%d" % i, b"%d" % i + b"s" * 100000)
-            healthy = RawConsumer(self.m.channel(), b"/q/stall3/c/healthy")
-            t0 = time.monotonic()
-            ok = wait_until(lambda: len({e[1] for e in healthy.events}) >= n, 15)
-            took = time.monotonic() - t0
-            healthy.close()
-            self.assertTrue(ok, "healthy consumer got %d of %d in %.0f s (stalled consumer not dropped)" % (
-                len({e[1] for e in healthy.events}), n, took))
+            self.healthy_consumer_gets_all("stall3", n, 15)
         finally:
             stalled.close()
             stalled_ch.close()
