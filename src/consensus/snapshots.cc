@@ -118,13 +118,9 @@ unsigned Node::Impl::trailing_for(raft_index index) {
       if (p.match_index < s.index) {
         // Not installed yet (a follower restoring answers nothing).
         if (now - s.at < kSnapshotHoldMax) keep_after = std::min(keep_after, s.index);
-      } else if (now - s.at < kSnapshotHold && heard_recently(s.id, SteadyClock::now())) {
+      } else if (now - s.at < kSnapshotHold && p.recent_recv) {
         // Installed, and going on from the log: what it has not got yet.
-        // A follower not heard from within an election timeout (stopped)
-        // is not waited for. Not libraft's recent_recv: it is cleared every
-        // election timeout, and a snapshot taken right after that dropped
-        // the entries a follower was catching up on, which then installed
-        // a second one (test_catchup).
+        // A follower not heard from lately (stopped) is not waited for.
         keep_after = std::min(keep_after, p.match_index);
       }
     }
