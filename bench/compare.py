@@ -35,7 +35,7 @@ fraction of it etcdq reaches (--no-probe: not).
 
 The quick profile (the default) takes about 8 minutes on 2 cores.
 """
-import argparse, datetime, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -203,7 +203,6 @@ def run_probe(probe_bin, runner, kind, args, seconds):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                import socket
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
