@@ -2,7 +2,7 @@
 """One synchronous queue worker against etcdq, beside the same loop on plain
 keys against etcd 3.6, in one run (issue #37 item 1).
 
-    /usr/bin/python3 bench/queue_cycle.py [--sizes 1,3] [--seconds 5] [--rounds 3] [--rate 1000] [--out bench/RESULTS.md]
+    /usr/bin/python3 bench/queue_cycle.py [--sizes 1,3] [--seconds 5] [--rounds 3] [--rate 1000] [--client python|go] [--out bench/RESULTS.md]
 
 The cycle, one client, nothing in flight but the step it waits for:
   etcdq  Put /q/{queue}/p/m{i} (produce), wait for the delivery on the
@@ -10,7 +10,9 @@ The cycle, one client, nothing in flight but the step it waits for:
   etcd   Put /cycle/m{i}, wait for its PUT event on a Watch of /cycle/,
          Delete it (and its DELETE event, which the watch also carries).
 Both use the same Python gRPC stubs (python-etcd3's etcdrpc), the same
-payload (--payload bytes) and one channel for the unary calls and the watch.
+payload (--payload bytes) and one channel for the unary calls and the watch;
+--client go runs the same loop through Go's clientv3 instead
+(tests/go/benchtools/queuecycle, built with the pinned tests/go/go.sum).
 On 3 members the client talks to a FOLLOWER only (found with
 Maintenance.Status), as two clients in three do.
 
@@ -34,7 +36,7 @@ servers (etcd, etcdq, etcd, ...) on the same clusters; medians are reported
 with every round's value. --out appends a markdown section (date, commit,
 cores, load average, disk) under "## Queue latency (one synchronous worker)".
 """
-import argparse, datetime, math, os, queue, statistics, sys, threading, time, uuid
+import argparse, datetime, json, math, os, queue, statistics, subprocess, sys, threading, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -51,7 +53,7 @@ INTRO = ("`/usr/bin/python3 bench/queue_cycle.py` (issue #37): one client runs p
          "consumer watch → ack (etcdq queue) against put → watch event → delete (etcd 3.6.17, plain keys), one "
          "step at a time; on 3 members the client is on a follower. Then an open-loop 1,000 messages/s "
          "producer and an acking consumer on a follower: produce→delivery (etcdq) against put→event (etcd). "
-         "Client (Python gRPC) and servers share the machine's cores.\n")
+         "Client (Python gRPC, or Go's clientv3 with `--client go`) and servers share the machine's cores.\n")
 
 
 def default_etcd36():
@@ -172,6 +174,29 @@ def cycles(endpoint, is_queue, seconds, payload):
     return len(durations) / elapsed, durations
 
 
+def go_tool():
+    """Builds the Go twin of cycles() (tests/go/benchtools/queuecycle, clientv3 pinned by tests/go/go.sum)."""
+    out = os.path.join(os.path.expanduser("~"), ".cache", "etcdq", "bin", "queuecycle-go")
+    subprocess.run(["go", "build", "-o", out, "./benchtools/queuecycle"], cwd=os.path.join(ROOT, "tests", "go"),
+                   check=True, env=dict(os.environ, GOFLAGS="-mod=readonly"))
+    return out
+
+
+def cycles_go(tool, endpoint, is_queue, seconds, payload):
+    """cycles() through Go's clientv3: the same loop with a client whose own cost is small."""
+    cmd = [tool, "-endpoint", endpoint, "-seconds", str(seconds), "-payload", str(len(payload)), "-durations"]
+    if is_queue:
+        cmd.append("-queue")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    if p.returncode != 0:
+        raise csbs.Odd(f"queuecycle exit {p.returncode}: {p.stderr.strip()}")
+    res = json.loads(p.stdout)
+    if os.environ.get("QUEUE_CYCLE_STEPS"):
+        print(f"    put answered p50 {res['put_p50_ms']:.2f} ms, event after answer p50 {res['event_p50_ms']:.2f} ms, "
+              f"delete answered p50 {res['delete_p50_ms']:.2f} ms", flush=True)
+    return res["cycles_per_s"], [us / 1e6 for us in res["durations_us"]]
+
+
 def open_loop(tool, endpoint, is_queue, seconds, rate, payload_size):
     """etcdq_queue_bench --rate: produce→delivery (or put→event) delays at `rate` Puts a second, each
     delivery acked (deleted) at once; its JSON."""
@@ -218,7 +243,13 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--json", help="write the results as JSON here")
     ap.add_argument("--no-rabbitmq", action="store_true", help="leave out the RabbitMQ anchor")
+    ap.add_argument("--client", choices=("python", "go"), default="python",
+                    help="the synchronous worker: Python gRPC (python-etcd3's stubs) or Go's clientv3")
     args = ap.parse_args()
+    cycle_fn = cycles
+    if args.client == "go":
+        tool = go_tool()
+        cycle_fn = lambda *a: cycles_go(tool, *a)  # noqa: E731
     import rabbitmq_anchor
     rabbit_why = "left out (--no-rabbitmq)" if args.no_rabbitmq else rabbitmq_anchor.available()
     if rabbit_why:
@@ -265,7 +296,7 @@ def main():
                           f"(p50 {pct(durs, 50) * 1000:.2f} ms, p99 {pct(durs, 99) * 1000:.2f} ms)", flush=True)
                 for name, _, is_q in servers:
                     ep = follower_endpoint(clusters[name]) if size > 1 else clusters[name].members[0].endpoint
-                    rate, durs = cycles(ep, is_q, args.seconds, payload)
+                    rate, durs = cycle_fn(ep, is_q, args.seconds, payload)
                     rates[name].append(rate)
                     per_cycle[name].extend(durs)
                     loads.append(os.getloadavg()[0])
@@ -348,14 +379,14 @@ def main():
     for p in problems:
         print("PROBLEM:", p)
     if args.json:
-        import json
         with open(args.json, "w") as f:
             json.dump({"results": results, "problems": problems}, f, default=str)
     if args.out:
         load = f"load average during the runs {min(loads):.1f}–{max(loads):.1f}" if loads else ""
         head = (f"### {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, commit {csbs.commit_line()}, "
                 f"{os.cpu_count()} cores, {load}, {args.rounds} rounds of {args.seconds:g} s, payload "
-                f"{args.payload} B; {csbs.disk_line(root)}")
+                f"{args.payload} B, client {'Go clientv3' if args.client == 'go' else 'Python gRPC'}; "
+                f"{csbs.disk_line(root)}")
         csbs.append_section(args.out, head + "\n\n" + table, section=SECTION, intro=INTRO)
     return 1 if problems else 0
 

@@ -6,7 +6,8 @@ the RabbitMQ anchor (bench only).
 
 Checks what the script reports, not the servers' speed: it exits 0, both
 servers ran synchronous cycles on both cluster sizes, and on 3 members both
-open loops delivered every message with no error.
+open loops delivered every message with no error; and that `--client go`
+(the loop through Go's clientv3) runs both servers on 1 member.
 """
 import json
 import os
@@ -48,6 +49,24 @@ class QueueCycleSmoke(unittest.TestCase):
                 self.assertEqual(loop[server]["missing"], 0)
                 self.assertEqual(loop[server]["errors"], 0)
                 self.assertGreater(loop[server]["p99_ms"], 0)
+
+    def test_the_go_worker_runs_both_servers(self):
+        # --client go: the same loop through Go's clientv3 (built from tests/go's pinned modules).
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "cycle.json")
+            cmd = [sys.executable, os.path.join(HERE, "queue_cycle.py"), "--etcdq", ETCDQ, "--client", "go",
+                   "--sizes", "1", "--seconds", "0.5", "--rounds", "1", "--rate", "0", "--json", out, "--no-rabbitmq"]
+            if ETCD:
+                cmd += ["--etcd", ETCD]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=dict(os.environ, BENCH_DIR=d))
+            self.assertEqual(r.returncode, 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}")
+            with open(out) as f:
+                res = json.load(f)
+        self.assertEqual(res["problems"], [])
+        for server in ("etcd 3.6", "etcdq"):
+            with self.subTest(server=server):
+                self.assertGreater(res["results"]["cycle"]["1"][server]["median"], 0)
+                self.assertGreater(res["results"]["cycle"]["1"][server]["p99_ms"], 0)
 
 
 if __name__ == "__main__":
