@@ -9,6 +9,8 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libraft-dev libuv1-dev liblz4-dev
+  # libraft's checksum, computed by ISA-L (src/consensus/libraft_crc.cc)
+  libisal-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
   libssl-dev libcrypt-dev libjwt-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev

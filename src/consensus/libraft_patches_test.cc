@@ -10,8 +10,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
+
+extern "C" uint32_t __real_byteCrc32(const void* buf, size_t size, uint32_t init);
+extern "C" uint32_t __wrap_byteCrc32(const void* buf, size_t size, uint32_t init);
 
 namespace etcdq::consensus {
 namespace {
@@ -200,6 +206,36 @@ TEST(LibraftPatches, OriginalCapabilityProbeTakesAWritableDirectory) {
   // A directory that does not exist is refused with a message.
   EXPECT_NE(__real_UvFsProbeCapabilities((dir.path() + "/missing").c_str(), &direct, &async, errmsg), 0);
   EXPECT_NE(errmsg[0], '\0');
+}
+
+TEST(LibraftPatches, ChecksumIsLibraftsOwn) {
+  // Patch 11 (libraft_crc.cc): every length from empty to past 64 KiB, at
+  // every alignment a buffer can start at, from zero and from running
+  // values, gives libraft's own byteCrc32 value; so do chained calls (a
+  // batch's header and data are checksummed in pieces).
+  std::mt19937 rng(38);
+  std::vector<unsigned char> buf(70000 + 16);
+  for (auto& b : buf) b = static_cast<unsigned char>(rng());
+  const uint32_t inits[] = {0, 0xffffffffu, 0x04c11db7u, 0x80000000u, 1};
+  for (size_t len : {0, 1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 255, 256, 257, 1023, 4096,
+                     65535, 65536, 70000}) {
+    for (size_t off = 0; off < 16; off++) {
+      for (uint32_t init : inits) {
+        ASSERT_EQ(__wrap_byteCrc32(buf.data() + off, len, init), __real_byteCrc32(buf.data() + off, len, init))
+            << "length " << len << ", offset " << off << ", init " << init;
+      }
+    }
+  }
+  for (int i = 0; i < 2000; i++) {
+    size_t off = rng() % 16, len = rng() % 3000;
+    uint32_t init = static_cast<uint32_t>(rng());
+    size_t cut = len ? rng() % len : 0;
+    uint32_t whole = __real_byteCrc32(buf.data() + off, len, init);
+    ASSERT_EQ(__wrap_byteCrc32(buf.data() + off, len, init), whole);
+    uint32_t first = __wrap_byteCrc32(buf.data() + off, cut, init);
+    ASSERT_EQ(__wrap_byteCrc32(buf.data() + off + cut, len - cut, first), whole);
+  }
+  EXPECT_EQ(__wrap_byteCrc32(nullptr, 0, 0x1234u), 0x1234u);
 }
 
 }  // namespace

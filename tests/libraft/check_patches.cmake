@@ -28,7 +28,10 @@ set(CASES
   "progressToSnapshot|progress.o|replication.o"
   "progressMaybeDecrement|progress.o|replication.o"
   "progressShouldReplicate|progress.o|replication.o"
-  "progressMarkRecentRecv|progress.o|replication.o")
+  "progressMarkRecentRecv|progress.o|replication.o"
+  "byteCrc32|byte.o|uv_encoding.o"
+  "byteCrc32|byte.o|uv_segment.o"
+  "byteCrc32|byte.o|uv_snapshot.o")
 
 set(failures "")
 foreach(c ${CASES})
