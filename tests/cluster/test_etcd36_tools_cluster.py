@@ -6,9 +6,9 @@
   compact revision and hash revision), `defrag --cluster`, `endpoint health
   --cluster`: the same output from both clusters, ids, ports and times
   masked.
-- `check perf` (60 s each: etcd 3.6 on one member for the shape of the
-  output, the binary under test on one and on three members, all with
-  --auto-compact --auto-defrag): no request fails, the keys are removed
+- `check perf` (60 s each, the three side by side: etcd 3.6 on one member
+  for the shape of the output, the binary under test on one and on three
+  members, all with --auto-compact --auto-defrag): no request fails, the keys are removed
   afterwards, and the output has etcd's lines (PASS or FAIL on throughput,
   slowest request, stddev; a loaded 2-core machine may FAIL a threshold,
   which is a measurement, not an error, so it is printed, not asserted).
@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -108,19 +109,36 @@ class Etcd36ClusterTools(cluster.ClusterTestCase):
                  "PASS: Slowest request took Ns", "Slowest request took too long: Ns",
                  "PASS: Stddev is Ns", "Stddev too high: Ns", "PASS", "FAIL"}
         ref_member = self.track(harness.Member(binary=etcd36.etcd(), name="etcd36"))
-        r, ref_shapes = self.check_perf(ref_member.endpoint)
-        self.assertLessEqual(set(ref_shapes), known, r)
-        ref_member.stop()
         one = self.track(harness.Member(name="target"))
-        r, shapes = self.check_perf(one.endpoint)
-        self.assertLessEqual(set(shapes), known, r)
-        self.assertEqual(len(shapes), len(ref_shapes), r)
-        one.stop()
         c = self.new_cluster(3)
-        r, shapes = self.check_perf(c.endpoints())
-        self.assertLessEqual(set(shapes), known, r)
-        self.assertEqual(len(shapes), len(ref_shapes), r)
+        # check perf always runs 60 s; its "s" load is 150 writes/s, so the
+        # three runs go side by side (one minute of this serial test, not
+        # three): what is checked is what etcdctl prints and leaves behind,
+        # not the throughput, which the other runs then share.
+        runs = {}
 
+        def run(name, eps):
+            try:
+                runs[name] = self.check_perf(eps)
+            except BaseException as e:  # noqa: BLE001 (re-raised below, on the test's thread)
+                runs[name] = e
+
+        threads = [threading.Thread(target=run, args=a) for a in
+                   (("etcd36", ref_member.endpoint), ("one", one.endpoint), ("three", c.endpoints()))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for name in ("etcd36", "one", "three"):
+            if isinstance(runs[name], BaseException):
+                raise runs[name]
+        r, ref_shapes = runs["etcd36"]
+        self.assertLessEqual(set(ref_shapes), known, r)
+        for name in ("one", "three"):
+            with self.subTest(etcdq=name):
+                r, shapes = runs[name]
+                self.assertLessEqual(set(shapes), known, r)
+                self.assertEqual(len(shapes), len(ref_shapes), r)
 
 if __name__ == "__main__":
     harness.main()
