@@ -12,6 +12,7 @@
 #include <chrono>
 
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/table.h>
 
 #include <algorithm>
@@ -23,7 +24,41 @@
 #include <vector>
 
 namespace etcdq::storage {
+
+// Durability::kReplayed bytes written, and how many of them a finished
+// flush has put in table files. A flush takes the memtables as they are when
+// it starts; the mark is taken when RocksDB reports the start, a moment
+// later, so the few writes in between count as flushed one flush early.
+struct UnloggedBytes {
+  std::atomic<uint64_t> written{0};
+  std::atomic<uint64_t> begin_mark{0};
+  std::atomic<uint64_t> flushed{0};
+  std::atomic<bool> any{false};  // kReplayed writes since the database opened
+
+  uint64_t pending() const {
+    uint64_t w = written.load(std::memory_order_relaxed), f = flushed.load(std::memory_order_relaxed);
+    return w > f ? w - f : 0;
+  }
+};
+
 namespace {
+
+class FlushMarks : public rocksdb::EventListener {
+ public:
+  explicit FlushMarks(std::shared_ptr<UnloggedBytes> u) : u_(std::move(u)) {}
+  void OnFlushBegin(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
+    u_->begin_mark.store(u_->written.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
+    uint64_t mark = u_->begin_mark.load(std::memory_order_relaxed);
+    uint64_t f = u_->flushed.load(std::memory_order_relaxed);
+    while (f < mark && !u_->flushed.compare_exchange_weak(f, mark, std::memory_order_relaxed)) {
+    }
+  }
+
+ private:
+  std::shared_ptr<UnloggedBytes> u_;
+};
 
 // etcd's bbolt commit histogram (etcd's server/storage/backend/metrics.go):
 // here the time of RocksDB's Write of one batch, which etcdq does without
@@ -86,6 +121,10 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   // seconds more to start (issue #36, catch-up). The log files stay until
   // that flush, so nothing is lost.
   opts.avoid_flush_during_recovery = true;
+  // Durability::kReplayed writes skip the WAL: every flush takes all column
+  // families together, so the table files always hold one consistent state
+  // (an applied index with everything up to it; engine.h).
+  opts.atomic_flush = true;
   // RocksDB's errors go to etcdq's log, never to a LOG file in the data
   // dir (storage/rocksdb_log.h: on a full disk it aborted).
   auto log = std::make_shared<RocksdbLog>();
@@ -96,6 +135,8 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   opts.max_bgerror_resume_count = 0;
   auto fail_stop = std::make_shared<FailStop>(dir);
   opts.listeners.push_back(FailStop::listener(fail_stop));
+  auto unlogged = std::make_shared<UnloggedBytes>();
+  opts.listeners.push_back(std::make_shared<FlushMarks>(unlogged));
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (int i = 0; i < kCfCount; ++i) {
@@ -110,6 +151,7 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
   std::unique_ptr<Engine> e(new Engine());
   e->dir_ = dir;
   e->fail_stop_ = std::move(fail_stop);
+  e->unlogged_ = std::move(unlogged);
   e->db_.reset(raw);
   for (int i = 0; i < kCfCount; ++i) e->handles_[i] = handles[i];
   log->opened();
@@ -119,6 +161,11 @@ Error Engine::open(const std::string& dir, std::unique_ptr<Engine>* out) {
 
 Engine::~Engine() {
   if (!db_) return;
+  // A clean stop leaves nothing for the Raft log to replay (RocksDB's Close
+  // would flush too; here a failure is logged).
+  if (unlogged_->any.load(std::memory_order_relaxed) && !fail_stop_->failed()) {
+    if (Error e = flush_memtables()) spdlog::warn("closing {}: {}", dir_, e.message());
+  }
   for (auto* h : handles_) {
     if (h) db_->DestroyColumnFamilyHandle(h);
   }
@@ -132,12 +179,20 @@ Engine::~Engine() {
 #endif
 
 namespace {
-Error write_batch(rocksdb::DB* db, FailStop& fail_stop, const std::string& dir, rocksdb::WriteBatch* batch) {
+Error write_batch(rocksdb::DB* db, FailStop& fail_stop, const std::string& dir, rocksdb::WriteBatch* batch,
+                  Durability d, UnloggedBytes& unlogged) {
   if (Error e = fail_stop.error()) return e;
   std::shared_lock<std::shared_mutex> sync_lock(fail_stop.sync_mu());
   auto start = std::chrono::steady_clock::now();
   rocksdb::WriteOptions wo;
   wo.sync = false;
+  if (d == Durability::kReplayed) {
+    wo.disableWAL = true;
+    // Counted before the write, so that a flush that starts meanwhile
+    // (FlushMarks) never marks it flushed and leaves it out.
+    unlogged.any.store(true, std::memory_order_relaxed);
+    unlogged.written.fetch_add(batch->GetDataSize(), std::memory_order_relaxed);
+  }
 #ifdef ETCDQ_THREAD_SANITIZER
   // ThreadSanitizer build only: RocksDB lets one writer copy the batches of
   // the others that arrive meanwhile (its write group), ordered by atomics
@@ -157,14 +212,17 @@ Error write_batch(rocksdb::DB* db, FailStop& fail_stop, const std::string& dir, 
 }
 }  // namespace
 
-Error Engine::write(Batch& batch) { return write_batch(db_.get(), *fail_stop_, dir_, &batch.batch_); }
+Error Engine::write(Batch& batch, Durability d) {
+  return write_batch(db_.get(), *fail_stop_, dir_, &batch.batch_, d, *unlogged_);
+}
 
-Error Engine::write(IndexedBatch& batch) {
+Error Engine::write(IndexedBatch& batch, Durability d) {
   std::unique_ptr<rocksdb::WriteBatch> merged;
   if (rocksdb::Status s = batch.merged(&merged); !s.ok()) {
     return errors::internal("state database batch failed in " + dir_ + ": " + s.ToString());
   }
-  return write_batch(db_.get(), *fail_stop_, dir_, merged ? merged.get() : batch.batch_.GetWriteBatch());
+  return write_batch(db_.get(), *fail_stop_, dir_, merged ? merged.get() : batch.batch_.GetWriteBatch(), d,
+                     *unlogged_);
 }
 
 namespace {
@@ -250,16 +308,34 @@ Error Engine::compact_all() {
   return e;
 }
 
-Error Engine::sync_wal() {
+Error Engine::make_durable() {
   FailStop& fail_stop = *fail_stop_;
-  std::unique_lock<std::shared_mutex> sync_lock(fail_stop.sync_mu());
-  // After a failed write RocksDB's WAL writer may have failed too: syncing
-  // it would abort (storage/failure.h).
-  if (Error e = fail_stop.error()) return e;
-  rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
+  {
+    std::unique_lock<std::shared_mutex> sync_lock(fail_stop.sync_mu());
+    // After a failed write RocksDB's WAL writer may have failed too: syncing
+    // it would abort (storage/failure.h).
+    if (Error e = fail_stop.error()) return e;
+    rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
+    if (!s.ok()) {
+      fail_stop.fail("WAL sync", s);
+      return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
+    }
+  }
+  if (!unlogged_->any.load(std::memory_order_relaxed)) return {};
+  return flush_memtables();
+}
+
+Error Engine::flush_memtables() {
+  // The memtables hold writes no log file has: flush them (all column
+  // families together, atomic_flush). A flush of empty memtables does
+  // nothing. Not under sync_mu: writes go on meanwhile, into new memtables.
+  FailStop& fail_stop = *fail_stop_;
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  rocksdb::Status s = db_->Flush(flush, {handles_.begin(), handles_.end()});
   if (!s.ok()) {
-    fail_stop.fail("WAL sync", s);
-    return errors::internal("state database sync failed in " + dir_ + ": " + s.ToString());
+    fail_stop.fail("flush", s);
+    return errors::internal("state database flush failed in " + dir_ + ": " + s.ToString());
   }
   return {};
 }
@@ -269,13 +345,21 @@ int64_t Engine::size_bytes() const {
                     std::chrono::steady_clock::now().time_since_epoch())
                     .count();
   int64_t cached = size_cache_.load(std::memory_order_relaxed);
-  if (cached != 0 && now - size_measured_ns_.load(std::memory_order_relaxed) < kSizeRefreshNs) return cached;
+  int64_t measured = size_measured_ns_.load(std::memory_order_relaxed);
+  if (cached != 0 && now - measured < kSizeRefreshNs) return cached;
+  // One caller lists the directory; the others answer from the cache
+  // meanwhile (at full write speed every gRPC thread's put found it
+  // expired at once and listed it too).
+  if (cached != 0 && !size_measured_ns_.compare_exchange_strong(measured, now, std::memory_order_relaxed)) {
+    return cached;
+  }
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
     std::error_code fec;
     if (f.is_regular_file(fec)) total += f.file_size(fec);
   }
+  total += unlogged_->pending();
   int64_t size = total > 4096 ? static_cast<int64_t>(total) : 4096;
   size_cache_.store(size, std::memory_order_relaxed);
   size_measured_ns_.store(now, std::memory_order_relaxed);
