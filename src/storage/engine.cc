@@ -26,9 +26,10 @@
 namespace etcdq::storage {
 
 // Durability::kReplayed bytes written, and how many of them a finished
-// flush has put in table files. A flush takes the memtables as they are when
-// it starts; the mark is taken when RocksDB reports the start, a moment
-// later, so the few writes in between count as flushed one flush early.
+// flush has put in table files (size_bytes()). Approximate by the writes
+// that race a flush's start: RocksDB switches the memtables a moment before
+// it reports the start (FlushMarks takes its mark then), and a write is
+// counted a moment after it lands; either way the next flush settles it.
 struct UnloggedBytes {
   std::atomic<uint64_t> written{0};
   std::atomic<uint64_t> begin_mark{0};
@@ -188,10 +189,7 @@ Error write_batch(rocksdb::DB* db, FailStop& fail_stop, const std::string& dir, 
   wo.sync = false;
   if (d == Durability::kReplayed) {
     wo.disableWAL = true;
-    // Counted before the write, so that a flush that starts meanwhile
-    // (FlushMarks) never marks it flushed and leaves it out.
     unlogged.any.store(true, std::memory_order_relaxed);
-    unlogged.written.fetch_add(batch->GetDataSize(), std::memory_order_relaxed);
   }
 #ifdef ETCDQ_THREAD_SANITIZER
   // ThreadSanitizer build only: RocksDB lets one writer copy the batches of
@@ -204,6 +202,9 @@ Error write_batch(rocksdb::DB* db, FailStop& fail_stop, const std::string& dir, 
 #endif
   rocksdb::Status s = db->Write(wo, batch);
   commit_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (s.ok() && d == Durability::kReplayed) {
+    unlogged.written.fetch_add(batch->GetDataSize(), std::memory_order_relaxed);
+  }
   if (!s.ok()) {
     fail_stop.fail("write", s);
     return errors::internal("state database write failed in " + dir + ": " + s.ToString());
