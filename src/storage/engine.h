@@ -49,7 +49,8 @@ enum class Durability {
   // Through RocksDB's write-ahead log: in the data dir once write() returns.
   kLogged,
   // In memtables only, until RocksDB flushes them (a full memtable,
-  // make_durable(), a clean close). For what the Raft log replays after a
+  // kMaxUnflushedBytes of them in engine.cc, make_durable(), a clean
+  // close). For what the Raft log replays after a
   // crash: apply's batches (mvcc/writer.h) and the compaction that follows
   // from them (mvcc/compactor.h). Flushes cover every column family at once
   // (RocksDB's atomic_flush), so what a crash leaves is the state after
@@ -123,6 +124,10 @@ class Engine {
   Engine() = default;
   // Flushes every column family's memtables (make_durable()).
   Error flush_memtables();
+  // After a kReplayed write: starts a flush, without waiting for it, once
+  // kMaxUnflushedBytes (engine.cc) are in the memtables unflushed, so that
+  // a crash leaves a bounded part of the log to apply again.
+  void bound_unflushed();
   std::string dir_;
   std::shared_ptr<FailStop> fail_stop_;  // set before db_ opens; outlives it
   std::shared_ptr<UnloggedBytes> unlogged_;  // kReplayed bytes written and flushed (engine.cc)
