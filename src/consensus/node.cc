@@ -150,6 +150,14 @@ Error Node::start() {
         " but the state database has applied index " + std::to_string(m->sm->applied_index()) +
         ": the log is damaged or was replaced; restore the data dir from a backup"));
   }
+  // What a start after a crash applies again (storage::Durability::
+  // kReplayed writes that were not flushed), once a leader says it is
+  // committed.
+  if (raft_last_index(&m->raft) > m->sm->applied_index()) {
+    spdlog::info("the Raft log ends at index {}, the state database has applied index {}: up to {} entries to apply",
+                 raft_last_index(&m->raft), m->sm->applied_index(),
+                 raft_last_index(&m->raft) - m->sm->applied_index());
+  }
   uv_async_init(&m->loop, &m->wake, Impl::on_wake);
   m->wake.data = m;
   m->inbox->wake = &m->wake;
