@@ -149,14 +149,14 @@ class Worker(threading.Thread):
             self.revoked.add(lease)
             if keys:
                 self.muts.append((r.header.revision, {k: "delete" for k in keys}))
-        elif op < 0.92:
+        elif op < 0.89:
             tail = b"t%06d" % self.n
             self.in_doubt = {b"queue"}
             r = self.kvs.Put(pb.PutRequest(key=b"/q/%s/p/%s" % (self.queue, tail), value=value),
                              timeout=RPC_TIMEOUT_S)
             self.produced.append((tail, r.header.revision))
             self.muts.append((r.header.revision, {b"queue": "put"}))
-        elif op < 0.98:
+        elif op < 0.95:
             pending = [t for t, _r in self.produced if t not in self.acked_tails]
             if not pending:
                 return
@@ -176,8 +176,8 @@ class Worker(threading.Thread):
                 raise AssertionError("ack of %r deleted %d" % (msg, r.deleted))
             self.acked_tails.add(tail)
             self.muts.append((r.header.revision, {b"queue": "delete"}))
-        elif self.compact and len(self.muts) > 40:
-            target = self.muts[-30][0]
+        elif self.compact and len(self.muts) > 20:
+            target = self.muts[-10][0]
             if target <= self.compacted:
                 return
             self.in_doubt = set()
