@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -151,9 +152,9 @@ Error Node::start() {
         ": the log is damaged or was replaced; restore the data dir from a backup"));
   }
   // What a start after a crash applies again (storage::Durability::
-  // kReplayed writes that were not flushed), once a leader says it is
-  // committed.
-  if (raft_last_index(&m->raft) > m->sm->applied_index()) {
+  // kReplayed writes that were not flushed) once a leader says it is
+  // committed; not said for a new member's first entry.
+  if (raft_last_index(&m->raft) > std::max<uint64_t>(m->sm->applied_index(), 1)) {
     spdlog::info("the Raft log ends at index {}, the state database has applied index {}: up to {} entries to apply",
                  raft_last_index(&m->raft), m->sm->applied_index(),
                  raft_last_index(&m->raft) - m->sm->applied_index());

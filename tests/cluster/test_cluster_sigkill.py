@@ -12,7 +12,8 @@ with, the history from the last acknowledged compaction on has no gap, and
         /usr/bin/python3 tests/cluster/test_cluster_sigkill.py
 
 SIGKILL_OTHER_BIN: another build's binary that every other restart runs on the same data
-dirs (main's, to check that each reads what the other wrote).
+dirs (main's, to check that each reads what the other wrote). SIGKILL_SNAPSHOT_COUNT
+(default 20) and CRASH_VALUE_BYTES (crash_workload.py) for longer runs by hand.
 """
 import os
 import random
@@ -31,7 +32,7 @@ SEED = int(os.environ.get("SIGKILL_SEED", str(int(time.time() * 1000) % 1000000)
 OTHER_BIN = os.environ.get("SIGKILL_OTHER_BIN")
 # A snapshot every 20 entries, and libraft keeps 20 behind it (member.cc): kills land in
 # snapshots, and a log entry whose state only a memtable held would be gone from the log.
-SNAPSHOT_COUNT = 20
+SNAPSHOT_COUNT = int(os.environ.get("SIGKILL_SNAPSHOT_COUNT", "20"))
 
 
 class ClusterSigkillTest(ClusterTestCase):

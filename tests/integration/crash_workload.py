@@ -18,6 +18,7 @@ is refused as compacted; every acknowledged lease is there with its keys, every
 revoked one is gone; a queue holds exactly its produced and unacked messages, at
 the revisions of their produces, in produce order.
 """
+import os
 import random
 import threading
 
@@ -28,6 +29,9 @@ from etcd3.etcdrpc import rpc_pb2_grpc
 import harness
 
 LEASE_TTL_S = 3600
+# Values are up to this many bytes (random). A by-hand run with large values fills
+# memtables, so that kills land in RocksDB's flushes and compactions too.
+VALUE_BYTES = int(os.environ.get("CRASH_VALUE_BYTES", "200"))
 RPC_TIMEOUT_S = 5.0
 COMPACTED = "etcdserver: mvcc: required revision has been compacted"
 
@@ -89,7 +93,7 @@ class Worker(threading.Thread):
     def step(self):
         self.n += 1
         op = self.rng.random()
-        value = b"%s#%d" % (self.prefix, self.n) + b"x" * self.rng.randrange(200)
+        value = b"%s#%d" % (self.prefix, self.n) + b"x" * self.rng.randrange(VALUE_BYTES)
         if op < 0.35:
             key = self._key()
             self.in_doubt = {key}

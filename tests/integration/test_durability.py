@@ -31,7 +31,7 @@ import harness  # noqa: E402
 ROUNDS = int(os.environ.get("DURABILITY_ROUNDS", "20"))
 COMPACTION_ROUNDS = int(os.environ.get("DURABILITY_COMPACTION_ROUNDS", "5"))
 SIGTERM_ROUNDS = int(os.environ.get("DURABILITY_SIGTERM_ROUNDS", "3"))
-MIXED_ROUNDS = int(os.environ.get("DURABILITY_MIXED_ROUNDS", "6"))
+MIXED_ROUNDS = int(os.environ.get("DURABILITY_MIXED_ROUNDS", "5"))
 # Another build's binary (e.g. main's) that every other restart of the mixed-writes test
 # starts on the same data dir: each reads what the other wrote, after a SIGKILL.
 OTHER_BIN = os.environ.get("DURABILITY_OTHER_BIN")
