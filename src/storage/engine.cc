@@ -79,10 +79,10 @@ constexpr uint64_t kMaxWalBytes = 96 << 20;
 
 // Durability::kReplayed bytes the memtables may hold before a flush is
 // asked for. What a member SIGKILLed holds unflushed it applies again from
-// the Raft log before it serves; left to the 64 MiB memtables, a follower
-// killed under load re-applied up to ~200,000 puts and served 0.5-0.7 s
-// later than with RocksDB's log (bench/RESULTS.md, "Three members: apply
-// without RocksDB's log").
+// the Raft log before it serves; left to the 64 MiB memtables and the
+// snapshots, a follower killed under load applied 1,700-2,900 entries
+// again and served later than with RocksDB's log; with this bound, 200-1,200
+// entries, sooner (bench/RESULTS.md, "Branch put3land").
 constexpr uint64_t kMaxUnflushedBytes = 16 << 20;
 
 rocksdb::ColumnFamilyOptions cf_options(Cf c, const std::shared_ptr<rocksdb::Cache>& cache) {
@@ -241,6 +241,8 @@ Error Engine::write(IndexedBatch& batch, Durability d) {
 }
 
 void Engine::bound_unflushed() {
+  // A failed database is not flushed again (storage/failure.h).
+  if (fail_stop_->failed()) return;
   UnloggedBytes& u = *unlogged_;
   uint64_t written = u.written.load(std::memory_order_relaxed);
   uint64_t asked = u.asked.load(std::memory_order_relaxed);
@@ -364,6 +366,7 @@ Error Engine::flush_memtables() {
   // families together, atomic_flush). A flush of empty memtables does
   // nothing. Not under sync_mu: writes go on meanwhile, into new memtables.
   FailStop& fail_stop = *fail_stop_;
+  if (Error e = fail_stop.error()) return e;
   rocksdb::FlushOptions flush;
   flush.wait = true;
   rocksdb::Status s = db_->Flush(flush, {handles_.begin(), handles_.end()});
