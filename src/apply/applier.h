@@ -58,7 +58,7 @@ class Applier {
   int64_t revision() const { return store_->view()->revision(); }
   storage::Engine* engine() const { return store_->engine(); }
   // Syncs the state database: everything applied so far survives a crash.
-  Error make_durable() { return store_->engine()->sync_wal(); }
+  Error make_durable() { return store_->engine()->make_durable(); }
 
   // Applies the entry at `index`. A returned error means the state database
   // failed and the member must stop: continuing would diverge from the log.

@@ -60,7 +60,7 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
     storage::Batch b(e);
     b.remove(storage::Cf::kMeta, mvcc::kMetaAppliedIndex);
     if (Error err = e->write(b)) return err;
-    if (Error err = e->sync_wal()) return err;
+    if (Error err = e->make_durable()) return err;
     for (int c = 0; c < storage::kCfCount; ++c) {
       if (Error err = clear(e, static_cast<storage::Cf>(c))) return err;
     }
@@ -99,7 +99,7 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
     b.put(storage::Cf::kMeta, mvcc::kMetaAppliedIndex, applied);
     b.put(storage::Cf::kMeta, kRestoredIndex, applied);
     if (Error err = e->write(b)) return err;
-    if (Error err = e->sync_wal()) return err;
+    if (Error err = e->make_durable()) return err;
   }
   applied_index_ = static_cast<uint64_t>(mvcc::decode_i64(applied));
   lessor_->reload();

@@ -72,6 +72,12 @@ class Fsm {
   // index for members that will install it (streamed by Peer.FetchSnapshot).
   // Fills `at`. Errors: the database's; the snapshot is then skipped.
   virtual Error take_snapshot(SnapshotPoint* at) = 0;
+  // Makes the state durable up to applied_index(), as take_snapshot does,
+  // without keeping a copy: before libraft replaces its log with a snapshot
+  // the state is already past (the entries up to the snapshot then leave
+  // the log, and the state database may have them only in memory).
+  // Errors: the database's.
+  virtual Error make_durable() = 0;
   // Replaces the whole state with a snapshot's, streamed by `fetch`. On
   // error, *damaged tells whether the old state was already partly replaced
   // (the member must then stop).

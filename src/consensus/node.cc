@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -149,6 +150,14 @@ Error Node::start() {
         "the Raft log in " + opts_.dir + " ends at index " + std::to_string(raft_last_index(&m->raft)) +
         " but the state database has applied index " + std::to_string(m->sm->applied_index()) +
         ": the log is damaged or was replaced; restore the data dir from a backup"));
+  }
+  // What a start after a crash applies again (storage::Durability::
+  // kReplayed writes that were not flushed) once a leader says it is
+  // committed; not said for a new member's first entry.
+  if (raft_last_index(&m->raft) > std::max<uint64_t>(m->sm->applied_index(), 1)) {
+    spdlog::info("the Raft log ends at index {}, the state database has applied index {}: up to {} entries to apply",
+                 raft_last_index(&m->raft), m->sm->applied_index(),
+                 raft_last_index(&m->raft) - m->sm->applied_index());
   }
   uv_async_init(&m->loop, &m->wake, Impl::on_wake);
   m->wake.data = m;

@@ -184,6 +184,12 @@ int Node::Impl::fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf) {
       spdlog::error("cannot install the snapshot at index {}: {}", meta.applied_index(), e.message());
       return RAFT_IOERR;
     }
+  } else if (Error e = self->sm->make_durable()) {
+    // Our state is at or past the snapshot, but applied entries may be in
+    // memory only (storage::Durability::kReplayed) and libraft drops the
+    // log up to the snapshot once this returns: nothing could replay them.
+    spdlog::error("cannot keep the state at index {} durable: {}", self->sm->applied_index(), e.message());
+    return RAFT_IOERR;
   }
   raft_free(buf->base);  // the fsm owns it once restore succeeds
   return 0;

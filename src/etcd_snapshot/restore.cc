@@ -257,7 +257,7 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
   }
   if (Error e = engine->write(meta)) return e;
   if (o.store_identity) o.store_identity(engine.get());
-  return engine->sync_wal();
+  return engine->make_durable();
 }
 
 bool dir_empty_or_missing(const std::string& dir, bool* exists) {

@@ -42,6 +42,7 @@ class ApplierFsm final : public consensus::Fsm {
     return applier_->restored_ahead_of(log_last_index);
   }
   Error take_snapshot(consensus::SnapshotPoint* at) override;
+  Error make_durable() override { return applier_->make_durable(); }
   // The pairs' spaces are storage::Cf; any other number fails the restore
   // (errors::internal "bad column family in a snapshot").
   Error restore(const Fetch& fetch, bool* damaged) override;

@@ -63,7 +63,7 @@ bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster,
   b.put(meta, "cluster_id", be(*cluster));
   b.put(meta, "cluster_token", token);
   engine->write(b);
-  engine->sync_wal();
+  engine->make_durable();
   return false;
 }
 

@@ -148,7 +148,9 @@ bool Compactor::compact_to(int64_t rev) {
         newest = false;
       }
     }
-    if (Error e = engine_->write(batch)) {
+    // Replayed, as the entry that scheduled it (storage/engine.h): after a
+    // crash the swept state and the finished mark are never ahead of it.
+    if (Error e = engine_->write(batch, storage::Durability::kReplayed)) {
       spdlog::error("compaction to revision {} stopped: {}", rev, e.message());
       return false;
     }
@@ -159,7 +161,7 @@ bool Compactor::compact_to(int64_t rev) {
   }
   storage::Batch done(engine_);
   done.put(storage::Cf::kMeta, kMetaCompactFinished, encode_i64(rev));
-  if (Error e = engine_->write(done)) {
+  if (Error e = engine_->write(done, storage::Durability::kReplayed)) {
     spdlog::error("compaction to revision {} not recorded: {}", rev, e.message());
     return false;
   }

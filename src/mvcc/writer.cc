@@ -132,7 +132,8 @@ Error Writer::commit(uint64_t applied_index) {
     batch_.put(meta, kMetaRevision, encode_i64(revision_));
     batch_.put(meta, kMetaCompactScheduled, encode_i64(compact_revision_));
   }
-  if (Error e = engine_->write(batch_)) return e;
+  // The Raft log replays this entry after a crash (storage/engine.h).
+  if (Error e = engine_->write(batch_, storage::Durability::kReplayed)) return e;
   store_->add_keys(keys_delta_);
   keys_delta_ = 0;
   int64_t before = store_->view()->revision();

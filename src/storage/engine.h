@@ -1,8 +1,9 @@
 // RocksDB, as etcdq uses it: one database per member with a column family per
 // kind of record. The Raft log is the write-ahead log of the state machine, so
-// writes here are not fsynced one by one (see DESIGN.md, "Write path"):
-// `sync_wal()` makes everything written so far durable, and is called before
-// libraft may drop log entries (snapshot).
+// writes here are not fsynced one by one (see DESIGN.md, "Write path"), and
+// what the log can replay skips RocksDB's own log (Durability::kReplayed):
+// `make_durable()` makes everything written so far durable, and is called
+// before libraft may drop log entries (snapshot).
 //
 // The rest of etcdq reads and writes through this folder's small API
 // (iterator.h, batch.h, snapshot.h) and never names a RocksDB type: storage/
@@ -40,6 +41,25 @@ inline constexpr const char* kCfNames[kCfCount] = {"default", "latest", "history
 class Batch;
 class FailStop;
 class IndexedBatch;
+struct UnloggedBytes;
+
+// How a write survives a crash of the process. Neither kind is fsynced: a
+// crash of the machine can lose both until make_durable().
+enum class Durability {
+  // Through RocksDB's write-ahead log: in the data dir once write() returns.
+  kLogged,
+  // In memtables only, until RocksDB flushes them (a full memtable,
+  // kMaxUnflushedBytes of them in engine.cc, make_durable(), a clean
+  // close). For what the Raft log replays after a
+  // crash: apply's batches (mvcc/writer.h) and the compaction that follows
+  // from them (mvcc/compactor.h). Flushes cover every column family at once
+  // (RocksDB's atomic_flush), so what a crash leaves is the state after
+  // some earlier write, with its applied index; the entries after it are
+  // applied again. Skipping RocksDB's log saves its copy, checksum and
+  // write(2) of every Raft entry on every member (bench/RESULTS.md, "Three
+  // members: apply without RocksDB's log").
+  kReplayed,
+};
 
 class Engine {
  public:
@@ -61,15 +81,19 @@ class Engine {
   // the caller must treat as fatal (state would diverge from the log). The
   // batch is left as it was (clear() it to reuse it). The first failure of
   // any write, sync, flush or compaction fails the database for good: this,
-  // sync_wal(), compact_all() and Checkpoints::take return it from then on
+  // make_durable(), compact_all() and Checkpoints::take return it from then on
   // without reaching RocksDB, and the process's handler hears of it
   // (storage/failure.h: a member stops).
-  Error write(Batch& batch);
-  Error write(IndexedBatch& batch);
-  // Makes every write so far durable (fsync of RocksDB's WAL).
-  Error sync_wal();
+  Error write(Batch& batch, Durability d = Durability::kLogged);
+  Error write(IndexedBatch& batch, Durability d = Durability::kLogged);
+  // Makes every write so far durable: fsync of RocksDB's WAL, and a flush
+  // (fsynced) of the memtables when kReplayed writes are in them. Blocks
+  // for the flush (tens of ms per 64 MiB memtable).
+  Error make_durable();
   // Bytes the database takes on disk (every file in its directory: SST
-  // files, RocksDB's WAL, manifests), as etcd's dbSize is its file's size.
+  // files, RocksDB's WAL, manifests), as etcd's dbSize is its file's size,
+  // plus the kReplayed bytes not flushed yet (which a kLogged write would
+  // have put in the WAL file), so that the quota sees every write at once.
   // Never 0 (etcdctl divides by it). Measured at most every
   // kSizeRefresh (every write checks the quota; listing the directory per
   // write cost several percent of put throughput). Any thread.
@@ -98,8 +122,15 @@ class Engine {
   FailStop& fail_stop() const { return *fail_stop_; }
 
   Engine() = default;
+  // Flushes every column family's memtables (make_durable()).
+  Error flush_memtables();
+  // After a kReplayed write: starts a flush, without waiting for it, once
+  // kMaxUnflushedBytes (engine.cc) are in the memtables unflushed, so that
+  // a crash leaves a bounded part of the log to apply again.
+  void bound_unflushed();
   std::string dir_;
   std::shared_ptr<FailStop> fail_stop_;  // set before db_ opens; outlives it
+  std::shared_ptr<UnloggedBytes> unlogged_;  // kReplayed bytes written and flushed (engine.cc)
   std::unique_ptr<rocksdb::DB> db_;
   std::array<rocksdb::ColumnFamilyHandle*, kCfCount> handles_{};
   mutable std::atomic<int64_t> size_cache_{0};

@@ -2,7 +2,7 @@
 // an I/O error), and what the process is told.
 //
 // A RocksDB database whose write, flush, WAL sync or compaction failed is
-// not written to again: every later Engine::write, sync_wal, compact_all
+// not written to again: every later Engine::write, make_durable, compact_all
 // and Checkpoints::take returns the first failure without reaching RocksDB,
 // and RocksDB's own recovery is off. Why: Debian's librocksdb 7.8 is built
 // with assertions, and an append, flush or sync on a file writer that has

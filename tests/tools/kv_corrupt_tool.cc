@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.message().c_str());
     return 1;
   }
-  if (Error e = engine->sync_wal()) {
+  if (Error e = engine->make_durable()) {
     std::fprintf(stderr, "%s\n", e.message().c_str());
     return 1;
   }
