@@ -110,10 +110,20 @@ void Node::Impl::add_member(raft_id id, const std::string& address, bool learner
 }
 
 void Promotions::try_next(SteadyClock::time_point now) {
-  if (want_voter_.empty() || promoting_ || now < next_try_) return;
   struct raft& raft = n_.raft;
+  if (raft_state(&raft) == RAFT_LEADER && adopted_term_ != raft.current_term) {
+    // A leader that took over promotes the spares its predecessor added
+    // (MemberList already shows them as voters): otherwise a member added
+    // just before its leader died gets no entries and never serves.
+    adopted_term_ = raft.current_term;
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      const auto& srv = raft.configuration.servers[i];
+      if (srv.role == RAFT_SPARE && srv.id != raft.id) want_voter_.insert(srv.id);
+    }
+  }
+  if (want_voter_.empty() || promoting_ || now < next_try_) return;
   if (raft_state(&raft) != RAFT_LEADER) {
-    want_voter_.clear();  // a new leader does not know them; MemberPromote does not apply to spares
+    want_voter_.clear();  // the next leader takes on the spares (above)
     return;
   }
   // A spare gets no entries between tries: try again a heartbeat after one ends.

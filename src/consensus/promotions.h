@@ -25,9 +25,10 @@ class Promotions {
 
   // `id` was added as a voter: promote it once it can be.
   void want_voter(raft_id id) { want_voter_.insert(id); }
-  // Starts the next promotion due, if none is in flight and a second passed
-  // since the last try. A member that is no longer leader forgets them all
-  // (a new leader does not know them; MemberPromote does not apply to spares).
+  // Starts the next promotion due, if none is in flight and a heartbeat passed
+  // since the last try. A member that is no longer leader forgets them all;
+  // a new leader takes on every spare in the configuration once a term
+  // (MemberPromote does not apply to spares; MemberList calls them voters).
   void try_next(std::chrono::steady_clock::time_point now);
 
  private:
@@ -36,6 +37,9 @@ class Promotions {
   std::chrono::steady_clock::time_point next_try_{};
   std::chrono::steady_clock::time_point next_log_{};  // failures logged at most once a second
   bool promoting_ = false;
+  // The term in which this member, as leader, took on the spares already in
+  // the configuration (added under an earlier leader).
+  raft_term adopted_term_ = 0;
 };
 
 }  // namespace etcdq::consensus

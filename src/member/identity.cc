@@ -39,6 +39,11 @@ bool stored_cluster_token(storage::Engine* engine, std::string* token) {
   return engine->get(storage::Cf::kMeta, "cluster_token", token);
 }
 
+bool stored_member_id(storage::Engine* engine) {
+  std::string m;
+  return engine->get(storage::Cf::kMeta, "member_id", &m) && m.size() == 8;
+}
+
 bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster, const std::string& token) {
   const auto meta = storage::Cf::kMeta;
   std::string m, c;

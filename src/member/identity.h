@@ -40,6 +40,9 @@ bool keep_identity(storage::Engine* engine, uint64_t* member, uint64_t* cluster,
 // the other members' ids in the Raft configuration derive from it.
 bool stored_cluster_token(storage::Engine* engine, std::string* token);
 
+// Whether the data dir holds a member id (keep_identity stored one).
+bool stored_member_id(storage::Engine* engine);
+
 struct MemberInfo {
   uint64_t id = 0;
   std::string name;

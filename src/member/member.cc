@@ -239,21 +239,6 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   }
   ctx.limits = o.limits;
 
-  // A member joining on a new data dir takes the id MemberAdd gave it
-  // (member/join_id.h), before anything is written to disk.
-  if (o.join && !fs::exists(fs::path(o.data_dir) / "member" / "db")) {
-    std::vector<std::string> others;
-    for (const auto& im : o.initial_cluster) {
-      if (&im != self) others.push_back(im.peer_address);
-    }
-    uint64_t learned = 0;
-    if (Error e = learn_joining_id(others, self->peer_address, ctx.self.id, 3, o.stop_requested, &learned)) return e;
-    for (auto& peer : peers) {
-      if (peer.id == ctx.self.id) peer.id = learned;
-    }
-    ctx.self.id = learned;
-  }
-
   std::error_code ec;
   fs::create_directories(fs::path(o.data_dir) / "member", ec);
   if (ec) return errors::internal("cannot create data dir " + o.data_dir + ": " + ec.message());
@@ -280,6 +265,22 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
     spdlog::warn("data dir {} was made with --initial-cluster-token {}; using it (the flag says {})", o.data_dir,
                  stored, o.cluster_token);
     derive(stored);
+  }
+  // A member joining takes the id MemberAdd gave it (member/join_id.h)
+  // until its data dir holds one: also after a crash between creating the
+  // state database and storing the id (keep_identity below), which left a
+  // member that restarted under the flags' id, unknown to the cluster.
+  if (o.join && !stored_member_id(engine.get())) {
+    std::vector<std::string> others;
+    for (const auto& im : o.initial_cluster) {
+      if (&im != self) others.push_back(im.peer_address);
+    }
+    uint64_t learned = 0;
+    if (Error e = learn_joining_id(others, self->peer_address, ctx.self.id, 3, o.stop_requested, &learned)) return e;
+    for (auto& peer : peers) {
+      if (peer.id == ctx.self.id) peer.id = learned;
+    }
+    ctx.self.id = learned;
   }
   if (o.join) {
     // The cluster id comes with the log (the first published attributes).
