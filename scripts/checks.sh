@@ -107,6 +107,9 @@ sweep() {  # dir
 # (scripts/test.sh) runs each test once. Not in the fuzz stage, whose
 # findings are in the failed run's output: a rerun starts from the seeds.
 RETRY=(--repeat until-pass:2)
+# Python's gRPC in the test processes: no fork handlers (tests/integration/
+# harness.py says why).
+export GRPC_ENABLE_FORK_SUPPORT=${GRPC_ENABLE_FORK_SUPPORT:-0}
 run_ctest() {  # dir, ctest args...
   local dir=$1
   shift

@@ -20,6 +20,9 @@ if [ "$checks" = 1 ] || [ "$checks" = true ]; then
   export CMAKE_ARGS="-DCMAKE_UNITY_BUILD=ON -DLINE_TABLES_ONLY=ON ${CMAKE_ARGS:-}"
 fi
 bash scripts/build.sh
+# Python's gRPC in the test processes: no fork handlers (tests/integration/
+# harness.py says why).
+export GRPC_ENABLE_FORK_SUPPORT=${GRPC_ENABLE_FORK_SUPPORT:-0}
 # Three at a time: most tests wait on servers and clients rather than use a
 # core (at two, the ASan stage kept 1.2 of the 2 cores busy), and the
 # cluster tests and the floods still run alone (RUN_SERIAL). Serially the

@@ -38,9 +38,17 @@ import threading
 import time
 import unittest
 
-import grpc
-import etcd3
-from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc
+# Python's gRPC waits at every fork (each subprocess: etcdctl, chromium, the
+# members) for its thread pool to go idle, and under load that wait was seen
+# to hang a test process for its whole timeout ("Waiting for thread pool to
+# idle before forking"). No child of a test uses gRPC (each execs at once),
+# so the fork handlers are off. scripts/test.sh and checks.sh set it too, for
+# test files that import grpc before this module.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+import grpc  # noqa: E402
+import etcd3  # noqa: E402
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
 def _etcd36_dir():
     """etcd 3.6's bin dir: $ETCD36_DIR (CMake sets it), else scripts/etcd36.sh
