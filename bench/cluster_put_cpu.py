@@ -9,11 +9,13 @@ endpoints, and the user+system CPU seconds of the three member processes (from
 Each round starts a fresh cluster of each binary in turn (A B A B ...), with
 cluster_side_by_side.py's members and flags, runs
 `benchmark --conns 100 --clients 1000 put --key-size 8 --val-size 256
---sequential-keys --total N`, and prints req/s, p99 and µs of member CPU per put.
+--sequential-keys --total N`, and prints req/s, p99 and µs of member CPU per put,
+and the load generator's own CPU per put (it shares the cores: with the
+members' it bounds the req/s a 2-core machine can show).
 The load generator runs on the same cores: req/s moves with whatever else the
 machine is doing; the CPU per put much less.
 """
-import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile
+import argparse, os, resource, shutil, signal, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -63,28 +65,35 @@ def main():
                                                  "-p", ",".join(map(str, pids))],
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     before = sum(cpu_seconds(p) for p in pids)
+                    # The load generator is the only child waited for in between:
+                    # its CPU is the rusage of waited children that this run adds.
+                    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     r = sbs.parse_benchmark(sbs.benchmark_output(tool, c.endpoints, args, timeout=900))
+                    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     after = sum(cpu_seconds(p) for p in pids)
+                    client_us = ((ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)) / a.total * 1e6
                     if perf:
                         perf.send_signal(signal.SIGINT)
                         perf.wait()
                     c.check_alive("during the benchmark")
                     us = (after - before) / a.total * 1e6
-                    res[name].append((r["rps"], r["p99"] * 1000, us))
+                    res[name].append((r["rps"], r["p99"] * 1000, us, client_us))
                     print(f"round {rnd + 1} {name:10} {r['rps']:9.0f} req/s  p99 {r['p99'] * 1000:7.1f} ms  "
-                          f"{us:6.1f} us CPU/put (3 members)  errors {r['errors'] or 0}", flush=True)
+                          f"{us:6.1f} us CPU/put (3 members)  {client_us:5.1f} us (client)  "
+                          f"errors {r['errors'] or 0}", flush=True)
                 finally:
                     c.stop()
                     c.remove()
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
-    print("\n| server | req/s (median) | p99 ms (median) | µs CPU a put, 3 members (median) | runs |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("\n| server | req/s (median) | p99 ms (median) | µs CPU a put, 3 members (median) | "
+          "µs CPU a put, etcd's benchmark client (median) | runs |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, _ in servers:
         rs = res[name]
         if rs:
             print(f"| {name} | {statistics.median(x[0] for x in rs):.0f} | {statistics.median(x[1] for x in rs):.1f} "
-                  f"| {statistics.median(x[2] for x in rs):.1f} | {len(rs)} |")
+                  f"| {statistics.median(x[2] for x in rs):.1f} | {statistics.median(x[3] for x in rs):.1f} | {len(rs)} |")
 
 
 if __name__ == "__main__":
