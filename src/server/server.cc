@@ -28,6 +28,8 @@
 namespace etcdq::server {
 
 constexpr int kGrpcOverheadBytes = 512 * 1024;
+// A client stream's HTTP/2 window, bytes (ClientServer::start says why fixed).
+constexpr int kStreamWindowBytes = 1 << 20;
 // The services a client URL serves (everything else: unknown_method.h).
 const char* const kClientServices[] = {"etcdserverpb.KV",      "etcdserverpb.Watch",   "etcdserverpb.Lease",
                                        "etcdserverpb.Cluster", "etcdserverpb.Maintenance", "v3lockpb.Lock",
@@ -96,6 +98,16 @@ Error ClientServer::start(const std::vector<std::string>& listen) {
   // etcd's keepalive enforcement defaults: clients may ping every 5 s.
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // Fixed HTTP/2 windows of 1 MiB a stream, not grown by BDP probing: a
+  // stream the server stops reading (a watch stream whose answers its client
+  // does not read, watch_service.h) holds at most its window of requests in
+  // gRPC. With probing, the window grew with the round trip, so with the
+  // machine's load, to ~13 MiB (~40 MiB of server memory held for one such
+  // stream; test_watch_stream_abuse). 1 MiB still takes a 1 MB put in one
+  // window; 1 MB puts on loopback ran at the same rate either way
+  // (bench/RESULTS.md, "Fixed HTTP/2 windows on the client URL").
+  b.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   // No GRPC_ARG_MAX_CONCURRENT_STREAMS: the guard enforces it (server.h).
   b.RegisterService(&services_->kv);
   b.RegisterService(&services_->watch);
