@@ -117,7 +117,8 @@ class LearnerScenario:
         learner.initial_cluster = re.search(r'ETCD_INITIAL_CLUSTER="([^"]*)"', r.out).group(1)
         learner.initial_state = "existing"
         learner.learner = True
-        learner_id = re.search(r"Member ([0-9a-f]+) added", r.out).group(1)
+        # etcdctl prints the id with %16x: an id below 2^60 comes space-padded.
+        learner_id = re.search(r"Member\s+([0-9a-f]+) added", r.out).group(1)
 
         spare = harness.free_port()
         r = ctl(self.voters(), "member", "add", "m4", "--learner", "--peer-urls=http://127.0.0.1:%d" % spare)
