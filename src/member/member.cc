@@ -292,10 +292,23 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   }
 
   {
+    // A joiner's cluster id is not the hash of its --initial-cluster (that
+    // lists today's members, not the first ones): 0 stands for "from the
+    // log" (current_cluster_id), so neither the data dir nor a header
+    // carries a made-up one.
+    if (o.join) ctx.cluster_id = 0;
     uint64_t member = ctx.self.id, cluster = ctx.cluster_id;
     if (keep_identity(engine.get(), &member, &cluster, ctx.cluster_token)) {
-      spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
-                   o.data_dir, member, cluster, ctx.self.id);
+      if (o.join && member != ctx.self.id) {
+        // Expected: the id MemberAdd gave it, not one derived from flags.
+        spdlog::info("data dir {} belongs to member {:x}, the id it joined with", o.data_dir, member);
+      } else if (cluster == 0 || o.join) {
+        spdlog::warn("data dir {} belongs to member {:x}; keeping that id (the flags give {:x})", o.data_dir,
+                     member, ctx.self.id);
+      } else {
+        spdlog::warn("data dir {} belongs to member {:x} of cluster {:x}; keeping those ids (the flags give {:x})",
+                     o.data_dir, member, cluster, ctx.self.id);
+      }
       for (auto& peer : peers) {
         if (peer.id == ctx.self.id) peer.id = member;
       }

@@ -11,6 +11,7 @@ its id was stored: it restarts under the id MemberAdd gave it (member/member.cc)
     ETCDQ_BIN=~/.cache/etcdq/etcd-v3.6.17-*/etcd /usr/bin/python3 tests/cluster/test_member_add_crashes.py
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -52,6 +53,16 @@ class MemberAddCrashesTest(ClusterTestCase):
         self.assertEqual(m.status().header.member_id, c.last_member_add.member.ID)
         r = c.kv(j).Range(rpc_pb2.RangeRequest(key=b"before"), timeout=10)
         self.assertEqual([kv.value for kv in r.kvs], [b"1"])
+        # Restarted, it keeps that id, and whatever cluster id its log names is the
+        # cluster's (a joiner once stored a hash of its --initial-cluster as one).
+        c.restart(j, timeout=SERVE_TIMEOUT_S)
+        st = m.status()
+        self.assertEqual(st.header.member_id, c.last_member_add.member.ID)
+        cluster_id = c.members[0].status().header.cluster_id
+        self.assertEqual(st.header.cluster_id, cluster_id)
+        with open(m.log_path, errors="replace") as f:
+            named = set(re.findall(r"of cluster ([0-9a-f]+)", f.read()))
+        self.assertLessEqual(named, {"%x" % cluster_id}, "log names another cluster id")
 
 
 if __name__ == "__main__":
