@@ -7,15 +7,22 @@
 #include <memory>
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
+
 #include "consensus/forwarder.h"
 
 namespace etcdq::member {
 
 Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std::string& self_address,
                        uint64_t derived, int rounds, const std::function<bool()>& stop, uint64_t* id) {
-  // Held by every call's callback too: gRPC finishes a call (and frees its
-  // context) after the callback ran, which needs the channel still there.
-  auto forwarder = std::make_shared<consensus::Forwarder>();
+  // Blocking calls, so every channel and call ends on this thread. The
+  // callback API ran its callbacks on gRPC's alternative completion-queue
+  // threads (gRPC 1.51 without a background poller); a callback that held
+  // the last reference to this Forwarder destroyed the channel there, the
+  // last user of that queue, whose shutdown then joined its own thread and
+  // freed the queue twice (ASan: double-free in grpc_cq_internal_unref,
+  // test_member_ids; gRPC's PR #32584 tells the same story).
+  consensus::Forwarder forwarder;
   bool answered = false;
   std::string last_error;
   for (int round = 0; round < rounds; ++round) {
@@ -24,13 +31,11 @@ Error learn_joining_id(const std::vector<std::string>& peer_addresses, const std
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     for (const auto& target : peer_addresses) {
-      auto got = std::make_shared<std::promise<std::pair<Error, peer::ConfigurationResponse>>>();
-      auto answer = got->get_future();
-      forwarder->configuration(target, std::chrono::seconds(2),
-                               [got, forwarder](Error e, const peer::ConfigurationResponse& r) {
-                                 got->set_value({e, r});
-                               });
-      auto [e, conf] = answer.get();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      peer::ConfigurationResponse conf;
+      Error e = consensus::Forwarder::from_status(
+          peer::Peer::NewStub(forwarder.channel(target))->Configuration(&ctx, peer::ConfigurationRequest(), &conf));
       if (e) {
         last_error = target + ": " + e.message();
         continue;
