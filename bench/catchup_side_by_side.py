@@ -152,7 +152,9 @@ def wait_serves(c, m, t0, limit):
         if not m.running():
             raise csb.Odd(f"{m.name} exited (status {m.proc.returncode})")
         if serves(c, m):
-            return time.monotonic() - t0
+            secs = time.monotonic() - t0
+            m.note(f"served a linearizable Range, {secs:.2f} s after the scenario's start")
+            return secs
         time.sleep(0.01)
     return None
 

@@ -69,6 +69,13 @@ class Odd(Exception):
 
 # ---- members and clusters ---------------------------------------------------------------
 
+def clock():
+    """UTC wall time with milliseconds, as the members' log lines carry it: the notes written
+    into a member's log line up with its own lines (a timeline of a scenario)."""
+    t = time.time()
+    return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
 class Member:
     def __init__(self, cluster, name):
         self.cluster, self.name = cluster, name
@@ -97,7 +104,7 @@ class Member:
     def spawn(self):
         self.starts += 1
         with open(self.log_path, "ab") as log:
-            log.write(f"\n==== bench: start #{self.starts} at {time.strftime('%H:%M:%S')}\n".encode())
+            log.write(f"\n==== bench: start #{self.starts} at {clock()}\n".encode())
             log.flush()
             # Own process group (to kill it whole), same session (see the module doc).
             self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
@@ -109,7 +116,7 @@ class Member:
 
     def note(self, text):
         with open(self.log_path, "ab") as log:
-            log.write(f"\n==== bench: {text} at {time.strftime('%H:%M:%S')}\n".encode())
+            log.write(f"\n==== bench: {text} at {clock()}\n".encode())
 
     def kill9(self):
         self.expected_exit = True

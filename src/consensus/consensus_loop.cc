@@ -39,6 +39,7 @@ void Node::Impl::on_tick(uv_timer_t* t) {
     std::_Exit(70);
   }
   self->update_progress();
+  self->note_caught_up();
   raft_metrics().proposals_pending.Set(static_cast<double>(self->waiters.size()));
   self->read_index.release(raft_last_applied(&self->raft));
   self->expire(SteadyClock::now());

@@ -24,10 +24,42 @@ void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
   if (self->index_of(msg->server_id) >= 0) self->contact.heard(msg->server_id, SteadyClock::now());
   // Read before libraft takes the message (libraft_patches.h, 10).
   HeardCommit::Vouch vouch = HeardCommit::vouch_of(*msg);
+  if (!self->catch_up.contacted &&
+      (msg->type == RAFT_IO_APPEND_ENTRIES || msg->type == RAFT_IO_INSTALL_SNAPSHOT)) {
+    self->note_first_contact(*msg);
+  }
   self->libraft_recv(io, msg);
   self->heard_commit.heard(&self->raft, vouch);
   self->heard_commit.apply(&self->raft);
   self->refresh_leader();
+}
+
+// The first append (or snapshot) after this member started: how far
+// behind the leader it is, and (on_tick, note_caught_up) how long it took
+// to apply up to the leader's commit index of then.
+void Node::Impl::note_first_contact(const struct raft_message& msg) {
+  catch_up.contacted = true;
+  catch_up.at = SteadyClock::now();
+  catch_up.applied_at_contact = raft_last_applied(&raft);
+  if (msg.type == RAFT_IO_INSTALL_SNAPSHOT) {
+    catch_up.target = msg.install_snapshot.last_index;
+    spdlog::info("first contact from leader {:x}: a snapshot at index {}; applied index {}", msg.server_id,
+                 msg.install_snapshot.last_index, catch_up.applied_at_contact);
+    return;
+  }
+  const struct raft_append_entries& a = msg.append_entries;
+  catch_up.target = a.leader_commit > catch_up.applied_at_contact ? a.leader_commit : 0;
+  spdlog::info("first contact from leader {:x}: its commit index {}, this member's last index {}, applied index {}",
+               msg.server_id, a.leader_commit, raft_last_index(&raft), catch_up.applied_at_contact);
+}
+
+void Node::Impl::note_caught_up() {
+  if (catch_up.target == 0 || raft_last_applied(&raft) < catch_up.target) return;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - catch_up.at).count();
+  spdlog::info("applied up to index {} (the leader's commit index at first contact) {} ms after it: {} entries",
+               catch_up.target, ms, catch_up.target - std::min(catch_up.target, catch_up.applied_at_contact));
+  catch_up.target = 0;
 }
 
 Node::Impl::LeaderView Node::Impl::leader_view() {

@@ -161,6 +161,15 @@ struct Node::Impl {
   // (libraft_patches.h, 10): noted in recv_hook, applied there and once
   // LogAppends reports a stored append.
   HeardCommit heard_commit;
+  // A follower's catch-up after its start, for the log (etcd logs each
+  // phase of its own): the leader's commit index in the first append that
+  // reached us, and when; logged once applied gets there (on_tick).
+  struct CatchUp {
+    bool contacted = false;
+    raft_index target = 0;  // 0 once logged
+    raft_index applied_at_contact = 0;
+    SteadyClock::time_point at{};
+  } catch_up;
   LogAppends log_appends{*this};  // how appends reach libraft (consensus/log_appends.h)
   // A leader knows every committed index once an entry of its own term
   // committed (Raft's §6.4 rule for read indexes); a barrier gets it there.
@@ -236,6 +245,8 @@ struct Node::Impl {
   };
   LeaderView leader_view();
   void refresh_leader();
+  void note_first_contact(const struct raft_message& msg);
+  void note_caught_up();
   void note_role(bool leading);
   void update_progress();
   void update_progress_after_failure(int status);
