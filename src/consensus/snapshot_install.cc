@@ -72,16 +72,27 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
     if (from != 0) counted.emplace(snapshot_receive_metrics(from));
     if (counted) counted->inflight.Increment();
     auto start = std::chrono::steady_clock::now();
+    // The install's phases, logged: how long until the first pairs came,
+    // how many came, and the whole restore (the writes and the reload).
+    uint64_t pairs = 0, bytes = 0;
+    double first_s = -1;
     last = fsm->restore(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
+            if (first_s < 0) first_s = metrics::seconds_since(start);
             for (const auto& p : c.pairs()) {
+              ++pairs;
+              bytes += p.key().size() + p.value().size();
               if (Error e = sink(p.cf(), p.key(), p.value())) return e;
             }
             return {};
           });
         },
         damaged);
+    if (!last) {
+      spdlog::info("fetched the state from {}: {} pairs, {} bytes in {:.3f} s (first pairs after {:.3f} s)", target,
+                   pairs, bytes, metrics::seconds_since(start), first_s);
+    }
     if (counted) {
       counted->inflight.Decrement();
       if (!last) {

@@ -48,7 +48,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   void run() {
     size_t bytes = 0;
     bool gone = false;
-    Error e = member::maintenance::read_checkpoint(*ctx_, index_, [&](uint32_t cf, std::string_view key,
+    Error e = member::maintenance::read_state(*ctx_, index_, [&](uint32_t cf, std::string_view key,
                                                                        std::string_view value) -> Error {
       auto* p = chunk_.add_pairs();
       p->set_cf(cf);

@@ -250,6 +250,20 @@ Error Engine::compact_all() {
   return e;
 }
 
+void Engine::flush_in_background_over(uint64_t bytes) {
+  if (fail_stop_->error()) return;
+  uint64_t in_memtables = 0;
+  if (!db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &in_memtables) || in_memtables <= bytes) {
+    return;
+  }
+  rocksdb::FlushOptions flush;
+  flush.wait = false;
+  flush.allow_write_stall = true;  // never block the caller (the consensus thread)
+  if (rocksdb::Status s = db_->Flush(flush, {handles_.begin(), handles_.end()}); !s.ok()) {
+    spdlog::warn("cannot start a flush of {}: {}", dir_, s.ToString());
+  }
+}
+
 Error Engine::sync_wal() {
   FailStop& fail_stop = *fail_stop_;
   std::unique_lock<std::shared_mutex> sync_lock(fail_stop.sync_mu());
