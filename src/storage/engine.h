@@ -96,6 +96,7 @@ class Engine {
   friend class Batch;
   friend class IndexedBatch;
   friend class Snapshot;
+  friend class BulkLoad;
   rocksdb::DB* db() const { return db_.get(); }
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[static_cast<int>(c)]; }
   // The database's failure latch (storage/fail_stop.h), shared with its
