@@ -47,7 +47,7 @@
 
 namespace {
 // libraft 0.15's progress states (src/progress.h).
-constexpr unsigned short kProgressPipeline = etcdq::consensus::kLibraftProgressPipeline;
+constexpr unsigned short kProgressPipeline = 1;
 constexpr unsigned short kProgressSnapshot = 2;
 // Patch 8 (below): no answer is coming to the last send to follower i.
 void note_send_settled(struct raft* r, unsigned i);

@@ -119,12 +119,6 @@ class HeardCommit {
   raft_index index_ = 0;
 };
 
-// libraft 0.15's progress state of a follower being replicated to normally
-// (PROGRESS__PIPELINE, its internal src/progress.h): sends go out without
-// waiting for answers, and a failed send moves it back to probing
-// (replication.c, sendAppendEntriesCb).
-inline constexpr unsigned short kLibraftProgressPipeline = 1;
-
 }  // namespace etcdq::consensus
 
 extern "C" {
