@@ -69,6 +69,11 @@ def lag_until_install(c, leader, follower, txns, load_fn=None):
     for _ in range(3):
         before = log_count(c.members[follower], INSTALL_STARTS)
         c.kill9(follower)
+        # A leader keeps the log for a follower it sent a snapshot to while
+        # that follower was heard from within an election timeout (etcd
+        # keeps it 30 s after a send): the load comes once that has passed,
+        # or a follower killed right after an install catches up from it.
+        time.sleep(ELECTION_MS / 1000 + 0.2)
         (load_fn or load)(c.kv(leader), txns)
         c.restart(follower, wait=False)
         deadline = time.monotonic() + 10
