@@ -3,6 +3,7 @@
 #include "consensus/libraft_patches.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -315,9 +316,26 @@ void forget_snapshots_sent(const struct raft* r) {
 
 extern "C" void __wrap_progressToSnapshot(struct raft* r, unsigned i) {
   __real_progressToSnapshot(r, i);
-  SentRecord rec{r->leader_state.progress[i].snapshot_index, raft_last_index(r), r->io->time(r->io)};
-  std::lock_guard<std::mutex> lock(sent_mu);
-  sent_records[{r, r->configuration.servers[i].id}] = rec;
+  const struct raft_progress& p = r->leader_state.progress[i];
+  SentRecord rec{p.snapshot_index, raft_last_index(r), r->io->time(r->io)};
+  const raft_id id = r->configuration.servers[i].id;
+  SentRecord before;
+  {
+    std::lock_guard<std::mutex> lock(sent_mu);
+    auto it = sent_records.find({r, id});
+    if (it != sent_records.end()) before = it->second;
+    sent_records[{r, id}] = rec;
+  }
+  // Rare (a follower too far behind), and what a catch-up's timeline needs
+  // from the leader's side: when each snapshot went, and whether it
+  // followed another not installed yet.
+  if (before.index != 0 && p.match_index < before.index) {
+    spdlog::info("sending the snapshot at index {} to member {:x} (match index {}); the one at index {} sent {} ms "
+                 "ago is not installed",
+                 rec.index, id, p.match_index, before.index, rec.at - before.at);
+  } else {
+    spdlog::info("sending the snapshot at index {} to member {:x} (match index {})", rec.index, id, p.match_index);
+  }
 }
 
 extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_index rejected,
@@ -343,6 +361,9 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
       const bool after_send =
           rec.index == p->snapshot_index && !storing && (rejected > rec.last_index || waited);
       if (after_send) {
+        spdlog::info("member {:x} answered without the snapshot at index {} ({} ms after it was sent; rejected index "
+                     "{}, its last index {}): sending it again",
+                     r->configuration.servers[i].id, p->snapshot_index, now - rec.at, rejected, last_index);
         progressAbortSnapshot(r, i);
         return true;  // replication.c sends the snapshot again now
       }

@@ -192,7 +192,9 @@ int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], u
   Impl* self = static_cast<Impl*>(fsm->data);
   // libraft reads the trailing count after this call, for this snapshot
   // (replication.c takeSnapshot: the log kept in memory and on disk).
-  raft_set_snapshot_trailing(&self->raft, self->trailing_for(raft_last_applied(&self->raft)));
+  const raft_index snapshot_index = raft_last_applied(&self->raft);
+  const unsigned trailing = self->trailing_for(snapshot_index);
+  raft_set_snapshot_trailing(&self->raft, trailing);
   // libraft may drop log entries up to here once the snapshot is stored:
   // the state machine makes itself durable and keeps the state first.
   SnapshotPoint at;
@@ -200,6 +202,10 @@ int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], u
     spdlog::error("snapshot skipped: {}", e.message());
     return RAFT_IOERR;
   }
+  // As etcd logs "triggering snapshot" and "compacted Raft logs": where a
+  // follower that lags must be to go on from the log.
+  spdlog::info("snapshot at index {} ({} commands since the last): the log keeps {} entries behind it", snapshot_index,
+               self->commands_since_snapshot, trailing);
   // The next one after --snapshot-count more commands (note_applied_commands).
   self->commands_since_snapshot = 0;
   raft_set_snapshot_threshold(&self->raft, self->opts->snapshot_threshold);
