@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "common/state_pairs.h"
 #include "consensus/metrics.h"
 
 namespace etcdq::consensus {
@@ -85,6 +86,15 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
               ++pairs;
               bytes += p.key().size() + p.value().size();
               if (Error e = sink(p.cf(), p.key(), p.value())) return e;
+            }
+            // What a sender that packs them sends (common/state_pairs.h).
+            if (Error e = state_pairs::for_each(c.packed(), [&](uint32_t cf, std::string_view key,
+                                                                std::string_view value) -> Error {
+                  ++pairs;
+                  bytes += key.size() + value.size();
+                  return sink(cf, key, value);
+                })) {
+              return e;
             }
             write_s += metrics::seconds_since(chunk_start);
             return {};

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/state_pairs.h"
 #include "member/corruption_check.h"
 #include "member/forwarded.h"
 #include "member/leases.h"
@@ -33,9 +34,13 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   // `senders` counts the writers alive; one over `limit` finishes at once
   // with RESOURCE_EXHAUSTED (the installing member tries another source,
   // and libraft retries the snapshot later).
-  SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, uint64_t index,
+  SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, uint64_t index, bool packed,
                  std::shared_ptr<std::atomic<int>> senders, int limit)
-      : BlockingWriter(call, kReceiverStallLimit), ctx_(ctx), index_(index), senders_(std::move(senders)) {
+      : BlockingWriter(call, kReceiverStallLimit),
+        ctx_(ctx),
+        index_(index),
+        packed_(packed),
+        senders_(std::move(senders)) {
     if (senders_->fetch_add(1) >= limit) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many snapshot transfers at once"));
       return;
@@ -63,10 +68,19 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
     peer::SnapshotChunk* filling = &chunks_[0];
     Error e = member::maintenance::read_state(*ctx_, index_, [&](uint32_t cf, std::string_view key,
                                                                        std::string_view value) -> Error {
-      auto* p = filling->add_pairs();
-      p->set_cf(cf);
-      p->set_key(key.data(), key.size());
-      p->set_value(value.data(), value.size());
+      if (packed_) {
+        // One copy a pair, no message a pair (common/state_pairs.h).
+        std::string* out = filling->mutable_packed();
+        if (out->capacity() < kSnapshotChunkBytes + state_pairs::kRecordOverhead) {
+          out->reserve(kSnapshotChunkBytes + state_pairs::kRecordOverhead);
+        }
+        state_pairs::append(out, cf, key, value);
+      } else {
+        auto* p = filling->add_pairs();
+        p->set_cf(cf);
+        p->set_key(key.data(), key.size());
+        p->set_value(value.data(), value.size());
+      }
       bytes += key.size() + value.size() + 8;
       ++pairs;
       total += key.size() + value.size();
@@ -106,6 +120,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
 
   Context* ctx_;
   uint64_t index_;
+  bool packed_;  // the installer reads SnapshotChunk.packed
   std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunks_[2];
 };
@@ -391,7 +406,7 @@ grpc::ServerUnaryReactor* PeerService::HashKV(grpc::CallbackServerContext* c, co
 
 grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext* c,
                                                                           const peer::FetchSnapshotRequest* req) {
-  return new SnapshotWriter(c, ctx_, req->index(), snapshot_senders_, kMaxSnapshotSenders);
+  return new SnapshotWriter(c, ctx_, req->index(), req->packed(), snapshot_senders_, kMaxSnapshotSenders);
 }
 
 }  // namespace etcdq::server

@@ -32,6 +32,7 @@
 #include "apply/applier.h"
 #include "apply/state_machine.h"
 #include "apply/entry.h"
+#include "common/state_pairs.h"
 #include "apply/kv.h"
 #include "etcdq/command.pb.h"
 #include "memory_network.h"
@@ -354,10 +355,8 @@ Error InProcessForwarder::fetch_snapshot(const std::string& target, uint64_t ind
   size_t bytes = 0;
   Error e = cluster_->read_state(target, index, [&](storage::Cf cf, std::string_view key,
                                                           std::string_view value) -> Error {
-    auto* p = chunk.add_pairs();
-    p->set_cf(static_cast<uint32_t>(cf));
-    p->set_key(key.data(), key.size());
-    p->set_value(value.data(), value.size());
+    // Packed, as the peer service sends them (common/state_pairs.h).
+    state_pairs::append(chunk.mutable_packed(), static_cast<uint32_t>(cf), key, value);
     bytes += key.size() + value.size() + 8;
     if (bytes < (64 << 10)) return {};
     Error fe = fn(chunk);
