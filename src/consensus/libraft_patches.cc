@@ -276,6 +276,12 @@ struct SentRecord {
   raft_index index = 0;       // the snapshot's
   raft_index last_index = 0;  // the leader's last index when it was sent
   raft_time at = 0;           // the leader's clock (ms) then
+  // When the InstallSnapshot message went to the transport: libraft loads
+  // the snapshot (an asynchronous read) between progressToSnapshot and the
+  // send, and appends sent meanwhile reach the follower before it.
+  bool on_wire = false;
+  raft_index wire_last_index = 0;  // the leader's last index then
+  raft_time wire_at = 0;           // and its clock
 };
 std::mutex sent_mu;
 std::map<std::pair<const struct raft*, raft_id>, SentRecord> sent_records;
@@ -304,6 +310,17 @@ std::vector<SnapshotSent> snapshots_sent(const struct raft* r) {
     out.push_back(SnapshotSent{it->first.second, it->second.index, it->second.at});
   }
   return out;
+}
+
+void snapshot_on_wire(const struct raft_io* io, raft_id id) {
+  std::lock_guard<std::mutex> lock(sent_mu);
+  for (auto& [key, rec] : sent_records) {
+    if (key.second != id || key.first->io != io) continue;
+    auto* r = const_cast<struct raft*>(key.first);
+    rec.on_wire = true;
+    rec.wire_last_index = raft_last_index(r);
+    rec.wire_at = r->io->time(r->io);
+  }
 }
 
 void forget_snapshots_sent(const struct raft* r) {
@@ -349,8 +366,15 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
         auto it = sent_records.find({r, r->configuration.servers[i].id});
         if (it != sent_records.end()) rec = it->second;
       }
+      // Only answers to what was sent after the InstallSnapshot message
+      // count: before it went to the transport (libraft reads the snapshot
+      // first), appends sent meanwhile were answered with the old log, and
+      // a snapshot sent again because of them was installed right after
+      // the first (issue #36: "2 snapshots installed", the leader's log
+      // showed the answer 6 ms after progressToSnapshot). A snapshot that
+      // never went out is left to libraft's install-snapshot timeout.
       const raft_time now = r->io->time(r->io);
-      const bool waited = now - rec.at >= r->election_timeout;
+      const bool waited = rec.on_wire && now - rec.wire_at >= r->election_timeout;
       // A follower storing the snapshot answers heartbeats with last index 0
       // (replication.c, replicationInstallSnapshot sets last_stored = 0
       // until it is stored): not dropped, unless that lasts an election
@@ -358,12 +382,12 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
       // dropped, the leader sent its next snapshot, which the follower
       // installed right after the first (issue #36: "2 snapshots installed").
       const bool storing = last_index == 0 && !waited;
-      const bool after_send =
-          rec.index == p->snapshot_index && !storing && (rejected > rec.last_index || waited);
+      const bool after_send = rec.index == p->snapshot_index && rec.on_wire && !storing &&
+                              (rejected > rec.wire_last_index || waited);
       if (after_send) {
         spdlog::info("member {:x} answered without the snapshot at index {} ({} ms after it was sent; rejected index "
                      "{}, its last index {}): sending it again",
-                     r->configuration.servers[i].id, p->snapshot_index, now - rec.at, rejected, last_index);
+                     r->configuration.servers[i].id, p->snapshot_index, now - rec.wire_at, rejected, last_index);
         progressAbortSnapshot(r, i);
         return true;  // replication.c sends the snapshot again now
       }

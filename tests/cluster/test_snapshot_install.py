@@ -133,6 +133,11 @@ class SnapshotInstallTest(ClusterTestCase):
         r = c.kv(other).Put(rpc_pb2.PutRequest(key=b"after", value=b"x"), timeout=15)
         self.assertGreater(r.header.revision, 140)  # at least 40 Txns and 100 Puts before it
         c.restart(leader)
+        # A follower that restarted with its own attributes not applied yet
+        # publishes them again before it serves; a publish the killed leader
+        # took with it is retried after the request timeout (5 s + 2
+        # elections), as etcd retries its publish.
+        c.wait_serving()
         for i in range(3):
             c.kv(i).Put(rpc_pb2.PutRequest(key=b"late/%d" % i, value=b"x"), timeout=15)
         self.assert_converged(c)
