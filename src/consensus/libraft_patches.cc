@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <cerrno>
 #include <map>
@@ -331,9 +332,39 @@ void forget_snapshots_sent(const struct raft* r) {
 
 }  // namespace etcdq::consensus
 
+// The fields keep_log_for_sent_snapshot relies on, where libraft 0.15's
+// takeSnapshotCb (replication.c, in libraft.a) reads them once the snapshot
+// is stored: logSnapshot(&r->log, r->snapshot.pending.index,
+// r->snapshot.trailing) at offsets 0x130 and 0x12c of struct raft.
+static_assert(offsetof(struct raft, snapshot.trailing) == 0x12c, "libraft 0.15's struct raft");
+static_assert(offsetof(struct raft, snapshot.pending.index) == 0x130, "libraft 0.15's struct raft");
+
+namespace {
+// A snapshot being stored while an older one goes to a follower: libraft
+// sends its last stored snapshot, and drops the log behind the one being
+// stored only once that is stored, with the trailing count set when it was
+// taken (consensus/snapshots.cc trailing_for, which could not count this
+// send). Without more, the entry at the sent snapshot's index went, the
+// follower's first append after its install could not name its term, and
+// it was sent the newer snapshot right after installing the first
+// (test_catchup: "2 snapshot install(s)", the leader's log showing the
+// snapshot at 1798 taken 53 ms before the one at 1707 was sent). So the
+// trailing count of the one being stored grows to keep the sent
+// snapshot's index and what follows; libraft reads it when the store
+// completes (static_asserts above).
+void keep_log_for_sent_snapshot(struct raft* r, raft_index sent_index) {
+  if (r->snapshot.pending.term == 0 || r->snapshot.pending.index <= sent_index) return;
+  const raft_index need = r->snapshot.pending.index - sent_index + 1;
+  if (need > r->snapshot.trailing && need < (raft_index{1} << 30)) {
+    r->snapshot.trailing = static_cast<unsigned>(need);
+  }
+}
+}  // namespace
+
 extern "C" void __wrap_progressToSnapshot(struct raft* r, unsigned i) {
   __real_progressToSnapshot(r, i);
   const struct raft_progress& p = r->leader_state.progress[i];
+  keep_log_for_sent_snapshot(r, p.snapshot_index);
   SentRecord rec{p.snapshot_index, raft_last_index(r), r->io->time(r->io)};
   const raft_id id = r->configuration.servers[i].id;
   SentRecord before;

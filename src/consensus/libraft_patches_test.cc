@@ -212,6 +212,31 @@ TEST(LibraftPatches, AnswersToAppendsSentBeforeTheSnapshotWentOutDoNotSendItAgai
   EXPECT_EQ(l.progress[0].state, kProbe);
 }
 
+TEST(LibraftPatches, ASnapshotBeingStoredKeepsTheLogAfterTheOneSent) {
+  // The leader stores a snapshot at 180 (its trailing count, 20, set when
+  // it was taken) while it sends its last stored one, at 100: once 180 is
+  // stored, libraft must keep the entries from 100 on, or the follower is
+  // sent 180 right after installing 100.
+  LeaderAtTime l;
+  l.r.log.snapshot.last_index = 100;
+  l.r.log.snapshot.last_term = 2;
+  l.r.log.offset = 100;
+  l.r.snapshot.pending.term = 2;
+  l.r.snapshot.pending.index = 180;
+  l.r.snapshot.trailing = 20;
+  __wrap_progressToSnapshot(&l.r, 0);
+  EXPECT_EQ(l.progress[0].snapshot_index, 100u);
+  EXPECT_EQ(l.r.snapshot.trailing, 81u);  // 100..180
+  // Nothing being stored, or a count that already keeps it: unchanged.
+  l.r.snapshot.trailing = 200;
+  __wrap_progressToSnapshot(&l.r, 0);
+  EXPECT_EQ(l.r.snapshot.trailing, 200u);
+  l.r.snapshot.pending.term = 0;
+  l.r.snapshot.trailing = 20;
+  __wrap_progressToSnapshot(&l.r, 0);
+  EXPECT_EQ(l.r.snapshot.trailing, 20u);
+}
+
 class TempDir {
  public:
   TempDir() {
