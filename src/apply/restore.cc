@@ -4,11 +4,11 @@
 #include "apply/applier.h"
 #include "mvcc/codec.h"
 #include "storage/batch.h"
+#include "storage/bulk_load.h"
 
 namespace etcdq::apply {
 namespace {
 
-constexpr size_t kBatchBytes = 4 << 20;
 // The applied index of the last restored state (local, not replicated).
 constexpr std::string_view kRestoredIndex = "restored_index";
 
@@ -67,14 +67,9 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
     return {};
   };
   std::string applied;  // written last
-  storage::Batch batch(e);
-  Error write_error;
-  auto flush = [&]() -> Error {
-    if (batch.count() == 0) return {};
-    Error err = e->write(batch);
-    batch.clear();
-    return err;
-  };
+  // Written as table files and ingested whole (storage/bulk_load.h): the
+  // pairs come in column family then key order.
+  storage::BulkLoad load(e);
   PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
     if (!*damaged) {
       if (Error err = clear_all()) return err;
@@ -86,13 +81,11 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
         return {};
       }
     }
-    batch.put(cf, key, value);
-    if (batch.data_size() >= kBatchBytes) return flush();
-    return {};
+    return load.add(cf, key, value);
   };
   if (Error err = fetch(sink)) return err;
   if (!*damaged) return errors::internal("the snapshot is empty");
-  if (Error err = flush()) return err;
+  if (Error err = load.ingest()) return err;
   if (applied.empty()) return errors::internal("the snapshot carries no applied index");
   {
     storage::Batch b(e);

@@ -169,7 +169,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
   app.add_option("--election-timeout", c->election_ms, "Time (ms) for an election to time out")
       ->envname(env("ETCD_ELECTION_TIMEOUT"));
   app.add_option("--snapshot-count", c->snapshot_count,
-                 "Log entries between Raft snapshots (etcd counts requests; an etcdq entry carries many)")
+                 "Requests applied between Raft snapshots (as etcd counts them; an etcdq log entry carries many)")
       ->envname(env("ETCD_SNAPSHOT_COUNT"))
       ->check(CLI::PositiveNumber);
   app.add_flag("--pre-vote", c->pre_vote, "Enable the Raft pre-vote phase (default on, as etcd 3.5; --pre-vote=false)")
@@ -264,7 +264,7 @@ void define(CLI::App& app, Config* c, Raw* r, bool with_env) {
       ->envname(env("ETCD_MAX_LEARNERS"))
       ->check(CLI::NonNegativeNumber);
   app.add_option("--snapshot-catchup-entries", r->catchup,
-                 "Log entries kept behind a snapshot for lagging followers (0: 5000, etcd's default, or --snapshot-count if smaller)")
+                 "Requests kept in the log behind a snapshot for lagging followers (0: 5000, etcd's default, or --snapshot-count if smaller)")
       ->envname(env("ETCD_SNAPSHOT_CATCHUP_ENTRIES"));
   app.add_option("--experimental-snapshot-catchup-entries", r->catchup_experimental,
                  "Deprecated in etcd 3.6: --snapshot-catchup-entries")

@@ -47,7 +47,7 @@ struct Config {
   auth::JwtOptions jwt_options;
   int64_t auth_token_ttl = 300;       // --auth-token-ttl, seconds
   int bcrypt_cost = 10;               // --bcrypt-cost, 4..31
-  uint64_t snapshot_count = 8192;  // Raft log entries between snapshots
+  uint64_t snapshot_count = 8192;  // requests applied between Raft snapshots
   bool strict_reconfig_check = true;
   bool pre_vote = true;
   unsigned heartbeat_ms = 100;
@@ -102,8 +102,9 @@ struct Config {
   bool force_new_cluster = false;
   // --max-learners: learners the cluster may hold (etcd's default 1).
   int max_learners = 1;
-  // --snapshot-catchup-entries (or --experimental-...): log entries kept
-  // behind a snapshot for followers that lag; 0: etcdq's default (2048).
+  // --snapshot-catchup-entries (or --experimental-...): requests kept in
+  // the log behind a snapshot for followers that lag; 0: the default (5000,
+  // or --snapshot-count if smaller).
   uint64_t snapshot_catchup_entries = 0;
   // --feature-gates and the --experimental-* flags 3.6 maps to gates.
   FeatureGates feature_gates;

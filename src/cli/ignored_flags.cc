@@ -43,7 +43,7 @@ const std::vector<IgnoredFlag>& ignored_flags() {
   static const std::vector<IgnoredFlag> flags = {
       // Member.
       {"initial-election-tick-advance", K::kBool, "libraft times elections itself (a lone voter elects itself at once)"},
-      {"max-snapshots", K::kUint, "libraft keeps its own snapshots and etcdq the two newest state checkpoints"},
+      {"max-snapshots", K::kUint, "libraft keeps its own snapshots (metadata only; installers stream the live state)"},
       {"max-wals", K::kUint, "libraft removes the log segments a snapshot covers (--snapshot-count)"},
       {"memory-mlock", K::kBool, kNoBbolt},
       {"experimental-memory-mlock", K::kBool, kNoBbolt},

@@ -173,6 +173,7 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
   grpc::ClientContext ctx;
   peer::FetchSnapshotRequest req;
   req.set_index(index);
+  req.set_packed(true);  // the pairs packed (common/state_pairs.h)
   auto reader = stub->FetchSnapshot(&ctx, req);
   // A source that stops sending (stopped, partitioned) must not hold this
   // member forever: cancel after kInactivityLimit without a chunk.

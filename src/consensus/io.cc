@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "consensus/libraft_patches.h"
 #include "consensus/transport.h"
 
 namespace etcdq::consensus {
@@ -20,6 +21,8 @@ Error UvIo::open(const std::string& dir) {
   raft_uv_set_connect_retry_delay(io, kConnectRetryDelayMs);
   guarded_.uv_close = io->close;
   io->close = close_once;
+  guarded_.uv_send = io->send;
+  io->send = send_noting;
   opened_ = true;
   return {};
 }
@@ -39,6 +42,13 @@ void UvIo::close_once(struct raft_io* io, raft_io_close_cb cb) {
     g->fired = true;
     if (g->raft_cb != nullptr) g->raft_cb(io);
   });
+}
+
+int UvIo::send_noting(struct raft_io* io, struct raft_io_send* req, const struct raft_message* m,
+                      raft_io_send_cb cb) {
+  auto* g = reinterpret_cast<Guarded*>(io);
+  if (m->type == RAFT_IO_INSTALL_SNAPSHOT) snapshot_on_wire(io, m->server_id);
+  return g->uv_send(io, req, m, cb);
 }
 
 void UvIo::close() {

@@ -76,10 +76,15 @@ class UvIo : public RaftIo {
   struct Guarded {
     struct raft_io io;
     void (*uv_close)(struct raft_io*, raft_io_close_cb);  // raft_uv's own
+    int (*uv_send)(struct raft_io*, struct raft_io_send*, const struct raft_message*, raft_io_send_cb);
     raft_io_close_cb raft_cb;                             // libraft's
     bool fired;
   };
   static void close_once(struct raft_io* io, raft_io_close_cb cb);
+  // raft_uv's send, telling libraft_patches when an InstallSnapshot goes
+  // out (patch 6: snapshot_on_wire).
+  static int send_noting(struct raft_io* io, struct raft_io_send* req, const struct raft_message* m,
+                         raft_io_send_cb cb);
 
   uv_loop_t* loop_;
   struct raft_uv_transport* transport_;

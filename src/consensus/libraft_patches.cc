@@ -3,9 +3,11 @@
 #include "consensus/libraft_patches.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <cerrno>
 #include <map>
@@ -275,6 +277,12 @@ struct SentRecord {
   raft_index index = 0;       // the snapshot's
   raft_index last_index = 0;  // the leader's last index when it was sent
   raft_time at = 0;           // the leader's clock (ms) then
+  // When the InstallSnapshot message went to the transport: libraft loads
+  // the snapshot (an asynchronous read) between progressToSnapshot and the
+  // send, and appends sent meanwhile reach the follower before it.
+  bool on_wire = false;
+  raft_index wire_last_index = 0;  // the leader's last index then
+  raft_time wire_at = 0;           // and its clock
 };
 std::mutex sent_mu;
 std::map<std::pair<const struct raft*, raft_id>, SentRecord> sent_records;
@@ -305,6 +313,17 @@ std::vector<SnapshotSent> snapshots_sent(const struct raft* r) {
   return out;
 }
 
+void snapshot_on_wire(const struct raft_io* io, raft_id id) {
+  std::lock_guard<std::mutex> lock(sent_mu);
+  for (auto& [key, rec] : sent_records) {
+    if (key.second != id || key.first->io != io) continue;
+    auto* r = const_cast<struct raft*>(key.first);
+    rec.on_wire = true;
+    rec.wire_last_index = raft_last_index(r);
+    rec.wire_at = r->io->time(r->io);
+  }
+}
+
 void forget_snapshots_sent(const struct raft* r) {
   std::lock_guard<std::mutex> lock(sent_mu);
   auto it = sent_records.lower_bound({r, 0});
@@ -313,11 +332,58 @@ void forget_snapshots_sent(const struct raft* r) {
 
 }  // namespace etcdq::consensus
 
+// The fields keep_log_for_sent_snapshot relies on, where libraft 0.15's
+// takeSnapshotCb (replication.c, in libraft.a) reads them once the snapshot
+// is stored: logSnapshot(&r->log, r->snapshot.pending.index,
+// r->snapshot.trailing) at offsets 0x130 and 0x12c of struct raft.
+static_assert(offsetof(struct raft, snapshot.trailing) == 0x12c, "libraft 0.15's struct raft");
+static_assert(offsetof(struct raft, snapshot.pending.index) == 0x130, "libraft 0.15's struct raft");
+
+namespace {
+// A snapshot being stored while an older one goes to a follower: libraft
+// sends its last stored snapshot, and drops the log behind the one being
+// stored only once that is stored, with the trailing count set when it was
+// taken (consensus/snapshots.cc trailing_for, which could not count this
+// send). Without more, the entry at the sent snapshot's index went, the
+// follower's first append after its install could not name its term, and
+// it was sent the newer snapshot right after installing the first
+// (test_catchup: "2 snapshot install(s)", the leader's log showing the
+// snapshot at 1798 taken 53 ms before the one at 1707 was sent). So the
+// trailing count of the one being stored grows to keep the sent
+// snapshot's index and what follows; libraft reads it when the store
+// completes (static_asserts above).
+void keep_log_for_sent_snapshot(struct raft* r, raft_index sent_index) {
+  if (r->snapshot.pending.term == 0 || r->snapshot.pending.index <= sent_index) return;
+  const raft_index need = r->snapshot.pending.index - sent_index + 1;
+  if (need > r->snapshot.trailing && need < (raft_index{1} << 30)) {
+    r->snapshot.trailing = static_cast<unsigned>(need);
+  }
+}
+}  // namespace
+
 extern "C" void __wrap_progressToSnapshot(struct raft* r, unsigned i) {
   __real_progressToSnapshot(r, i);
-  SentRecord rec{r->leader_state.progress[i].snapshot_index, raft_last_index(r), r->io->time(r->io)};
-  std::lock_guard<std::mutex> lock(sent_mu);
-  sent_records[{r, r->configuration.servers[i].id}] = rec;
+  const struct raft_progress& p = r->leader_state.progress[i];
+  keep_log_for_sent_snapshot(r, p.snapshot_index);
+  SentRecord rec{p.snapshot_index, raft_last_index(r), r->io->time(r->io)};
+  const raft_id id = r->configuration.servers[i].id;
+  SentRecord before;
+  {
+    std::lock_guard<std::mutex> lock(sent_mu);
+    auto it = sent_records.find({r, id});
+    if (it != sent_records.end()) before = it->second;
+    sent_records[{r, id}] = rec;
+  }
+  // Rare (a follower too far behind), and what a catch-up's timeline needs
+  // from the leader's side: when each snapshot went, and whether it
+  // followed another not installed yet.
+  if (before.index != 0 && p.match_index < before.index) {
+    spdlog::info("sending the snapshot at index {} to member {:x} (match index {}); the one at index {} sent {} ms "
+                 "ago is not installed",
+                 rec.index, id, p.match_index, before.index, rec.at - before.at);
+  } else {
+    spdlog::info("sending the snapshot at index {} to member {:x} (match index {})", rec.index, id, p.match_index);
+  }
 }
 
 extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_index rejected,
@@ -331,8 +397,15 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
         auto it = sent_records.find({r, r->configuration.servers[i].id});
         if (it != sent_records.end()) rec = it->second;
       }
+      // Only answers to what was sent after the InstallSnapshot message
+      // count: before it went to the transport (libraft reads the snapshot
+      // first), appends sent meanwhile were answered with the old log, and
+      // a snapshot sent again because of them was installed right after
+      // the first (issue #36: "2 snapshots installed", the leader's log
+      // showed the answer 6 ms after progressToSnapshot). A snapshot that
+      // never went out is left to libraft's install-snapshot timeout.
       const raft_time now = r->io->time(r->io);
-      const bool waited = now - rec.at >= r->election_timeout;
+      const bool waited = rec.on_wire && now - rec.wire_at >= r->election_timeout;
       // A follower storing the snapshot answers heartbeats with last index 0
       // (replication.c, replicationInstallSnapshot sets last_stored = 0
       // until it is stored): not dropped, unless that lasts an election
@@ -340,9 +413,12 @@ extern "C" bool __wrap_progressMaybeDecrement(struct raft* r, unsigned i, raft_i
       // dropped, the leader sent its next snapshot, which the follower
       // installed right after the first (issue #36: "2 snapshots installed").
       const bool storing = last_index == 0 && !waited;
-      const bool after_send =
-          rec.index == p->snapshot_index && !storing && (rejected > rec.last_index || waited);
+      const bool after_send = rec.index == p->snapshot_index && rec.on_wire && !storing &&
+                              (rejected > rec.wire_last_index || waited);
       if (after_send) {
+        spdlog::info("member {:x} answered without the snapshot at index {} ({} ms after it was sent; rejected index "
+                     "{}, its last index {}): sending it again",
+                     r->configuration.servers[i].id, p->snapshot_index, now - rec.wire_at, rejected, last_index);
         progressAbortSnapshot(r, i);
         return true;  // replication.c sends the snapshot again now
       }

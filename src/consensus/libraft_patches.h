@@ -79,6 +79,11 @@ struct SnapshotSent {
   raft_time at = 0;
 };
 std::vector<SnapshotSent> snapshots_sent(const struct raft* r);
+// Patch 6: the InstallSnapshot message to member `id` went to the transport
+// of the raft whose I/O is `io` (consensus/io.cc, UvIo's send): only
+// answers to messages sent after it can tell that the follower dropped it.
+// The loop thread (libraft's send).
+void snapshot_on_wire(const struct raft_io* io, raft_id id);
 // Forgets what patches 6 and 8 recorded for `r` (when its node closes, or
 // before a node starts at an address another used).
 void forget_snapshots_sent(const struct raft* r);

@@ -141,6 +141,7 @@ TEST(LibraftPatches, DroppedSnapshotIsSentAgainOnALaterHeartbeatsRejection) {
   __wrap_progressToSnapshot(&l.r, 0);
   ASSERT_EQ(l.progress[0].state, kSnapshot);
   ASSERT_EQ(l.progress[0].snapshot_index, 100u);
+  snapshot_on_wire(&l.io, 7);  // libraft read it and sent it
   // An answer to a heartbeat sent before the snapshot (its index is not past
   // the leader's last index then): the snapshot may still be on its way.
   EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/100 - 1, /*last_index=*/10));
@@ -167,6 +168,7 @@ TEST(LibraftPatches, AFollowerStoringTheSnapshotIsNotSentAnother) {
   l.r.log.snapshot.last_term = 2;
   l.r.log.offset = 100;
   __wrap_progressToSnapshot(&l.r, 0);
+  snapshot_on_wire(&l.io, 7);
   l.now = 1200;
   EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/0));
   EXPECT_EQ(l.progress[0].state, kSnapshot);
@@ -175,6 +177,64 @@ TEST(LibraftPatches, AFollowerStoringTheSnapshotIsNotSentAnother) {
   l.now = 1000 + l.r.election_timeout;
   EXPECT_TRUE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/0));
   EXPECT_EQ(l.progress[0].state, kProbe);
+}
+
+TEST(LibraftPatches, AnswersToAppendsSentBeforeTheSnapshotWentOutDoNotSendItAgain) {
+  // libraft reads the snapshot (asynchronously) between progressToSnapshot
+  // and the InstallSnapshot's send; the leader goes on appending meanwhile,
+  // and the follower answers those appends with its old log before the
+  // snapshot reaches it. Taken as dropped, the same or a newer snapshot
+  // went out again and was installed right after the first (issue #36:
+  // 6 ms between the send and that answer in a leader's log).
+  LeaderAtTime l;
+  l.r.log.snapshot.last_index = 100;
+  l.r.log.snapshot.last_term = 2;
+  l.r.log.offset = 100;
+  __wrap_progressToSnapshot(&l.r, 0);
+  // The leader's last index moves on (here through a newer snapshot of
+  // its own: raft_last_index is the snapshot's while the log is empty).
+  l.r.log.snapshot.last_index = 160;
+  l.r.log.offset = 160;
+  l.now = 1006;
+  EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+  // Not even an election timeout later, while it has not gone out (libraft's
+  // own install-snapshot timeout covers a snapshot that never does).
+  l.now = 1000 + l.r.election_timeout + 1;
+  EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/155, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+  // It goes out with the leader's log at 160: an answer to an append sent
+  // before that still does not count, one sent after does.
+  snapshot_on_wire(&l.io, 7);
+  EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/160, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kSnapshot);
+  EXPECT_TRUE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/161, /*last_index=*/10));
+  EXPECT_EQ(l.progress[0].state, kProbe);
+}
+
+TEST(LibraftPatches, ASnapshotBeingStoredKeepsTheLogAfterTheOneSent) {
+  // The leader stores a snapshot at 180 (its trailing count, 20, set when
+  // it was taken) while it sends its last stored one, at 100: once 180 is
+  // stored, libraft must keep the entries from 100 on, or the follower is
+  // sent 180 right after installing 100.
+  LeaderAtTime l;
+  l.r.log.snapshot.last_index = 100;
+  l.r.log.snapshot.last_term = 2;
+  l.r.log.offset = 100;
+  l.r.snapshot.pending.term = 2;
+  l.r.snapshot.pending.index = 180;
+  l.r.snapshot.trailing = 20;
+  __wrap_progressToSnapshot(&l.r, 0);
+  EXPECT_EQ(l.progress[0].snapshot_index, 100u);
+  EXPECT_EQ(l.r.snapshot.trailing, 81u);  // 100..180
+  // Nothing being stored, or a count that already keeps it: unchanged.
+  l.r.snapshot.trailing = 200;
+  __wrap_progressToSnapshot(&l.r, 0);
+  EXPECT_EQ(l.r.snapshot.trailing, 200u);
+  l.r.snapshot.pending.term = 0;
+  l.r.snapshot.trailing = 20;
+  __wrap_progressToSnapshot(&l.r, 0);
+  EXPECT_EQ(l.r.snapshot.trailing, 20u);
 }
 
 class TempDir {

@@ -12,11 +12,12 @@
 //
 // The log is the state machine's write-ahead log; RocksDB is not fsynced per
 // entry. Before libraft takes a snapshot (and may drop log entries), the
-// state database is synced and checkpointed (storage/checkpoints.h), so
-// nothing above its durable applied index is ever dropped. A snapshot's
-// payload is only metadata (applied index, revision, who took it): a member
-// restarting restores from its own database; a member too far behind
-// streams the state from the taker's checkpoint (Peer.FetchSnapshot), which
+// state database is synced, so nothing above its durable applied index is
+// ever dropped. A snapshot's payload is only metadata (applied index,
+// revision, who took it): a member restarting restores from its own
+// database; a member too far behind streams the taker's state as it is
+// then, at the snapshot's index or later (Peer.FetchSnapshot, member/fsm.h
+// stream_state, as etcd sends its database as it is at the send), which
 // never holds the data set in memory. Installing it blocks that member's
 // consensus thread for the transfer (it is of no use to the cluster until
 // then anyway).
@@ -74,10 +75,12 @@ struct NodeOptions {
   bool join = false;
   unsigned heartbeat_ms = 100;   // etcd's --heartbeat-interval default
   unsigned election_ms = 1000;   // etcd's --election-timeout default
-  // Entries between snapshots (etcd's --snapshot-count) and entries kept
-  // behind one for followers that lag a little (etcd's
-  // --snapshot-catchup-entries, 5000 as etcd's DefaultSnapshotCatchUpEntries;
-  // member/member.cc caps the default at --snapshot-count).
+  // Commands applied between snapshots (etcd's --snapshot-count) and
+  // commands whose entries are kept behind one for followers that lag a
+  // little (etcd's --snapshot-catchup-entries, 5000 as etcd's
+  // DefaultSnapshotCatchUpEntries; member/member.cc caps the default at
+  // --snapshot-count). Commands, as etcd counts its one-request entries: an
+  // entry here carries a batch (consensus/snapshots.cc).
   // A leader keeps more while a snapshot it sent may still be installing,
   // and for kSnapshotHold after the send (etcd's releaseDelayAfterSnapshot,
   // server.go compactRaftLog): the follower then goes on from the log, with

@@ -22,6 +22,15 @@ void Node::Impl::fail(uint64_t id, const Error& e) {
 int Node::Impl::on_fsm_apply(const struct raft_buffer* buf, void** result) {
   *result = nullptr;
   uint64_t index = raft_last_applied(&raft) + 1;
+  {
+    // How many commands (etcd's entries) this entry carries: what
+    // --snapshot-count and --snapshot-catchup-entries count (snapshots.cc).
+    std::string_view rest(static_cast<const char*>(buf->base), buf->len), command;
+    bool corrupt = false;
+    uint32_t commands = 0;
+    while (next_framed(&rest, &command, &corrupt)) ++commands;
+    note_applied_commands(index, commands);
+  }
   std::vector<Applied> results;
   Error e = sm->apply(index, std::string_view(static_cast<const char*>(buf->base), buf->len), &results);
   if (e) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "common/state_pairs.h"
 #include "consensus/metrics.h"
 
 namespace etcdq::consensus {
@@ -72,16 +73,41 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
     if (from != 0) counted.emplace(snapshot_receive_metrics(from));
     if (counted) counted->inflight.Increment();
     auto start = std::chrono::steady_clock::now();
+    // The install's phases, logged: how long until the first pairs came,
+    // how many came, and the whole restore (the writes and the reload).
+    uint64_t pairs = 0, bytes = 0;
+    double first_s = -1, write_s = 0;
     last = fsm->restore(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
+            if (first_s < 0) first_s = metrics::seconds_since(start);
+            auto chunk_start = std::chrono::steady_clock::now();
             for (const auto& p : c.pairs()) {
+              ++pairs;
+              bytes += p.key().size() + p.value().size();
               if (Error e = sink(p.cf(), p.key(), p.value())) return e;
             }
+            // What a sender that packs them sends (common/state_pairs.h).
+            if (Error e = state_pairs::for_each(c.packed(), [&](uint32_t cf, std::string_view key,
+                                                                std::string_view value) -> Error {
+                  ++pairs;
+                  bytes += key.size() + value.size();
+                  return sink(cf, key, value);
+                })) {
+              return e;
+            }
+            write_s += metrics::seconds_since(chunk_start);
             return {};
           });
         },
         damaged);
+    if (!last) {
+      // The rest of the time is the transfer's: waiting for the next chunk.
+      spdlog::info(
+          "fetched the state from {}: {} pairs, {} bytes in {:.3f} s (first pairs after {:.3f} s; writing them "
+          "{:.3f} s)",
+          target, pairs, bytes, metrics::seconds_since(start), first_s, write_s);
+    }
     if (counted) {
       counted->inflight.Decrement();
       if (!last) {

@@ -4,7 +4,7 @@
 //
 // Before the state is touched, an install plan is written to the data dir
 // (the least index the state must reach, and every member that may have
-// it). Any member's checkpoint at or above that index will do: entries
+// it). Any member's state at or above that index will do: entries
 // between the snapshot's index and the state's are skipped when libraft
 // replays them. If no member can be reached, or the transfer fails, the
 // member stops; at its next start, main() finds the plan and fetches the
@@ -36,8 +36,8 @@ Error write_plan(const std::string& path, const InstallPlan& plan);
 bool read_plan(const std::string& path, InstallPlan* plan);
 void remove_plan(const std::string& path);
 
-// One pass over the plan's targets: fetches the newest checkpoint at or
-// above min_index from the first that has one, into `fsm`. Errors: the
+// One pass over the plan's targets: fetches the state, at min_index or
+// later, from the first that has it, into `fsm`. Errors: the
 // last target's; *damaged as Fsm::restore says.
 // `member_of` (may be empty) names the member at a target's address: each
 // attempt at a known member is counted in etcd's

@@ -27,7 +27,6 @@
 #include "mvcc/store.h"
 #include "keyspace/registry.h"
 #include "consensus/node.h"
-#include "storage/checkpoints.h"
 
 namespace etcdq::member {
 
@@ -61,7 +60,6 @@ struct Context {
   auth::Store* auth = nullptr;           // replicated users, roles, permissions (auth/store.h)
   auth::SimpleTokens* tokens = nullptr;  // this member's tokens (--auth-token simple)
   const auth::JwtTokens* jwt = nullptr;  // --auth-token jwt: used instead of `tokens`
-  storage::Checkpoints* checkpoints;  // the state behind our snapshots (Peer.FetchSnapshot)
   MemberInfo self;
   // What this member publishes (set before any server starts, then
   // read-only): Peer.Attributes answers it.

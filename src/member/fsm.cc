@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include "mvcc/codec.h"
+#include "storage/snapshot.h"
+
 namespace etcdq::member {
 
 Error ApplierFsm::apply(uint64_t index, std::string_view entry, std::vector<consensus::Applied>* applied) {
@@ -22,11 +25,12 @@ Error ApplierFsm::apply(uint64_t index, std::string_view entry, std::vector<cons
 
 Error ApplierFsm::take_snapshot(consensus::SnapshotPoint* at) {
   // libraft may drop log entries up to here once the snapshot is stored:
-  // the state database must be durable up to the applied index first.
+  // the state database must be durable up to the applied index first
+  // (apply's writes skip RocksDB's WAL: make_durable flushes the memtables,
+  // which at a snapshot every --snapshot-count requests hold that many).
+  // Nothing else to keep: an installer streams the live state
+  // (stream_state), which is at this index or later.
   if (Error e = applier_->make_durable()) return e;
-  if (checkpoints_ != nullptr) {
-    if (Error e = checkpoints_->take(applier_->engine(), applier_->applied_index())) return e;
-  }
   at->applied_index = applier_->applied_index();
   at->revision = applier_->revision();
   return {};
@@ -43,6 +47,28 @@ Error ApplierFsm::restore(const Fetch& fetch, bool* damaged) {
         });
       },
       damaged);
+}
+
+Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn) {
+  storage::Snapshot snap(engine);
+  std::string applied;
+  uint64_t at = 0;
+  if (snap.get(storage::Cf::kMeta, mvcc::kMetaAppliedIndex, &applied)) {
+    at = static_cast<uint64_t>(mvcc::decode_i64(applied));
+  }
+  if (at < min_index) {
+    return errors::internal("the state here is at index " + std::to_string(at) + ", below " +
+                            std::to_string(min_index));
+  }
+  for (int c = 0; c < storage::kCfCount; ++c) {
+    // One pass over everything: bulk reads keep the block cache for clients.
+    storage::Iterator it = snap.bulk_iterator(static_cast<storage::Cf>(c));
+    for (it.seek_to_first(); it.valid(); it.next()) {
+      if (Error e = fn(static_cast<storage::Cf>(c), it.key(), it.value())) return e;
+    }
+    if (it.failed()) return errors::internal("reading the state: " + it.error_text());
+  }
+  return {};
 }
 
 void propose_command(consensus::Node& node, apply::Command cmd, CommandDone done) {

@@ -6,12 +6,13 @@
 //
 // Apply: apply::Applier applies the entry and gives each command's
 // apply::Result, which goes back to its proposer inside a CommandOutcome.
-// Snapshots sync the applier's database and keep a checkpoint of it
-// (storage/checkpoints.h) that Peer.FetchSnapshot streams to members that
-// install the snapshot.
+// Snapshots sync the applier's database; a member that installs one streams
+// the state as it is when it asks (stream_state, Peer.FetchSnapshot), at
+// the snapshot's index or later, as etcd sends its whole database as it is
+// when the snapshot goes out (server.go, createMergedSnapshotMessage).
 //
 // Thread-safety: ApplierFsm as consensus::Fsm (the consensus thread);
-// propose_command() from any thread.
+// propose_command() and stream_state() from any thread.
 #pragma once
 
 #include <functional>
@@ -20,7 +21,7 @@
 #include "etcdq/command.pb.h"
 #include "consensus/fsm.h"
 #include "consensus/node.h"
-#include "storage/checkpoints.h"
+#include "storage/engine.h"
 
 namespace etcdq::member {
 
@@ -31,10 +32,8 @@ struct CommandOutcome final : consensus::Outcome {
 
 class ApplierFsm final : public consensus::Fsm {
  public:
-  // `checkpoints` may be null (no member ever installs from us: tests).
-  // Both must outlive this.
-  ApplierFsm(apply::Applier* applier, storage::Checkpoints* checkpoints)
-      : applier_(applier), checkpoints_(checkpoints) {}
+  // `applier` must outlive this.
+  explicit ApplierFsm(apply::Applier* applier) : applier_(applier) {}
 
   Error apply(uint64_t index, std::string_view entry, std::vector<consensus::Applied>* applied) override;
   uint64_t applied_index() const override { return applier_->applied_index(); }
@@ -49,8 +48,20 @@ class ApplierFsm final : public consensus::Fsm {
 
  private:
   apply::Applier* applier_;
-  storage::Checkpoints* checkpoints_;
 };
+
+// Peer.FetchSnapshot's source: every (column family, key, value) of
+// `engine`'s state as it is now (one RocksDB snapshot), in column family
+// then key order; stops at the first error `fn` returns and returns it.
+// Each applied entry is one atomic write, so the view is the state at some
+// applied index; its own applied_index pair goes with it. The state
+// holds committed entries only, so any index at or past a Raft snapshot's
+// serves its installer (entries up to it are skipped when replayed).
+// Errors: errors::internal when the state is at an applied index below
+// `min_index` (this member lags: the installer asks another).
+// Thread-safe: reads a snapshot, never blocks the writers.
+using StateVisitor = std::function<Error(storage::Cf cf, std::string_view key, std::string_view value)>;
+Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn);
 
 // How a command proposal ends: the apply::Result its apply gave, or one
 // whose error is consensus's (errors::stopped(), not_leader(),

@@ -10,6 +10,7 @@
 #include "common/progress.h"
 #include "etcd_snapshot/writer.h"
 #include "member/cluster.h"
+#include "member/fsm.h"
 #include "mvcc/etcd_keys.h"
 
 namespace etcdq::member::maintenance {
@@ -119,10 +120,11 @@ std::string snapshot_dir(const Context& ctx) {
   return std::filesystem::path(ctx.store->engine()->dir()).parent_path().string();
 }
 
-Error read_checkpoint(const Context& ctx, uint64_t min_index, const SnapshotVisitor& fn) {
-  return ctx.checkpoints->read(min_index, [&fn](storage::Cf cf, std::string_view key, std::string_view value) {
-    return fn(static_cast<uint32_t>(cf), key, value);
-  });
+Error read_state(const Context& ctx, uint64_t min_index, const SnapshotVisitor& fn) {
+  return stream_state(ctx.store->engine(), min_index,
+                      [&fn](storage::Cf cf, std::string_view key, std::string_view value) {
+                        return fn(static_cast<uint32_t>(cf), key, value);
+                      });
 }
 
 }  // namespace etcdq::member::maintenance

@@ -78,11 +78,11 @@ inline constexpr uint64_t kSnapshotSha256Bytes = bbolt::kSha256Bytes;
 std::string snapshot_dir(const Context& ctx);
 
 // Peer.FetchSnapshot: every (column family number, key, value) of the
-// newest kept consensus snapshot at `min_index` or later, in column family
-// then key order (storage/checkpoints.h); stops at the first error `fn`
-// returns and returns it. Errors: an internal error when no such snapshot
-// is kept.
+// state as it is now, at `min_index` or later, in column family then key
+// order (member/fsm.h stream_state); stops at the first error `fn` returns
+// and returns it. Errors: an internal error when the state is behind
+// `min_index`.
 using SnapshotVisitor = std::function<Error(uint32_t cf, std::string_view key, std::string_view value)>;
-Error read_checkpoint(const Context& ctx, uint64_t min_index, const SnapshotVisitor& fn);
+Error read_state(const Context& ctx, uint64_t min_index, const SnapshotVisitor& fn);
 
 }  // namespace etcdq::member::maintenance

@@ -31,7 +31,6 @@
 #include "queue/key_space.h"
 #include "consensus/node.h"
 #include "consensus/snapshot_install.h"
-#include "storage/checkpoints.h"
 #include "storage/engine.h"
 #include "storage/failure.h"
 
@@ -167,6 +166,18 @@ prometheus::Counter& lease_expired_counter() {
   return c;
 }
 
+// <data-dir>/member/snap held RocksDB checkpoints, one a Raft snapshot, that
+// installers streamed; they stream the live state now (member/fsm.h,
+// stream_state). Those left by an older etcdq pin SST files: removed.
+void remove_old_checkpoints(const std::string& data_dir) {
+  std::error_code ec;
+  const fs::path dir = fs::path(data_dir) / "member" / "snap";
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().starts_with("snap-")) fs::remove_all(e.path(), ec);
+  }
+  fs::remove(dir, ec);  // only when empty
+}
+
 }  // namespace
 
 // The one place that names a key-space plug-in: the work queues of
@@ -178,7 +189,6 @@ void add_key_spaces() {
 // Everything the member owns, in construction order (destroyed in reverse).
 struct Member::Parts {
   std::unique_ptr<apply::StateMachine> state;
-  std::unique_ptr<storage::Checkpoints> checkpoints;
   std::unique_ptr<ApplierFsm> fsm;  // the applier as consensus sees it
   std::unique_ptr<lease::IdGenerator> lease_ids;
   std::unique_ptr<auth::SimpleTokens> tokens;
@@ -322,8 +332,8 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   so.member_id = ctx.self.id;
   p.state = std::make_unique<apply::StateMachine>(std::move(engine), so);
   apply::StateMachine& state = *p.state;
-  p.checkpoints = std::make_unique<storage::Checkpoints>((fs::path(o.data_dir) / "member" / "snap").string());
-  p.fsm = std::make_unique<ApplierFsm>(state.applier(), p.checkpoints.get());
+  remove_old_checkpoints(o.data_dir);
+  p.fsm = std::make_unique<ApplierFsm>(state.applier());
 
   consensus::NodeOptions ro;
   if (Error e = choose_raft_log_dir(o.data_dir, o.wal_dir, &ro.dir)) return e;
@@ -395,7 +405,6 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   p.tokens = std::make_unique<auth::SimpleTokens>(std::chrono::seconds(std::max<int64_t>(1, o.auth_token_ttl_seconds)));
   ctx.tokens = p.tokens.get();
   ctx.jwt = o.jwt.get();
-  ctx.checkpoints = p.checkpoints.get();
   ctx.keys = &state.applier()->keys();
   ctx.plugins = state.plugins();
   // The member's gauges from here on, before a leader is known: a member

@@ -50,7 +50,7 @@ struct Options {
   Limits limits;
   unsigned heartbeat_ms = 100;
   unsigned election_ms = 1000;
-  uint64_t snapshot_count = 8192;  // log entries between snapshots
+  uint64_t snapshot_count = 8192;  // requests applied between snapshots (consensus/node.h)
   bool strict_reconfig_check = true;
   bool pre_vote = true;
   // etcd 3.6: --wal-dir (member/raft_log_dir.h; "": <data-dir>/member/raft),

@@ -35,17 +35,35 @@ class BlockingWriter : public grpc::ServerWriteReactor<Response> {
 
   // Blocks until the receiver took `*msg` (which must live until then);
   // false if the call ended or stalled longer than `stall`.
-  bool send(const Response* msg) {
+  bool send(const Response* msg) { return start(msg) && wait_written(); }
+
+  // Pipelined: waits for the write before (if any) to be taken, then starts
+  // writing `*msg` and returns, so the producer fills its next message while
+  // this one is on its way (a peer's snapshot stream alternates two
+  // messages: peer_service.cc). `*msg` must live until the next start() or
+  // wait_written() returned. False if the call ended or stalled.
+  bool start(const Response* msg) {
+    if (!wait_written()) return false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       written_ = false;
+      pending_ = true;
     }
     this->StartWrite(msg);
+    return true;
+  }
+
+  // Waits until the message started last (if any) was taken; false if the
+  // call ended or stalled longer than `stall` (then cancelled).
+  bool wait_written() {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!pending_) return write_ok_ || !started_once_;
     if (!cv_.wait_for(lock, stall_, [this] { return written_; })) {
       call_->TryCancel();  // OnWriteDone(false) follows
       cv_.wait(lock, [this] { return written_; });
     }
+    pending_ = false;
+    started_once_ = true;
     return write_ok_;
   }
 
@@ -57,6 +75,8 @@ class BlockingWriter : public grpc::ServerWriteReactor<Response> {
   std::condition_variable cv_;
   bool written_ = false;
   bool write_ok_ = false;
+  bool pending_ = false;       // a write started and not yet waited for
+  bool started_once_ = false;  // some write was waited for (write_ok_ is its result)
 };
 
 }  // namespace etcdq::server

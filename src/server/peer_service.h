@@ -12,7 +12,7 @@
 //     id: FAILED_PRECONDITION "cluster ID mismatch"; at most kMaxHashes at
 //     once (more get RESOURCE_EXHAUSTED), a request over
 //     kMaxHashRequestBytes or with a negative revision is refused.
-//   FetchSnapshot: the checkpoint taken with one of our snapshots, streamed
+//   FetchSnapshot: our state as it is at the call (member/fsm.h stream_state), streamed
 //     in chunks of about 1 MiB from a thread of its own, at the pace the
 //     receiver takes them; at most kMaxSnapshotSenders at once (more get
 //     RESOURCE_EXHAUSTED), and a receiver that takes no chunk for 30 s is

@@ -81,7 +81,7 @@ class Engine {
   // the caller must treat as fatal (state would diverge from the log). The
   // batch is left as it was (clear() it to reuse it). The first failure of
   // any write, sync, flush or compaction fails the database for good: this,
-  // make_durable(), compact_all() and Checkpoints::take return it from then on
+  // make_durable() and compact_all() return it from then on
   // without reaching RocksDB, and the process's handler hears of it
   // (storage/failure.h: a member stops).
   Error write(Batch& batch, Durability d = Durability::kLogged);
@@ -114,7 +114,7 @@ class Engine {
   friend class Batch;
   friend class IndexedBatch;
   friend class Snapshot;
-  friend class Checkpoints;
+  friend class BulkLoad;
   rocksdb::DB* db() const { return db_.get(); }
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles_[static_cast<int>(c)]; }
   // The database's failure latch (storage/fail_stop.h), shared with its

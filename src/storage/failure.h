@@ -2,8 +2,8 @@
 // an I/O error), and what the process is told.
 //
 // A RocksDB database whose write, flush, WAL sync or compaction failed is
-// not written to again: every later Engine::write, make_durable, compact_all
-// and Checkpoints::take returns the first failure without reaching RocksDB,
+// not written to again: every later Engine::write, make_durable,
+// compact_all and BulkLoad::ingest returns the first failure without reaching RocksDB,
 // and RocksDB's own recovery is off. Why: Debian's librocksdb 7.8 is built
 // with assertions, and an append, flush or sync on a file writer that has
 // failed aborts the process (`sync_without_flush_called_`,

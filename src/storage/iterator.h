@@ -15,6 +15,7 @@
 #include <rocksdb/slice.h>
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace etcdq::storage {
@@ -45,6 +46,10 @@ class Iterator {
   void prev() { it_->Prev(); }
   std::string_view key() const { return to_view(it_->key()); }
   std::string_view value() const { return to_view(it_->value()); }
+  // Whether it stopped on a read error rather than at the end (RocksDB's
+  // status; a reader that must see everything checks it), and its text.
+  bool failed() const { return !it_->status().ok(); }
+  std::string error_text() const { return it_->status().ToString(); }
 
  private:
   std::unique_ptr<rocksdb::Iterator> it_;

@@ -30,8 +30,7 @@ namespace etcdq::storage {
 // reports).
 class RocksdbLog : public rocksdb::Logger {
  public:
-  // Errors only: RocksDB warns at every checkpoint ("File Deletions
-  // Disabled, but already disabled"), twice a snapshot.
+  // Errors only: its warnings and info lines would fill the member's log.
   RocksdbLog() : rocksdb::Logger(rocksdb::InfoLogLevel::ERROR_LEVEL) {}
   void opened() { opened_.store(true, std::memory_order_release); }
 

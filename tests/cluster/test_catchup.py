@@ -34,6 +34,7 @@ HEARTBEAT_MS, ELECTION_MS = 100, 1000
 if sanitized():
     HEARTBEAT_MS, ELECTION_MS = 100, 2000
 SNAPSHOT_COUNT = 100
+TXN_TIMEOUT_S = 3.0 if sanitized() else 1.0
 CATCHUP_ARGS = ["--snapshot-catchup-entries", str(SNAPSHOT_COUNT)]
 INSTALL_LINE = "applied snapshot" if is_reference_etcd() else "installing the snapshot at index"
 VALUE = os.urandom(4000)
@@ -59,7 +60,12 @@ class FullSpeedWriter:
             ops = [rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"w/%d/%d" % (k, (n * 10 + j) % 5000),
                                                                     value=VALUE)) for j in range(10)]
             try:
-                stubs[n % len(stubs)].Txn(rpc_pb2.TxnRequest(success=ops), timeout=5)
+                # A short deadline: a Txn forwarded to a leader that was
+                # stopped waits for it (up to the request timeout), and the
+                # writes would stall for the whole pause; retried, they go
+                # to the new leader, so the stopped one falls behind far
+                # enough to need a snapshot.
+                stubs[n % len(stubs)].Txn(rpc_pb2.TxnRequest(success=ops), timeout=TXN_TIMEOUT_S)
                 with self.lock:
                     self.acked += 1
             except grpc.RpcError:

@@ -274,7 +274,7 @@ class Http2AbuseTest(harness.MemberTestCase):
     def test_idle_connections_leave_the_members_own_descriptors(self):
         # A member limited to 512 descriptors and 700 idle HTTP/2 connections:
         # connections stop at the ceiling (net/mux.h), so the member's own
-        # files (a snapshot's checkpoint, RocksDB's) and its clients already
+        # files (a snapshot file, RocksDB's) and its clients already
         # connected go on. Before, the connections took every descriptor.
         m = self.track(LimitedMember(512))
         kv = m.kv()
@@ -291,7 +291,7 @@ class Http2AbuseTest(harness.MemberTestCase):
         time.sleep(1.0)
         for i in range(200):
             kv.Put(pb.PutRequest(key=b"k%d" % i, value=b"x" * 1024), timeout=10)
-        # A snapshot opens RocksDB's files afresh (a checkpoint) and a file of its own.
+        # A snapshot opens a file of its own.
         size = sum(len(r.blob) for r in m.maintenance().Snapshot(pb.SnapshotRequest(), timeout=30))
         self.assertGreater(size, 200 * 1024)
         self.assertIsNone(m.proc.poll(), "the member exited")

@@ -8,7 +8,7 @@
 // below), so partitions and kills are decided by the test.
 //
 // With snapshots every 16 entries, a member that was down installs the
-// leader's snapshot, streamed from its checkpoint as Peer.FetchSnapshot does.
+// leader's snapshot, streamed from its live state as Peer.FetchSnapshot does.
 //
 // It also plays a peer with a bad build: malformed commands forwarded to the
 // leader are refused before they reach the log, and malformed entries that a
@@ -32,6 +32,7 @@
 #include "apply/applier.h"
 #include "apply/state_machine.h"
 #include "apply/entry.h"
+#include "common/state_pairs.h"
 #include "apply/kv.h"
 #include "etcdq/command.pb.h"
 #include "memory_network.h"
@@ -41,7 +42,6 @@
 #include "member/forwarded.h"
 #include "member/fsm.h"
 #include "consensus/node.h"
-#include "storage/checkpoints.h"
 #include "storage/engine.h"
 
 namespace etcdq {
@@ -56,7 +56,7 @@ constexpr unsigned kElectionMs = 500;
 constexpr auto kWait = std::chrono::seconds(20);  // far above any election here
 
 // One member's state machine: apply::StateMachine on a real RocksDB, as
-// member/ builds it, with the checkpoints and the Fsm consensus sees.
+// member/ builds it, with the Fsm consensus sees.
 struct StateMachine {
   explicit StateMachine(const fs::path& dir) {
     fs::create_directories(dir);
@@ -64,12 +64,10 @@ struct StateMachine {
     o.min_lease_ttl_seconds = 2;
     EXPECT_FALSE(apply::StateMachine::open((dir / "db").string(), o, &state));
     store = state->store();
-    checkpoints = std::make_unique<storage::Checkpoints>((dir / "snap").string());
-    fsm = std::make_unique<member::ApplierFsm>(state->applier(), checkpoints.get());
+    fsm = std::make_unique<member::ApplierFsm>(state->applier());
   }
   ~StateMachine() {
     fsm.reset();
-    checkpoints.reset();
     state.reset();
   }
 
@@ -78,7 +76,6 @@ struct StateMachine {
 
   std::unique_ptr<apply::StateMachine> state;
   mvcc::Store* store = nullptr;
-  std::unique_ptr<storage::Checkpoints> checkpoints;
   std::unique_ptr<member::ApplierFsm> fsm;
 };
 
@@ -122,7 +119,7 @@ class InProcessForwarder final : public consensus::Forwarder {
                std::function<void(Error)> done) override;
   void read_index(const std::string& target, Timeout, std::function<void(Error, uint64_t)> done) override;
   void removed(const std::string& target, uint64_t id) override;
-  // Streams the target's checkpoint as Peer.FetchSnapshot does.
+  // Streams the target's state as Peer.FetchSnapshot does.
   Error fetch_snapshot(const std::string& target, uint64_t index,
                        const std::function<Error(const peer::SnapshotChunk&)>& fn) override;
 
@@ -207,8 +204,8 @@ class Cluster {
     }
     return nullptr;
   }
-  // Reads member `address`'s newest checkpoint at `min_index` or later.
-  Error read_checkpoint(const std::string& address, uint64_t min_index, const storage::Checkpoints::Visitor& fn) {
+  // Reads member `address`'s state, at `min_index` or later.
+  Error read_state(const std::string& address, uint64_t min_index, const member::StateVisitor& fn) {
     std::shared_ptr<Running> m;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -217,10 +214,10 @@ class Cluster {
       }
     }
     if (!m) return errors::leader_changed();
-    ++checkpoint_reads_;
-    return m->sm->checkpoints->read(min_index, fn);
+    ++state_reads_;
+    return member::stream_state(m->sm->state->applier()->engine(), min_index, fn);
   }
-  int checkpoint_reads() const { return checkpoint_reads_.load(); }
+  int state_reads() const { return state_reads_.load(); }
   // Whether member i heard that it was removed from the cluster (NodeOptions::on_removed).
   bool removed(unsigned i) const { return removed_[i].load(); }
 
@@ -317,7 +314,7 @@ class Cluster {
   fs::path dir_;
   unsigned snapshot_threshold_;
   unsigned snapshot_trailing_;
-  std::atomic<int> checkpoint_reads_{0};
+  std::atomic<int> state_reads_{0};
   std::atomic<bool> removed_[kMembers] = {};
   std::shared_ptr<testing::MemoryNetwork> net_;
   std::mutex mu_;  // guards members_
@@ -356,12 +353,10 @@ Error InProcessForwarder::fetch_snapshot(const std::string& target, uint64_t ind
   }
   peer::SnapshotChunk chunk;
   size_t bytes = 0;
-  Error e = cluster_->read_checkpoint(target, index, [&](storage::Cf cf, std::string_view key,
+  Error e = cluster_->read_state(target, index, [&](storage::Cf cf, std::string_view key,
                                                           std::string_view value) -> Error {
-    auto* p = chunk.add_pairs();
-    p->set_cf(static_cast<uint32_t>(cf));
-    p->set_key(key.data(), key.size());
-    p->set_value(value.data(), value.size());
+    // Packed, as the peer service sends them (common/state_pairs.h).
+    state_pairs::append(chunk.mutable_packed(), static_cast<uint32_t>(cf), key, value);
     bytes += key.size() + value.size() + 8;
     if (bytes < (64 << 10)) return {};
     Error fe = fn(chunk);
@@ -740,7 +735,7 @@ TEST_F(ConsensusSnapshotTest, FollowerFarBehindInstallsTheLeadersSnapshotAndCatc
   for (int i = 0; i < 60; ++i) ASSERT_FALSE(cluster_->put(l, "k" + std::to_string(i), std::to_string(i)).error);
   cluster_->start(f);
   ASSERT_TRUE(cluster_->converge());
-  EXPECT_GT(cluster_->checkpoint_reads(), 0) << "the follower caught up without installing a snapshot";
+  EXPECT_GT(cluster_->state_reads(), 0) << "the follower caught up without installing a snapshot";
   std::string s = cluster_->state(f);
   EXPECT_TRUE(contains(s, "k59=59 ")) << s;
   EXPECT_TRUE(contains(s, "early=1 ")) << s;

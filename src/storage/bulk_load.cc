@@ -1,0 +1,75 @@
+#include "storage/bulk_load.h"
+
+#include <rocksdb/sst_file_writer.h>
+
+#include <filesystem>
+
+#include "storage/fail_stop.h"
+
+namespace etcdq::storage {
+namespace fs = std::filesystem;
+namespace {
+// A new table file past this many bytes of pairs: bounded files, each
+// ingested whole.
+constexpr uint64_t kBulkFileBytes = 256 << 20;
+}  // namespace
+
+BulkLoad::BulkLoad(Engine* engine) : engine_(engine), dir_(engine->dir() + ".bulk-load"), files_(kCfCount) {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+  fs::create_directories(dir_, ec);
+}
+
+BulkLoad::~BulkLoad() {
+  writer_.reset();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+Error BulkLoad::finish_file() {
+  if (!writer_) return {};
+  rocksdb::Status s = writer_->Finish();
+  writer_.reset();
+  file_bytes_ = 0;
+  if (!s.ok()) return errors::internal("writing a table file in " + dir_ + ": " + s.ToString());
+  return {};
+}
+
+Error BulkLoad::add(Cf cf, std::string_view key, std::string_view value) {
+  const int c = static_cast<int>(cf);
+  if (c < cf_) return errors::internal("bulk load: column families out of order");
+  if (c != cf_ || file_bytes_ >= kBulkFileBytes) {
+    if (Error e = finish_file()) return e;
+    cf_ = c;
+    rocksdb::Options o(engine_->db()->GetDBOptions(), engine_->db()->GetOptions(engine_->cf(cf)));
+    writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), o, engine_->cf(cf));
+    std::string path = dir_ + "/" + std::to_string(c) + "-" + std::to_string(files_[c].size()) + ".sst";
+    if (rocksdb::Status s = writer_->Open(path); !s.ok()) {
+      writer_.reset();
+      return errors::internal("cannot create " + path + ": " + s.ToString());
+    }
+    files_[c].push_back(path);
+  }
+  // Keys out of order are refused here (SstFileWriter::Put).
+  rocksdb::Status s = writer_->Put(to_slice(key), to_slice(value));
+  if (!s.ok()) return errors::internal("bulk load: " + s.ToString());
+  file_bytes_ += key.size() + value.size();
+  return {};
+}
+
+Error BulkLoad::ingest() {
+  if (Error e = finish_file()) return e;
+  if (Error e = engine_->fail_stop().error()) return e;
+  for (int c = 0; c < kCfCount; ++c) {
+    if (files_[c].empty()) continue;
+    rocksdb::IngestExternalFileOptions o;
+    o.move_files = true;  // hard links: the files are ours, on the same file system
+    rocksdb::Status s = engine_->db()->IngestExternalFile(engine_->cf(static_cast<Cf>(c)), files_[c], o);
+    if (!s.ok()) {
+      return errors::internal("cannot ingest the state into " + engine_->dir() + ": " + s.ToString());
+    }
+  }
+  return {};
+}
+
+}  // namespace etcdq::storage

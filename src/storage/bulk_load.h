@@ -1,0 +1,59 @@
+// Writing a whole state into the database at once, as RocksDB's table files
+// ingested whole (SstFileWriter + IngestExternalFile), not as writes: no
+// WAL, no memtable. What a snapshot install does (apply/restore.cc): it
+// went through 4 MiB write batches before, and its consensus thread spent
+// its time inserting into the memtable's skip list (perf; an install of
+// 50-75 MB took 1.4-2.7 s on a loaded 2-core host, issue #36).
+//
+// Pairs must come in column family order, then key order within each
+// (bytewise), each key once, as Peer.FetchSnapshot streams them. They are
+// written to table files in a directory of their own beside the database,
+// and ingest() moves those into it, each column family's newer than
+// anything the database holds (so they win over range deletions written
+// before). Until ingest() the database is unchanged; the files are removed
+// when the loader goes, ingested or not.
+//
+// Thread-safety: one thread; the database may be read and written
+// meanwhile.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "storage/engine.h"
+
+namespace rocksdb {
+class SstFileWriter;
+}
+
+namespace etcdq::storage {
+
+class BulkLoad {
+ public:
+  // Files go to <engine dir>.bulk-load (created; emptied first).
+  explicit BulkLoad(Engine* engine);
+  ~BulkLoad();
+  BulkLoad(const BulkLoad&) = delete;
+  BulkLoad& operator=(const BulkLoad&) = delete;
+
+  // Adds one pair. Errors: a column family or key out of order
+  // (errors::internal), RocksDB's file errors.
+  Error add(Cf cf, std::string_view key, std::string_view value);
+  // Ingests every pair added. Errors: RocksDB's (the database fails as on
+  // any failed write: storage/failure.h).
+  Error ingest();
+
+ private:
+  Error finish_file();
+  Engine* engine_;
+  std::string dir_;
+  std::unique_ptr<rocksdb::SstFileWriter> writer_;
+  int cf_ = -1;          // the column family being written
+  uint64_t file_bytes_ = 0;
+  std::vector<std::vector<std::string>> files_;  // by column family
+};
+
+}  // namespace etcdq::storage
