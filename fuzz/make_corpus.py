@@ -327,6 +327,21 @@ seeds["fuzz_wire_check"] = [bytes([k]) + m for k in (0, 6) for m in (
     message(5, w(7, 500, 6, 400, len(conf)) + conf[:-8] + b"x" * 8 + w(0, 0)),
 )]
 
+
+def pair(cf, key, value):
+    """One record of a packed snapshot chunk (common/state_pairs.h)."""
+    return bytes([cf]) + struct.pack("<II", len(key), len(value)) + key + value
+
+
+# First byte: after how many records the callback refuses (0: never).
+seeds["fuzz_state_pairs"] = [
+    b"\0" + pair(0, b"foo", b"bar") + pair(1, b"\0" * 8 + b"k", b"v" * 100) + pair(2, b"", b""),
+    b"\2" + pair(0, b"a", b"1") + pair(0, b"b", b"2") + pair(0, b"c", b"3"),
+    b"\0" + pair(3, b"key", b"value")[:-2],                              # a value cut short
+    b"\0" + b"\0" + struct.pack("<II", 0xffffffff, 0xffffffff) + b"xy",  # lengths past the end
+    b"\0" + pair(0, b"k", b"v") + b"\1\2\3",                           # a partial header
+]
+
 for target, items in seeds.items():
     d = os.path.join(here, "corpus", target)
     os.makedirs(d, exist_ok=True)
