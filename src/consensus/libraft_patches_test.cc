@@ -75,6 +75,12 @@ struct LeaderAtTime {
     forget_snapshots_sent(&r);
     forget_answers(&r);
   }
+  // The leader's log is its snapshot at `index` (of `term`) only.
+  void log_is_snapshot(raft_index index, raft_term term) {
+    r.log.snapshot.last_index = index;
+    r.log.snapshot.last_term = term;
+    r.log.offset = index;
+  }
   ~LeaderAtTime() {
     forget_snapshots_sent(&r);
     forget_answers(&r);
@@ -135,9 +141,7 @@ TEST(LibraftPatches, ProbeDoesNotWaitForAnAnswerToAFailedSend) {
 
 TEST(LibraftPatches, DroppedSnapshotIsSentAgainOnALaterHeartbeatsRejection) {
   LeaderAtTime l;
-  l.r.log.snapshot.last_index = 100;  // the leader's log: its snapshot only
-  l.r.log.snapshot.last_term = 2;
-  l.r.log.offset = 100;
+  l.log_is_snapshot(100, 2);
   __wrap_progressToSnapshot(&l.r, 0);
   ASSERT_EQ(l.progress[0].state, kSnapshot);
   ASSERT_EQ(l.progress[0].snapshot_index, 100u);
@@ -164,9 +168,7 @@ TEST(LibraftPatches, AFollowerStoringTheSnapshotIsNotSentAnother) {
   // stores a snapshot: taken as dropped, the leader sent its next snapshot,
   // installed right after the first (issue #36).
   LeaderAtTime l;
-  l.r.log.snapshot.last_index = 100;
-  l.r.log.snapshot.last_term = 2;
-  l.r.log.offset = 100;
+  l.log_is_snapshot(100, 2);
   __wrap_progressToSnapshot(&l.r, 0);
   snapshot_on_wire(&l.io, 7);
   l.now = 1200;
@@ -187,14 +189,11 @@ TEST(LibraftPatches, AnswersToAppendsSentBeforeTheSnapshotWentOutDoNotSendItAgai
   // went out again and was installed right after the first (issue #36:
   // 6 ms between the send and that answer in a leader's log).
   LeaderAtTime l;
-  l.r.log.snapshot.last_index = 100;
-  l.r.log.snapshot.last_term = 2;
-  l.r.log.offset = 100;
+  l.log_is_snapshot(100, 2);
   __wrap_progressToSnapshot(&l.r, 0);
   // The leader's last index moves on (here through a newer snapshot of
   // its own: raft_last_index is the snapshot's while the log is empty).
-  l.r.log.snapshot.last_index = 160;
-  l.r.log.offset = 160;
+  l.log_is_snapshot(160, 2);
   l.now = 1006;
   EXPECT_FALSE(__wrap_progressMaybeDecrement(&l.r, 0, /*rejected=*/150, /*last_index=*/10));
   EXPECT_EQ(l.progress[0].state, kSnapshot);
@@ -218,9 +217,7 @@ TEST(LibraftPatches, ASnapshotBeingStoredKeepsTheLogAfterTheOneSent) {
   // stored, libraft must keep the entries from 100 on, or the follower is
   // sent 180 right after installing 100.
   LeaderAtTime l;
-  l.r.log.snapshot.last_index = 100;
-  l.r.log.snapshot.last_term = 2;
-  l.r.log.offset = 100;
+  l.log_is_snapshot(100, 2);
   l.r.snapshot.pending.term = 2;
   l.r.snapshot.pending.index = 180;
   l.r.snapshot.trailing = 20;
