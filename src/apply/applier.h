@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "common/error.h"
 #include "lease/lessor.h"
 #include "mvcc/store.h"
+#include "storage/bulk_load.h"
 
 namespace etcdq::keyspace {
 class Instances;
@@ -79,6 +81,22 @@ class Applier {
   using PairSink = std::function<Error(storage::Cf, std::string_view key, std::string_view value)>;
   Error restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged);
 
+  // A whole state fetched into table files beside the database and not in
+  // it yet (stage); restore_staged puts it in. Dropping it removes the
+  // files. Owned by one thread at a time.
+  class Staged;
+  // restore in two steps: stage fetches the whole state (`fetch` streams its
+  // pairs) into table files beside the database and leaves the state as it
+  // is, so that the transfer can run while libraft stores the snapshot's
+  // metadata (issue #36); restore_staged then replaces the state with it.
+  // stage may run on any thread while the apply thread goes on, one call at
+  // a time and never beside another stage or restore (they share the files'
+  // directory). Errors: the fetch's, the file system's, a state without an
+  // applied index; the state is unchanged.
+  Error stage(const std::function<Error(const PairSink&)>& fetch, std::unique_ptr<Staged>* out);
+  // Apply thread. Errors and *damaged as restore's.
+  Error restore_staged(Staged& staged, bool* damaged);
+
  private:
   void apply_command(mvcc::Writer& w, std::string_view bytes, Result* out);
 
@@ -92,6 +110,19 @@ class Applier {
   std::vector<std::unique_ptr<Layer>> layers_;
   Layer* head_ = nullptr;
   KeySpace* keys_ = &plain_keys();
+};
+
+class Applier::Staged {
+ public:
+  // The applied index the staged state is at.
+  uint64_t applied_index() const { return applied_index_; }
+
+ private:
+  friend class Applier;
+  std::unique_ptr<storage::BulkLoad> load_;
+  std::string applied_;    // the applied_index pair's value, written last
+  uint64_t applied_index_ = 0;
+  int64_t live_keys_ = 0;  // pairs of `latest`: the store's key count
 };
 
 }  // namespace etcdq::apply

@@ -48,58 +48,70 @@ bool Applier::restored_ahead_of(uint64_t log_last_index) const {
 }
 
 Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged) {
+  *damaged = false;
+  std::unique_ptr<Staged> staged;
+  if (Error err = stage(fetch, &staged)) return err;
+  return restore_staged(*staged, damaged);
+}
+
+Error Applier::stage(const std::function<Error(const PairSink&)>& fetch, std::unique_ptr<Staged>* out) {
+  // Written as table files, ingested whole by restore_staged
+  // (storage/bulk_load.h): the pairs come in column family then key order.
+  auto s = std::make_unique<Staged>();
+  s->load_ = std::make_unique<storage::BulkLoad>(store_->engine());
+  bool any = false;
+  PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
+    any = true;
+    if (cf == storage::Cf::kMeta) {
+      if (is_local_meta(key)) return {};
+      if (key == mvcc::kMetaAppliedIndex) {
+        s->applied_.assign(value);
+        return {};
+      }
+    }
+    if (cf == storage::Cf::kLatest) ++s->live_keys_;
+    return s->load_->add(cf, key, value);
+  };
+  if (Error err = fetch(sink)) return err;
+  if (!any) return errors::internal("the snapshot is empty");
+  if (s->applied_.empty()) return errors::internal("the snapshot carries no applied index");
+  s->applied_index_ = static_cast<uint64_t>(mvcc::decode_i64(s->applied_));
+  *out = std::move(s);
+  return {};
+}
+
+Error Applier::restore_staged(Staged& staged, bool* damaged) {
   storage::Engine* e = store_->engine();
   *damaged = false;
-  // The old state goes when the first pair arrives (a source that cannot be
-  // reached changes nothing). First the applied index, durably: a crash
-  // from then on restarts with no state, and libraft hands the snapshot
-  // over again.
-  auto clear_all = [&]() -> Error {
-    *damaged = true;
-    applied_index_ = 0;
+  // The old state goes only now, with the whole new one at hand (a source
+  // that failed midway changed nothing). First the applied index, durably:
+  // a crash from then on restarts with no state, and libraft hands the
+  // snapshot over again.
+  *damaged = true;
+  applied_index_ = 0;
+  {
     storage::Batch b(e);
     b.remove(storage::Cf::kMeta, mvcc::kMetaAppliedIndex);
     if (Error err = e->write(b)) return err;
     if (Error err = e->make_durable()) return err;
-    for (int c = 0; c < storage::kCfCount; ++c) {
-      if (Error err = clear(e, static_cast<storage::Cf>(c))) return err;
-    }
-    return {};
-  };
-  std::string applied;  // written last
-  // Written as table files and ingested whole (storage/bulk_load.h): the
-  // pairs come in column family then key order.
-  storage::BulkLoad load(e);
-  PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
-    if (!*damaged) {
-      if (Error err = clear_all()) return err;
-    }
-    if (cf == storage::Cf::kMeta) {
-      if (is_local_meta(key)) return {};
-      if (key == mvcc::kMetaAppliedIndex) {
-        applied.assign(value);
-        return {};
-      }
-    }
-    return load.add(cf, key, value);
-  };
-  if (Error err = fetch(sink)) return err;
-  if (!*damaged) return errors::internal("the snapshot is empty");
-  if (Error err = load.ingest()) return err;
-  if (applied.empty()) return errors::internal("the snapshot carries no applied index");
+  }
+  for (int c = 0; c < storage::kCfCount; ++c) {
+    if (Error err = clear(e, static_cast<storage::Cf>(c))) return err;
+  }
+  if (Error err = staged.load_->ingest()) return err;
   {
     storage::Batch b(e);
-    b.put(storage::Cf::kMeta, mvcc::kMetaAppliedIndex, applied);
-    b.put(storage::Cf::kMeta, kRestoredIndex, applied);
+    b.put(storage::Cf::kMeta, mvcc::kMetaAppliedIndex, staged.applied_);
+    b.put(storage::Cf::kMeta, kRestoredIndex, staged.applied_);
     if (Error err = e->write(b)) return err;
     if (Error err = e->make_durable()) return err;
   }
-  applied_index_ = static_cast<uint64_t>(mvcc::decode_i64(applied));
+  applied_index_ = staged.applied_index_;
   lessor_->reload();
   alarms_->reload();
   members_->reload();
   head_->restored();  // the layers' mirrors (a plug-in's records)
-  store_->reload();
+  store_->reload(staged.live_keys_);
   *damaged = false;
   spdlog::info("state restored from a snapshot: applied index {}, revision {}", applied_index_, revision());
   return {};

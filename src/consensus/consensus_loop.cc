@@ -43,6 +43,7 @@ void Node::Impl::on_tick(uv_timer_t* t) {
   raft_metrics().proposals_pending.Set(static_cast<double>(self->waiters.size()));
   self->read_index.release(raft_last_applied(&self->raft));
   self->expire(SteadyClock::now());
+  self->prefetch->expire(SteadyClock::now());
   if (self->closing) return;
   self->forwarding.flush_held();
   self->read_index.abandon_if_stale();
@@ -145,6 +146,7 @@ void Node::Impl::maybe_close() {
 
 void Node::Impl::close_raft() {
   note_role(false);
+  prefetch->drop();  // a transfer under way stops at its next chunk
   // Appends written but not yet reported reach libraft while it is whole.
   log_appends.stop_deferring();
   raft.data = this;

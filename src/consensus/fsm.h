@@ -5,9 +5,9 @@
 // (member/fsm.h implements it with apply::Applier; a test may put any
 // deterministic state machine behind it).
 //
-// Thread-safety: every method is called on the consensus thread (or, for
-// restore, by main() before the node starts); implementations need no lock
-// of their own against Node.
+// Thread-safety: every method but stage is called on the consensus thread
+// (or, for restore, by main() before the node starts); implementations need
+// no lock of their own against Node.
 #pragma once
 
 #include <cstdint>
@@ -78,10 +78,32 @@ class Fsm {
   // the log, and the state database may have them only in memory).
   // Errors: the database's.
   virtual Error make_durable() = 0;
-  // Replaces the whole state with a snapshot's, streamed by `fetch`. On
-  // error, *damaged tells whether the old state was already partly replaced
-  // (the member must then stop).
-  virtual Error restore(const Fetch& fetch, bool* damaged) = 0;
+  // A whole state fetched and kept aside, not in use yet (stage). Dropping
+  // it discards it.
+  class Staged {
+   public:
+    virtual ~Staged() = default;
+    // The last log index reflected in the staged state.
+    virtual uint64_t applied_index() const = 0;
+  };
+  // Fetches a whole state, streamed by `fetch`, and keeps it aside without
+  // changing the state in use. Unlike the other methods, any thread may
+  // call it, while the consensus thread goes on: one call at a time, and
+  // not while restore or restore_staged runs. Errors: the fetch's, the
+  // storage's; nothing changed.
+  virtual Error stage(const Fetch& fetch, std::unique_ptr<Staged>* out) = 0;
+  // Replaces the whole state with a staged one. On error, *damaged tells
+  // whether the old state was already partly replaced (the member must then
+  // stop).
+  virtual Error restore_staged(Staged& staged, bool* damaged) = 0;
+  // Replaces the whole state with a snapshot's, streamed by `fetch`: stage,
+  // then restore_staged. Errors and *damaged as theirs.
+  Error restore(const Fetch& fetch, bool* damaged) {
+    *damaged = false;
+    std::unique_ptr<Staged> staged;
+    if (Error e = stage(fetch, &staged)) return e;
+    return restore_staged(*staged, damaged);
+  }
 };
 
 }  // namespace etcdq::consensus

@@ -28,6 +28,7 @@ void Node::Impl::recv_hook(struct raft_io* io, struct raft_message* msg) {
       (msg->type == RAFT_IO_APPEND_ENTRIES || msg->type == RAFT_IO_INSTALL_SNAPSHOT)) {
     self->note_first_contact(*msg);
   }
+  if (msg->type == RAFT_IO_INSTALL_SNAPSHOT) self->prefetch_state(*msg);
   self->libraft_recv(io, msg);
   self->heard_commit.heard(&self->raft, vouch);
   self->heard_commit.apply(&self->raft);

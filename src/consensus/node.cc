@@ -28,6 +28,7 @@ Node::Node(NodeOptions opts, Fsm* fsm) : opts_(std::move(opts)), impl_(new Impl{
   impl_->sm = fsm;
   impl_->completions = std::make_unique<Executor>(kCompletionThreads, "raft-answers");
   impl_->forwarder = opts_.forwarder ? opts_.forwarder : std::make_shared<Forwarder>();
+  impl_->prefetch = std::make_unique<StatePrefetch>(fsm, impl_->forwarder.get());
   impl_->io = opts_.io ? opts_.io(&impl_->loop, impl_->forwarder) : peer_uv_io(&impl_->loop, impl_->forwarder);
   std::random_device rd;
   do {

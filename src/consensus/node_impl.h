@@ -48,6 +48,8 @@ extern "C" {
 #include "consensus/pending.h"
 #include "consensus/promotions.h"
 #include "consensus/reads.h"
+#include "consensus/snapshot_install.h"
+#include "consensus/state_prefetch.h"
 
 namespace etcdq::consensus {
 
@@ -146,6 +148,8 @@ struct Node::Impl {
   struct raft_fsm fsm {};
   std::thread thread;
   std::shared_ptr<Forwarder> forwarder;  // Peer calls (consensus/forwarder.h)
+  // The state fetched while libraft stores a snapshot (consensus/state_prefetch.h).
+  std::unique_ptr<StatePrefetch> prefetch;
   size_t inflight = 0;  // libraft requests not yet called back; closing waits for 0
   bool closing = false;
 
@@ -293,6 +297,12 @@ struct Node::Impl {
 
   // consensus/snapshots.cc: libraft's snapshot hooks and installing another member's state
   Error install(const consensus::SnapshotMeta& meta);
+  // Where the state for a snapshot may be fetched from (the taker first,
+  // then the leader, then every other member), and which member each is.
+  InstallPlan install_plan(const consensus::SnapshotMeta& meta);
+  std::function<uint64_t(const std::string&)> member_at();
+  // An InstallSnapshot message arrived (recv_hook): start fetching its state.
+  void prefetch_state(const struct raft_message& msg);
   void note_applied_commands(raft_index index, uint32_t commands);
   unsigned catchup_entries(raft_index index);
   unsigned trailing_for(raft_index index);

@@ -62,10 +62,9 @@ void remove_plan(const std::string& path) {
   std::filesystem::remove(path, ec);
 }
 
-Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
-                  const std::function<uint64_t(const std::string&)>& member_of) {
+Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::unique_ptr<Fsm::Staged>* out,
+                  const std::function<uint64_t(const std::string&)>& member_of, const std::atomic<bool>* cancel) {
   Error last = errors::internal("no member to fetch the state from");
-  *damaged = false;
   for (const auto& target : plan.targets) {
     spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
     uint64_t from = member_of ? member_of(target) : 0;
@@ -73,13 +72,14 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
     if (from != 0) counted.emplace(snapshot_receive_metrics(from));
     if (counted) counted->inflight.Increment();
     auto start = std::chrono::steady_clock::now();
-    // The install's phases, logged: how long until the first pairs came,
-    // how many came, and the whole restore (the writes and the reload).
+    // The transfer's phases, logged: how long until the first pairs came,
+    // how many came, and the whole transfer (with writing them aside).
     uint64_t pairs = 0, bytes = 0;
     double first_s = -1, write_s = 0;
-    last = fsm->restore(
+    last = fsm->stage(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
+            if (cancel != nullptr && cancel->load()) return errors::internal("the fetch was cancelled");
             if (first_s < 0) first_s = metrics::seconds_since(start);
             auto chunk_start = std::chrono::steady_clock::now();
             for (const auto& p : c.pairs()) {
@@ -100,7 +100,7 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
             return {};
           });
         },
-        damaged);
+        out);
     if (!last) {
       // The rest of the time is the transfer's: waiting for the next chunk.
       spdlog::info(
@@ -119,8 +119,17 @@ Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool*
     }
     if (!last) return {};
     spdlog::warn("fetching the state from {} failed: {}", target, last.message());
+    if (cancel != nullptr && cancel->load()) break;
   }
   return last;
+}
+
+Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
+                  const std::function<uint64_t(const std::string&)>& member_of) {
+  *damaged = false;
+  std::unique_ptr<Fsm::Staged> staged;
+  if (Error e = stage_state(fsm, forwarder, plan, &staged, member_of)) return e;
+  return fsm->restore_staged(*staged, damaged);
 }
 
 }  // namespace etcdq::consensus

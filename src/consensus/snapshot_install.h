@@ -12,11 +12,13 @@
 // member never runs with a partial state or a state behind its log.
 //
 // Thread-safety: none; called by the consensus thread or by main() before
-// the node starts.
+// the node starts (stage_state also by consensus/state_prefetch.h's thread).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,5 +47,13 @@ void remove_plan(const std::string& path);
 // total_duration_seconds}{From} (consensus/metrics.h).
 Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
                   const std::function<uint64_t(const std::string&)>& member_of = {});
+
+// fetch_state's first half: the state fetched from the first target that
+// has it and kept aside (Fsm::stage), the state in use unchanged. Any
+// thread (Fsm::stage's rule). With `cancel` set, the transfer stops at its
+// next chunk (or once no chunk came for Forwarder::kInactivityLimit).
+Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::unique_ptr<Fsm::Staged>* out,
+                  const std::function<uint64_t(const std::string&)>& member_of = {},
+                  const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace etcdq::consensus

@@ -12,9 +12,7 @@
 
 namespace etcdq::consensus {
 
-// Our state is older than a snapshot libraft installs: stream the state at
-// its index from the member that took it, replacing ours.
-Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
+InstallPlan Node::Impl::install_plan(const consensus::SnapshotMeta& meta) {
   InstallPlan plan;
   plan.min_index = meta.applied_index();
   auto add = [&](const std::string& t) {
@@ -30,12 +28,53 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
     const auto& srv = raft.configuration.servers[i];
     if (srv.id != raft.id && srv.address != nullptr) add(srv.address);
   }
-  // Which member each target is, for the receive series' From label.
+  return plan;
+}
+
+// Which member each target is, for the receive series' From label.
+std::function<uint64_t(const std::string&)> Node::Impl::member_at() {
   std::map<std::string, uint64_t> members;
   for (unsigned i = 0; i < raft.configuration.n; ++i) {
     const auto& srv = raft.configuration.servers[i];
     if (srv.address != nullptr) members.emplace(srv.address, srv.id);
   }
+  return [members = std::move(members)](const std::string& address) {
+    auto it = members.find(address);
+    return it == members.end() ? uint64_t{0} : it->second;
+  };
+}
+
+// libraft calls fsm_restore only once it stored the snapshot (its metadata
+// written and synced, the log dropped): the transfer starts as the message
+// arrives, beside that (consensus/state_prefetch.h). The checks here only
+// save a useless transfer; libraft and fsm_restore decide what is installed.
+void Node::Impl::prefetch_state(const struct raft_message& msg) {
+  const struct raft_install_snapshot& is = msg.install_snapshot;
+  if (is.term < raft.current_term || index_of(msg.server_id) < 0) return;  // libraft refuses it
+  std::string_view rest(static_cast<const char*>(is.data.base), is.data.len), bytes;
+  bool corrupt = false;
+  consensus::SnapshotMeta meta;
+  if (!next_framed(&rest, &bytes, &corrupt) || !meta.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return;  // fsm_restore stops the member on it
+  }
+  if (meta.applied_index() <= sm->applied_index()) return;  // nothing to fetch
+  // libraft (replication.c, replicationInstallSnapshot) ignores it while
+  // taking or storing a snapshot, and takes it as a no-op when its log
+  // holds the snapshot's index already: a member that resumed after a pause
+  // reads the appends queued meanwhile first, and often catches up from
+  // them (a transfer started then only took CPU from it).
+  if (raft.snapshot.pending.term != 0 || raft.snapshot.put.data != nullptr) return;  // RAFT_BUSY
+  if (raft.log.snapshot.last_index >= is.last_index) return;
+  const raft_term local = logTermOf(&raft.log, is.last_index);
+  if (local != 0 && local >= is.last_term) return;
+  prefetch->start(install_plan(meta), member_at());
+}
+
+// Our state is older than a snapshot libraft installs: stream the state at
+// its index from the member that took it, replacing ours.
+Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
+  InstallPlan plan = install_plan(meta);
+  auto member_of = member_at();
   if (!opts->install_plan_path.empty()) {
     if (Error e = write_plan(opts->install_plan_path, plan)) {
       // Without the plan a crash midway could not be recovered; and
@@ -57,13 +96,18 @@ Error Node::Impl::install(const consensus::SnapshotMeta& meta) {
   // the old state. A failed attempt, even one that replaced part of the
   // state, is simply made again: restore starts from an empty state.
   auto backoff = kInstallRetryFirst;
+  // Fetched already while libraft stored the snapshot (prefetch_state)?
+  std::unique_ptr<Fsm::Staged> staged = prefetch->take(meta.applied_index());
   for (int attempt = 1;; ++attempt) {
     bool damaged = false;
     auto fetch_start = SteadyClock::now();
-    Error e = fetch_state(sm, *forwarder, plan, &damaged, [&members](const std::string& address) {
-      auto it = members.find(address);
-      return it == members.end() ? uint64_t{0} : it->second;
-    });
+    Error e;
+    if (staged) {
+      e = sm->restore_staged(*staged, &damaged);
+      staged.reset();
+    } else {
+      e = fetch_state(sm, *forwarder, plan, &damaged, member_of);
+    }
     if (!e) {
       raft_metrics().snapshot_save_seconds.Observe(metrics::seconds_since(fetch_start));
       if (!opts->install_plan_path.empty()) remove_plan(opts->install_plan_path);

@@ -36,8 +36,19 @@ Error ApplierFsm::take_snapshot(consensus::SnapshotPoint* at) {
   return {};
 }
 
-Error ApplierFsm::restore(const Fetch& fetch, bool* damaged) {
-  return applier_->restore(
+namespace {
+// apply::Applier's staged state as consensus holds it.
+class StagedPairs final : public consensus::Fsm::Staged {
+ public:
+  explicit StagedPairs(std::unique_ptr<apply::Applier::Staged> s) : staged(std::move(s)) {}
+  uint64_t applied_index() const override { return staged->applied_index(); }
+  std::unique_ptr<apply::Applier::Staged> staged;
+};
+}  // namespace
+
+Error ApplierFsm::stage(const Fetch& fetch, std::unique_ptr<Staged>* out) {
+  std::unique_ptr<apply::Applier::Staged> staged;
+  Error e = applier_->stage(
       [&](const apply::Applier::PairSink& sink) {
         return fetch([&](uint32_t space, std::string_view key, std::string_view value) -> Error {
           if (space >= static_cast<uint32_t>(storage::kCfCount)) {
@@ -46,7 +57,14 @@ Error ApplierFsm::restore(const Fetch& fetch, bool* damaged) {
           return sink(static_cast<storage::Cf>(space), key, value);
         });
       },
-      damaged);
+      &staged);
+  if (e) return e;
+  *out = std::make_unique<StagedPairs>(std::move(staged));
+  return {};
+}
+
+Error ApplierFsm::restore_staged(Staged& staged, bool* damaged) {
+  return applier_->restore_staged(*static_cast<StagedPairs&>(staged).staged, damaged);
 }
 
 Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn) {

@@ -42,9 +42,11 @@ class ApplierFsm final : public consensus::Fsm {
   }
   Error take_snapshot(consensus::SnapshotPoint* at) override;
   Error make_durable() override { return applier_->make_durable(); }
-  // The pairs' spaces are storage::Cf; any other number fails the restore
+  // The pairs' spaces are storage::Cf; any other number fails the stage
   // (errors::internal "bad column family in a snapshot").
-  Error restore(const Fetch& fetch, bool* damaged) override;
+  Error stage(const Fetch& fetch, std::unique_ptr<Staged>* out) override;
+  // `staged` must come from this Fsm's stage.
+  Error restore_staged(Staged& staged, bool* damaged) override;
 
  private:
   apply::Applier* applier_;

@@ -48,7 +48,7 @@ void Store::count_keys() {
   keys_.store(n, std::memory_order_relaxed);
 }
 
-void Store::reload() {
+void Store::reload(std::optional<int64_t> live_keys) {
   auto applied = static_cast<uint64_t>(read_meta(engine_, kMetaAppliedIndex, 0));
   int64_t rev = read_meta(engine_, kMetaRevision, 1);
   int64_t scheduled = read_meta(engine_, kMetaCompactScheduled, -1);
@@ -57,7 +57,11 @@ void Store::reload() {
   // history below a compaction is the same on every member.
   compactor_->schedule(scheduled);
   hub_->publish({}, /*complete=*/false, rev);
-  count_keys();
+  if (live_keys) {
+    keys_.store(*live_keys, std::memory_order_relaxed);
+  } else {
+    count_keys();
+  }
 }
 
 Store::~Store() {
