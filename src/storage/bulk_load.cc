@@ -60,15 +60,20 @@ Error BulkLoad::add(Cf cf, std::string_view key, std::string_view value) {
 Error BulkLoad::ingest() {
   if (Error e = finish_file()) return e;
   if (Error e = engine_->fail_stop().error()) return e;
+  // Every column family in one call: atomic (all or none), and one write of
+  // RocksDB's MANIFEST, where a call a family wrote and synced it for each.
+  std::vector<rocksdb::IngestExternalFileArg> args;
   for (int c = 0; c < kCfCount; ++c) {
     if (files_[c].empty()) continue;
-    rocksdb::IngestExternalFileOptions o;
-    o.move_files = true;  // hard links: the files are ours, on the same file system
-    rocksdb::Status s = engine_->db()->IngestExternalFile(engine_->cf(static_cast<Cf>(c)), files_[c], o);
-    if (!s.ok()) {
-      return errors::internal("cannot ingest the state into " + engine_->dir() + ": " + s.ToString());
-    }
+    rocksdb::IngestExternalFileArg a;
+    a.column_family = engine_->cf(static_cast<Cf>(c));
+    a.external_files = files_[c];
+    a.options.move_files = true;  // hard links: the files are ours, on the same file system
+    args.push_back(std::move(a));
   }
+  if (args.empty()) return {};
+  rocksdb::Status s = engine_->db()->IngestExternalFiles(args);
+  if (!s.ok()) return errors::internal("cannot ingest the state into " + engine_->dir() + ": " + s.ToString());
   return {};
 }
 

@@ -252,6 +252,11 @@ void Engine::bound_unflushed() {
   // RocksDB's background threads. allow_write_stall: otherwise Flush waits
   // here, on the apply thread, until a flush would not stall writes.
   if (!u.asked.compare_exchange_strong(asked, written, std::memory_order_relaxed)) return;
+  start_flush();
+}
+
+void Engine::start_flush() {
+  if (fail_stop_->failed()) return;
   rocksdb::FlushOptions flush;
   flush.wait = false;
   flush.allow_write_stall = true;

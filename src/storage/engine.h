@@ -90,6 +90,10 @@ class Engine {
   // (fsynced) of the memtables when kReplayed writes are in them. Blocks
   // for the flush (tens of ms per 64 MiB memtable).
   Error make_durable();
+  // Starts a flush of every memtable on RocksDB's background threads and
+  // returns at once: a make_durable() soon after has little left to write.
+  // A refused start loses nothing (logged). Any thread.
+  void start_flush();
   // Bytes the database takes on disk (every file in its directory: SST
   // files, RocksDB's WAL, manifests), as etcd's dbSize is its file's size,
   // plus the kReplayed bytes not flushed yet (which a kLogged write would
