@@ -137,6 +137,21 @@ Error Host::open_member(bool* stopped) {
     }
     it->peer_urls.push_back(url.text);
   }
+  // etcd reads the members from a data dir that holds one and ignores
+  // --initial-cluster then (etcdserver bootstrapWithWAL): a member restarted
+  // with a list that does not name it (the list it was added with, or the
+  // first members') starts, with --initial-advertise-peer-urls as its own.
+  const std::string& self = cfg_.member.name;
+  if (member_initialized_ && !cfg_.initial_advertise_peer_urls.empty() &&
+      std::none_of(mo.initial_cluster.begin(), mo.initial_cluster.end(),
+                   [&self](const member::InitialMember& m) { return m.name == self; })) {
+    member::InitialMember m{self, {}, cfg_.initial_advertise_peer_urls.front().host_port()};
+    for (const auto& u : cfg_.initial_advertise_peer_urls) m.peer_urls.push_back(u.text);
+    mo.initial_cluster.push_back(std::move(m));
+    spdlog::info("--initial-cluster does not name {}; its data dir exists, so it is ignored (as etcd does) and "
+                 "--initial-advertise-peer-urls give this member's peer URLs",
+                 self);
+  }
   if (peer_dialer_) {
     mo.peer_tls_dial = [d = peer_dialer_.get()](int tcp, int plain, const std::string& host) {
       d->dial(tcp, plain, host);
