@@ -73,7 +73,16 @@ Node::Impl::LeaderView Node::Impl::leader_view() {
   if (v.leader_id == raft.id && !v.leading) v.leader_id = 0;
   // As etcd's raft loop counts: a leader other than the last one seen.
   if (v.leader_id != last_leader_seen) {
-    if (v.leader_id != 0) raft_metrics().leader_changes.Increment();
+    // etcd's raft logs "elected leader" and "lost leader" with the term: an
+    // operator whose member has no quorum sees when and why it stopped
+    // serving.
+    if (v.leader_id != 0) {
+      raft_metrics().leader_changes.Increment();
+      spdlog::info("leader is {:x} at term {}", v.leader_id, raft.current_term);
+    } else {
+      spdlog::warn("lost the leader {:x} at term {}: no leader until an election is won", last_leader_seen,
+                   raft.current_term);
+    }
     last_leader_seen = v.leader_id;
   }
   note_role(v.leading);

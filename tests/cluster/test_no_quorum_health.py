@@ -122,6 +122,9 @@ class NoQuorumHealthTest(ClusterTestCase):
         after, answers = self.watch_until_no_leader(survivor.client_port, t_kill,
                                                     2 * ELECTION_MS / 1000 + ANSWER_LIMIT_S)
         self.note("peers SIGKILLed: RAFT NO LEADER %.2f s after the kill; answers: %s" % (after, answers))
+        # The survivor says so in its log too, as etcd's raft ("lost leader").
+        with open(survivor.log_path, errors="replace") as f:
+            self.assertIn("lost the leader", f.read())
         # From then on every check answers 503 at once, /readyz included.
         t_known = time.monotonic()
         while time.monotonic() - t_known < 2.0:
