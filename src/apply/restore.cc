@@ -80,7 +80,15 @@ Error Applier::stage(const std::function<Error(const PairSink&)>& fetch, std::un
   if (Error err = fetch(sink)) return err;
   if (!any) return errors::internal("the snapshot is empty");
   if (s->applied_.empty()) return errors::internal("the snapshot carries no applied index");
-  s->applied_index_ = static_cast<uint64_t>(mvcc::decode_i64(s->applied_));
+  // A sender's bytes: decode_i64 reads a short value as 0, and a state
+  // claimed at the wrong index has the entries after it applied again.
+  if (s->applied_.size() != 8) {
+    return errors::internal("the snapshot's applied index is malformed (" + std::to_string(s->applied_.size()) +
+                            " bytes, not 8)");
+  }
+  const int64_t at = mvcc::decode_i64(s->applied_);
+  if (at <= 0) return errors::internal("the snapshot's applied index is " + std::to_string(at));
+  s->applied_index_ = static_cast<uint64_t>(at);
   *out = std::move(s);
   return {};
 }

@@ -101,6 +101,13 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
           });
         },
         out);
+    // The sender checks it too; a state below the snapshot's index would
+    // have the entries up to it applied again.
+    if (!last && (*out)->applied_index() < plan.min_index) {
+      last = errors::internal("the state from " + target + " is at index " + std::to_string((*out)->applied_index()) +
+                              ", below the snapshot's " + std::to_string(plan.min_index));
+      out->reset();
+    }
     if (!last) {
       // The rest of the time is the transfer's: waiting for the next chunk.
       spdlog::info(
