@@ -198,6 +198,13 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
       std::lock_guard<std::mutex> lock(mu);
       last_progress = std::chrono::steady_clock::now();
     }
+    if (last) {
+      // The state was complete: anything after it is not part of it (a
+      // sender that sent pairs past `last` had them installed: attack4).
+      failed = errors::internal("the snapshot from " + target + " went on after its last chunk");
+      ctx.TryCancel();
+      break;
+    }
     if (Error e = fn(chunk)) {
       failed = e;
       ctx.TryCancel();

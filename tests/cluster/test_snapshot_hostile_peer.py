@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""A member fetching a snapshot's state from a peer that sends it wrong: the
+state is refused with a logged reason, nothing of it stays, and the member
+fetches it again (here from the same peer, which then sends it right) and
+ends with the others' state (HashKV at one revision).
+
+The peer is a gRPC server of this test's own on the address the member's
+install plan names (member/install-plan, which a restart with an unfinished
+install reads first: consensus/snapshot_install.h). It takes the real state
+from another member's Peer.FetchSnapshot and changes it the first time:
+  - pairs after the chunk marked `last`;
+  - an applied index 1 byte long (read as 0 by mvcc::decode_i64);
+  - an applied index below the snapshot's (the plan's min index).
+Each of these was installed before attack4's fixes, and the last two made
+the member apply entries a second time (its HashKV differed).
+
+    ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_snapshot_hostile_peer.py
+
+etcdq-only (etcd sends the state inside its snapshot message).
+"""
+import os
+import struct
+import sys
+import unittest
+from concurrent import futures
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import grpc  # noqa: E402
+
+from cluster import ClusterTestCase, harness, is_reference_etcd, main, rpc_pb2  # noqa: E402
+
+FETCH = "/etcdq.peer.Peer/FetchSnapshot"
+
+
+def _varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def _read_varint(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
+def packed_of(chunk):
+    """SnapshotChunk.packed (field 3) of a serialized chunk (proto/etcdq/peer.proto)."""
+    i, packed = 0, b""
+    while i < len(chunk):
+        tag, i = _read_varint(chunk, i)
+        if tag & 7 == 0:
+            _, i = _read_varint(chunk, i)
+        else:
+            ln, i = _read_varint(chunk, i)
+            if tag >> 3 == 3:
+                packed = chunk[i:i + ln]
+            i += ln
+    return packed
+
+
+def make_chunk(packed, last):
+    return (b"\x10\x01" if last else b"") + (b"\x1a" + _varint(len(packed)) + packed if packed else b"")
+
+
+def records(packed):
+    """(cf, key, value) of a packed chunk (common/state_pairs.h)."""
+    i, out = 0, []
+    while i < len(packed):
+        kl, vl = struct.unpack_from("<II", packed, i + 1)
+        out.append((packed[i], packed[i + 9:i + 9 + kl], packed[i + 9 + kl:i + 9 + kl + vl]))
+        i += 9 + kl + vl
+    return out
+
+
+def pack(recs):
+    return b"".join(bytes([cf]) + struct.pack("<II", len(k), len(v)) + k + v for cf, k, v in recs)
+
+
+class HostilePeer:
+    """Peer.FetchSnapshot on 127.0.0.1:port: `mode` on the first call, the real stream after."""
+
+    def __init__(self, upstream, mode):
+        self.upstream, self.mode, self.calls = upstream, mode, 0
+        self.port = harness.free_port()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("etcdq.peer.Peer", {
+            "FetchSnapshot": grpc.unary_stream_rpc_method_handler(self.fetch)}),))
+        self.server.add_insecure_port("127.0.0.1:%d" % self.port)
+        self.server.start()
+
+    def fetch(self, req, _ctx):
+        self.calls += 1
+        with grpc.insecure_channel(self.upstream, options=[("grpc.max_receive_message_length", 64 << 20)]) as ch:
+            real = list(ch.unary_stream(FETCH)(req, timeout=30))
+        if self.calls > 1:
+            yield from real
+            return
+        recs = [r for c in real for r in records(packed_of(c))]
+        if self.mode == "after_last":
+            yield make_chunk(pack(recs), True)
+            yield make_chunk(pack([(recs[-1][0], b"\xff\xff\xff\xffafter the last chunk", b"x")]), True)
+            return
+        changed = []
+        for cf, k, v in recs:
+            if cf == 0 and k == b"applied_index":
+                v = b"\x05" if self.mode == "short_index" else struct.pack("<q", struct.unpack("<q", v)[0] - 20)
+            changed.append((cf, k, v))
+        yield make_chunk(pack(changed), True)
+
+    def stop(self):
+        self.server.stop(0)
+
+
+@unittest.skipIf(is_reference_etcd(), "etcdq's snapshot transfer only")
+class HostilePeerTest(ClusterTestCase):
+    def test_a_wrong_state_is_refused_and_fetched_again(self):
+        c = self.new_cluster(3, heartbeat_ms=50, election_ms=500)
+        leader = c.leader_index()
+        f = next(i for i in range(3) if i != leader)
+        source = 3 - leader - f
+        kv = c.kv(leader)
+        for t in range(10):
+            kv.Txn(rpc_pb2.TxnRequest(success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
+                key=b"k/%d/%d" % (t, k), value=b"v" * 100)) for k in range(20)]), timeout=10)
+        m = c.members[f]
+        reasons = {"after_last": "went on after its last chunk",
+                   "short_index": "applied index is malformed (1 bytes, not 8)",
+                   "index_below": "below the snapshot's"}
+        for mode, reason in reasons.items():
+            c.kill9(f)
+            kv.Put(rpc_pb2.PutRequest(key=b"while-down/" + mode.encode(), value=b"x"), timeout=10)
+            peer = HostilePeer(c.members[source].peer_url.split("://")[1], mode)
+            try:
+                applied = c.status(source).raftAppliedIndex
+                with open(os.path.join(m.data_dir, "member", "install-plan"), "w") as plan:
+                    plan.write("%d\n127.0.0.1:%d\n" % (applied, peer.port))
+                with open(m.log_path, errors="replace") as log:
+                    before = log.read().count(reason)
+                c.restart(f)
+            finally:
+                peer.stop()
+            with open(m.log_path, errors="replace") as log:
+                refused = log.read().count(reason) - before
+            # Refused once (with its reason logged), then taken whole.
+            self.assertEqual((mode, peer.calls, refused > 0), (mode, 2, True))
+        kv.Put(rpc_pb2.PutRequest(key=b"after", value=b"x"), timeout=10)
+        c.assert_same_hashkv(self)
+
+
+if __name__ == "__main__":
+    main()
