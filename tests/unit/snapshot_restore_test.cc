@@ -12,6 +12,7 @@
 #include "apply/state_machine.h"
 #include "etcdq/command.pb.h"
 #include "member/fsm.h"
+#include "mvcc/codec.h"
 #include "mvcc/store.h"
 #include "storage/batch.h"
 #include "storage/engine.h"
@@ -175,6 +176,41 @@ TEST_F(SnapshotRestore, AnUnreachableSourceChangesNothing) {
   EXPECT_FALSE(damaged);
   EXPECT_EQ(b.applier->applied_index(), applied);
   EXPECT_EQ(b.all().kvs_size(), 1);
+}
+
+// A's state as a peer would stream it, with the applied index's value
+// replaced by `applied` (what a faulty or hostile sender could send).
+Error restore_with_applied(Member& a, Member& b, const std::string& applied, bool* damaged) {
+  return b.applier->restore(
+      [&](const apply::Applier::PairSink& sink) {
+        return member::stream_state(a.engine, 0, [&](storage::Cf cf, std::string_view key, std::string_view value) {
+          if (cf == storage::Cf::kMeta && key == mvcc::kMetaAppliedIndex) return sink(cf, key, applied);
+          return sink(cf, key, value);
+        });
+      },
+      damaged);
+}
+
+TEST_F(SnapshotRestore, AMalformedAppliedIndexIsRefusedAndTheStateStays) {
+  // decode_i64 read a 1-byte index as 0: the member applied the log's
+  // entries again on top of the state (attack4).
+  Member a(root_ / "a");
+  for (int i = 0; i < 5; ++i) a.put("/k/" + std::to_string(i), "v");
+  Member b(root_ / "b");
+  b.put("/old", "v");
+  const uint64_t b_applied = b.applier->applied_index();
+  for (const std::string& applied : {std::string(1, '\x05'), std::string(8, '\0')}) {
+    bool damaged = true;
+    Error e = restore_with_applied(a, b, applied, &damaged);
+    ASSERT_TRUE(e);
+    EXPECT_TRUE(e.message().find("the snapshot's applied index is") != std::string::npos) << e.message();
+    // Refused before anything was ingested, and the state in use stays.
+    EXPECT_FALSE(damaged);
+    std::string v;
+    EXPECT_FALSE(b.engine->get(storage::Cf::kLatest, "/k/0", &v));
+    EXPECT_EQ(b.applier->applied_index(), b_applied);
+    EXPECT_EQ(b.all().kvs_size(), 1);
+  }
 }
 
 TEST_F(SnapshotRestore, AStateBehindTheSnapshotIsAnError) {
