@@ -70,6 +70,10 @@ inline constexpr std::chrono::milliseconds kInstallRetryMax{4000};
 // In libraft's clock, ms.
 inline constexpr raft_time kSnapshotHold = 30 * 1000;
 inline constexpr raft_time kSnapshotHoldMax = 120 * 1000;
+// How long a follower that installed a snapshot may be silent before the
+// leader stops keeping the log it is catching up on (trailing_for), in
+// election timeouts.
+inline constexpr unsigned kInstalledSilenceElections = 5;
 
 // libraft's status as etcd's error.
 inline Error raft_error(int rv, const char* what) {

@@ -209,10 +209,17 @@ unsigned Node::Impl::trailing_for(raft_index index) {
       if (p.match_index < s.index) {
         // Not installed yet (a follower restoring answers nothing).
         if (now - s.at < kSnapshotHoldMax) keep_after = std::min(keep_after, s.index);
-      } else if (now - s.at < kSnapshotHold && (p.recent_recv || heard_recently(s.id, SteadyClock::now()))) {
+      } else if (now - s.at < kSnapshotHold &&
+                 (p.recent_recv || contact.heard_within(s.id, SteadyClock::now(),
+                                                        std::chrono::milliseconds(kInstalledSilenceElections *
+                                                                                  opts->election_ms)))) {
         // Installed, and going on from the log: what it has not got yet,
-        // while it was heard from within an election timeout; a follower
-        // stopped since is not waited for longer. recent_recv alone is
+        // while it was heard from within kInstalledSilenceElections election
+        // timeouts; a follower stopped since is not waited for longer. One
+        // election timeout was too short: a follower applying what followed
+        // a large install (1 GB, 40 kB Txns, --snapshot-count 100) answered
+        // nothing for longer, the log it was catching up on went, and it
+        // installed again and again (attack4). recent_recv alone is
         // cleared every election timeout, and a follower busy writing the
         // entries after its install can take a while to answer: a snapshot
         // taken then dropped what it was catching up on, and it installed

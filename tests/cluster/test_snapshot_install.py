@@ -70,10 +70,11 @@ def lag_until_install(c, leader, follower, txns, load_fn=None):
         before = log_count(c.members[follower], INSTALL_STARTS)
         c.kill9(follower)
         # A leader keeps the log for a follower it sent a snapshot to while
-        # that follower was heard from within an election timeout (etcd
-        # keeps it 30 s after a send): the load comes once that has passed,
-        # or a follower killed right after an install catches up from it.
-        time.sleep(ELECTION_MS / 1000 + 0.2)
+        # that follower was heard from within 5 election timeouts
+        # (consensus/node_impl.h kInstalledSilenceElections; etcd keeps it
+        # 30 s after a send): the load comes once that has passed, or a
+        # follower killed right after an install catches up from it.
+        time.sleep(5 * ELECTION_MS / 1000 + 0.2)
         (load_fn or load)(c.kv(leader), txns)
         # libraft drops the leader's log behind a snapshot only once the
         # snapshot is stored: a follower restarted before that was sent the
