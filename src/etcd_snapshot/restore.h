@@ -14,7 +14,11 @@
 //   meta      finishedCompactRev / scheduledCompactRev -> our compact
 //             finished / scheduled (an unfinished compaction resumes at
 //             start, as etcd's restore resumes it). consistent_index and
-//             term are not carried: the new cluster's Raft log starts at 1.
+//             term are not carried: the new cluster's Raft log starts at 1;
+//             the log floor (mvcc::kMetaLogFloor) and the applied index
+//             are 1, so that a member added later installs this state
+//             from a snapshot instead of being sent entry 1
+//             (consensus/fsm.h, Fsm::log_floor).
 //   lease     id -> TTL (leasepb.Lease ID, TTL; RemainingTTL is dropped: a
 //             restored lease's clock starts at its full TTL, as etcd's does
 //             when RemainingTTL is unset).
