@@ -234,7 +234,9 @@ unsigned Node::Impl::trailing_for(raft_index index) {
   }
   // Never an entry at or below the log floor: a member that lacks it must
   // install the state (the restored members all have it already).
-  if (log_floor > 0 && index >= log_floor) trailing = static_cast<unsigned>(std::min<raft_index>(trailing, index - log_floor));
+  if (log_floor > 0 && index >= log_floor) {
+    trailing = static_cast<unsigned>(std::min<raft_index>(trailing, index - log_floor));
+  }
   return trailing;
 }
 
