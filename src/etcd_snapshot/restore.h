@@ -49,7 +49,10 @@
 // any store is opened on it.
 // The data dir has no Raft log: the member bootstraps it from
 // --initial-cluster at its first start (initial-cluster-state new), every
-// member of the new cluster with the same state, at applied index 0.
+// member of the new cluster with the same state, at applied index 1 (that
+// configuration entry's), which is also the log floor: the first snapshot
+// each member takes drops that entry from its log, and the leader refuses
+// MemberAdd until it has (consensus/fsm.h, Fsm::log_floor).
 //
 // Atomicity: everything is written into a temporary directory beside the
 // target (`<data_dir>.restore-tmp-<pid>`), synced, then renamed onto it. On
