@@ -78,6 +78,8 @@ class Applier {
   // True when the state was restored from a snapshot above `log_last_index`
   // and nothing applied since: a log that ends below it is not damaged.
   bool restored_ahead_of(uint64_t log_last_index) const;
+  // mvcc::kMetaLogFloor (consensus/fsm.h, Fsm::log_floor); 0 when unset.
+  uint64_t log_floor() const;
   using PairSink = std::function<Error(storage::Cf, std::string_view key, std::string_view value)>;
   Error restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged);
 

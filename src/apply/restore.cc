@@ -17,7 +17,7 @@ constexpr std::string_view kRestoredIndex = "restored_index";
 // A member's own identity lives in the meta column family too
 // (member/identity.h); it is not part of the replicated state.
 bool is_local_meta(std::string_view key) {
-  return key == "member_id" || key == "cluster_id" || key == kRestoredIndex;
+  return key == "member_id" || key == "cluster_id" || key == kRestoredIndex || key == mvcc::kMetaLogFloor;
 }
 
 // Deletes every key of `cf` (all but the local identity in meta).
@@ -47,6 +47,12 @@ bool Applier::restored_ahead_of(uint64_t log_last_index) const {
   // The state came whole from a snapshot at this index, and nothing was
   // applied on top of it yet: the log may end below it.
   return static_cast<uint64_t>(mvcc::decode_i64(v)) == applied_index_ && log_last_index < applied_index_;
+}
+
+uint64_t Applier::log_floor() const {
+  std::string v;
+  if (!store_->engine()->get(storage::Cf::kMeta, mvcc::kMetaLogFloor, &v)) return 0;
+  return static_cast<uint64_t>(mvcc::decode_i64(v));
 }
 
 Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool* damaged) {

@@ -66,6 +66,13 @@ class Fsm {
   // True when the state was restored from a snapshot above `log_last_index`
   // and nothing applied since: a log that ends below it is not damaged.
   virtual bool restored_ahead_of(uint64_t log_last_index) const = 0;
+  // The last log index whose entry does not build the state: a state
+  // restored from an etcd snapshot file (etcd_snapshot/restore.h) was not
+  // made by the log's first entries (the bootstrap configuration), so a
+  // member may be given the state only, never those entries (etcd's restore
+  // writes a Raft snapshot at its commit index for the same reason). 0: the
+  // log built the whole state.
+  virtual uint64_t log_floor() const = 0;
 
   // Before libraft takes a snapshot (and may drop entries up to it): makes
   // the state durable up to applied_index() and keeps the state at that

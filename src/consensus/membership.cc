@@ -80,6 +80,11 @@ void Node::Impl::add_member(raft_id id, const std::string& address, bool learner
     if (address == raft.configuration.servers[i].address) return done(errors::peer_url_exist());
   }
   if (index_of(id) >= 0) return done(errors::member_exist());
+  // The log still holds entries that did not build the state (a restored
+  // cluster's first; snapshots.cc start_log_floor): the new member would be
+  // sent them instead of the state. The snapshot that drops them follows
+  // the leader's first applied entry: retryable, as etcd's not-ready answer.
+  if (log_holds_floor()) return done(errors::unhealthy());
   if (learner && count_role(RAFT_STANDBY) >= opts->max_learners) return done(errors::too_many_learners());
   if (!learner && opts->strict_reconfig_check) {
     unsigned voters = count_role(RAFT_VOTER) + 1;
@@ -139,6 +144,7 @@ void Promotions::try_next(SteadyClock::time_point now) {
       continue;
     }
     raft_id id = *it;
+    if (n_.log_holds_floor()) return;  // add_member says why; tried again next heartbeat
     promoting_ = true;
     n_.start_assign(id, RAFT_VOTER, [this, id](Error e) {
       promoting_ = false;

@@ -142,6 +142,7 @@ Error Node::start() {
   if (int rv2 = raft_start(&m->raft); rv2 != 0) {
     return failed(errors::internal("cannot start Raft on " + opts_.dir + ": " + raft_errmsg(&m->raft)));
   }
+  m->start_log_floor();
   // The state database may never be ahead of the log that produced it: the
   // log was damaged, truncated or replaced. Serving would mean skipping new
   // entries as "already applied" (etcd refuses to start on a bad WAL too).

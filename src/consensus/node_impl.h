@@ -298,6 +298,13 @@ struct Node::Impl {
   std::deque<std::pair<raft_index, uint32_t>> entry_commands;
   raft_index commands_recorded_from = 0;  // 0: nothing recorded yet
   uint64_t commands_since_snapshot = 0;
+  // Fsm::log_floor at start: entries at or below it do not build the state
+  // (a state restored from an etcd snapshot file), so no member may be sent
+  // them. 0: every entry does.
+  raft_index log_floor = 0;
+  // True while libraft's log still holds an entry at or below log_floor: a
+  // new member would be sent the log from there instead of a snapshot.
+  bool log_holds_floor();
 
   // consensus/snapshots.cc: libraft's snapshot hooks and installing another member's state
   Error install(const consensus::SnapshotMeta& meta);
@@ -310,6 +317,9 @@ struct Node::Impl {
   void note_applied_commands(raft_index index, uint32_t commands);
   unsigned catchup_entries(raft_index index);
   unsigned trailing_for(raft_index index);
+  // At start: log_floor from the Fsm; a log that still holds entries at or
+  // below it has libraft take a snapshot after the next entry it applies.
+  void start_log_floor();
   static int fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs);
   static int fsm_restore(struct raft_fsm* fsm, struct raft_buffer* buf);
 };

@@ -234,9 +234,33 @@ unsigned Node::Impl::trailing_for(raft_index index) {
   // libraft keeps the `trailing` entries up to `index`: down to keep_after
   // itself, whose term the first append after the snapshot names.
   const unsigned catchup = catchup_entries(index);
-  if (keep_after == index) return catchup;
-  return static_cast<unsigned>(
-      std::min<raft_index>(std::max<raft_index>(catchup, index - keep_after + 1), 1u << 30));
+  unsigned trailing = catchup;
+  if (keep_after != index) {
+    trailing = static_cast<unsigned>(
+        std::min<raft_index>(std::max<raft_index>(catchup, index - keep_after + 1), 1u << 30));
+  }
+  // Never an entry at or below the log floor: a member that lacks it must
+  // install the state (the restored members all have it already).
+  if (log_floor > 0 && index >= log_floor) {
+    trailing = static_cast<unsigned>(std::min<raft_index>(trailing, index - log_floor));
+  }
+  return trailing;
+}
+
+bool Node::Impl::log_holds_floor() {
+  return log_floor > 0 && raft.log.offset < log_floor && raft_last_index(&raft) > raft.log.offset;
+}
+
+void Node::Impl::start_log_floor() {
+  log_floor = sm->log_floor();
+  if (!log_holds_floor()) return;
+  // The first snapshot drops them (trailing_for); until then the leader
+  // refuses to add members (add_member). The first entry applied, a
+  // leader's term barrier at the latest, triggers it.
+  spdlog::info("the Raft log holds entries up to index {} that did not build the restored state: a snapshot "
+               "follows the next entry applied, and members can be added after it",
+               log_floor);
+  raft_set_snapshot_threshold(&raft, 1);
 }
 
 int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs) {

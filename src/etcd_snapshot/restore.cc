@@ -231,6 +231,10 @@ Error copy_auth(const bbolt::Reader& r, const std::string& path, storage::Engine
   return w.flush();
 }
 
+// The index of the bootstrap configuration entry a restored member's log
+// starts with (consensus/node.cc, raft_bootstrap).
+constexpr int64_t kRestoredLogFloor = 1;
+
 Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& db_dir, RestoreStats* stats) {
   std::unique_ptr<storage::Engine> engine;
   if (Error e = storage::Engine::open(db_dir, &engine)) return e;
@@ -255,6 +259,14 @@ Error build(const RestoreOptions& o, const bbolt::Reader& r, const std::string& 
     meta.put(storage::Cf::kMeta, mvcc::kMetaCompactScheduled, mvcc::encode_i64(comp.scheduled));
     meta.put(storage::Cf::kMeta, mvcc::kMetaCompactFinished, mvcc::encode_i64(comp.finished));
   }
+  // The member bootstraps its Raft log at its first start: entry 1, the
+  // configuration, does not build this state, so a member added later must
+  // install it from a snapshot (consensus/fsm.h, Fsm::log_floor). The state
+  // stands at that index (as etcd's restore sets its consistent index to
+  // the snapshot's commit index): a snapshot taken of it says so, and a
+  // member with no state installs it.
+  meta.put(storage::Cf::kMeta, mvcc::kMetaLogFloor, mvcc::encode_i64(kRestoredLogFloor));
+  meta.put(storage::Cf::kMeta, mvcc::kMetaAppliedIndex, mvcc::encode_i64(kRestoredLogFloor));
   if (Error e = engine->write(meta)) return e;
   if (o.store_identity) o.store_identity(engine.get());
   return engine->make_durable();

@@ -14,7 +14,11 @@
 //   meta      finishedCompactRev / scheduledCompactRev -> our compact
 //             finished / scheduled (an unfinished compaction resumes at
 //             start, as etcd's restore resumes it). consistent_index and
-//             term are not carried: the new cluster's Raft log starts at 1.
+//             term are not carried: the new cluster's Raft log starts at 1;
+//             the log floor (mvcc::kMetaLogFloor) and the applied index
+//             are 1, so that a member added later installs this state
+//             from a snapshot instead of being sent entry 1
+//             (consensus/fsm.h, Fsm::log_floor).
 //   lease     id -> TTL (leasepb.Lease ID, TTL; RemainingTTL is dropped: a
 //             restored lease's clock starts at its full TTL, as etcd's does
 //             when RemainingTTL is unset).
@@ -45,7 +49,10 @@
 // any store is opened on it.
 // The data dir has no Raft log: the member bootstraps it from
 // --initial-cluster at its first start (initial-cluster-state new), every
-// member of the new cluster with the same state, at applied index 0.
+// member of the new cluster with the same state, at applied index 1 (that
+// configuration entry's), which is also the log floor: the first snapshot
+// each member takes drops that entry from its log, and the leader refuses
+// MemberAdd until it has (consensus/fsm.h, Fsm::log_floor).
 //
 // Atomicity: everything is written into a temporary directory beside the
 // target (`<data_dir>.restore-tmp-<pid>`), synced, then renamed onto it. On

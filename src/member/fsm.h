@@ -40,6 +40,7 @@ class ApplierFsm final : public consensus::Fsm {
   bool restored_ahead_of(uint64_t log_last_index) const override {
     return applier_->restored_ahead_of(log_last_index);
   }
+  uint64_t log_floor() const override { return applier_->log_floor(); }
   Error take_snapshot(consensus::SnapshotPoint* at) override;
   Error make_durable() override { return applier_->make_durable(); }
   // The pairs' spaces are storage::Cf; any other number fails the stage

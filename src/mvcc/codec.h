@@ -54,6 +54,10 @@ inline constexpr std::string_view kMetaAppliedIndex = "applied_index";
 inline constexpr std::string_view kMetaRevision = "revision";
 inline constexpr std::string_view kMetaCompactScheduled = "compact_scheduled";
 inline constexpr std::string_view kMetaCompactFinished = "compact_finished";
+// The last Raft log index whose entry did not build this member's state
+// (consensus/fsm.h, Fsm::log_floor): written by etcd_snapshot's restore;
+// local to the member, never sent with the state.
+inline constexpr std::string_view kMetaLogFloor = "log_floor";
 std::string encode_i64(int64_t v);
 int64_t decode_i64(std::string_view s);
 
