@@ -22,6 +22,8 @@ extern "C" {
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "common/error.h"
 #include "consensus/forwarder.h"
@@ -62,9 +64,34 @@ class RaftIo {
 // only (the second call would free the log and the address twice), and
 // raft_uv_close, which frees the state those late callbacks read, waits
 // for the loop to end (close()).
+//
+// Bounded sends: raft_uv writes each message straight to the member's
+// socket (uv_write, uv_send.c), and what the kernel does not take waits in
+// libuv's write queue, holding the log entries it carries (libraft keeps
+// them referenced until the write's callback). A member that reads nothing
+// (SIGSTOPped, or a link slower than the writes) made that grow with every
+// entry the leader appended: the leader grew by 136-154 MB for 100 MB
+// written (3 members, 4 KB puts), 40-53 MB more than its other follower. So
+// UvIo counts, per member, the bytes of the messages it handed raft_uv whose
+// write callback has not run; a message that would take that count over
+// kMaxSendQueueBytes is not handed over (unless nothing is queued, so a
+// message bigger than the bound still goes alone) and libraft's callback
+// gets RAFT_NOCONNECTION from the loop, later, never from inside send: a
+// non-zero return from raft_io's send turns some of libraft 0.15's callers
+// unavailable. A failed AppendEntries puts that follower back to probing
+// (replication.c, sendAppendEntriesCb), one append a heartbeat, so the
+// leader sends it a snapshot once its log no longer reaches the follower.
+// As etcd's rafthttp drops a message to a peer whose stream buffer is full
+// and reports the peer unreachable (peer.go, send); each drop counts in
+// etcd_network_peer_sent_failures_total{To}. A warning when a member's
+// queue first reaches the bound, a line when it drains below half of it
+// (both rate-limited).
 class UvIo : public RaftIo {
  public:
   static constexpr unsigned kConnectRetryDelayMs = 100;
+  // Bytes (about: message headers are estimated) of messages to one member
+  // handed to raft_uv and not yet written to its socket.
+  static constexpr size_t kMaxSendQueueBytes = 4 << 20;
 
   UvIo(uv_loop_t* loop, struct raft_uv_transport* transport) : loop_(loop), transport_(transport) {}
   Error open(const std::string& dir) override;
@@ -79,7 +106,30 @@ class UvIo : public RaftIo {
     int (*uv_send)(struct raft_io*, struct raft_io_send*, const struct raft_message*, raft_io_send_cb);
     raft_io_close_cb raft_cb;                             // libraft's
     bool fired;
+    UvIo* self;
   };
+  // One send handed to raft_uv: libraft's req->data is kept here while
+  // req->data points to this (raft_uv never reads it).
+  struct Tracked {
+    UvIo* self;
+    void* data;
+    raft_io_send_cb cb;
+    raft_id to;
+    size_t bytes;
+  };
+  struct SendQueue {
+    size_t bytes = 0;      // handed to raft_uv, write not completed
+    bool over = false;     // dropped since it last drained
+    uint64_t dropped = 0;  // since it last drained
+  };
+  struct Dropped {
+    struct raft_io_send* req;
+    raft_io_send_cb cb;
+  };
+  static void sent(struct raft_io_send* req, int status);
+  void drop(struct raft_io_send* req, raft_io_send_cb cb, raft_id to, SendQueue& q, size_t bytes);
+  // Runs libraft's callbacks of the dropped sends with `status`.
+  void answer_dropped(int status);
   static void close_once(struct raft_io* io, raft_io_close_cb cb);
   // raft_uv's send, telling libraft_patches when an InstallSnapshot goes
   // out (patch 6: snapshot_on_wire).
@@ -90,6 +140,10 @@ class UvIo : public RaftIo {
   struct raft_uv_transport* transport_;
   Guarded guarded_{};
   bool opened_ = false;
+  std::unordered_map<raft_id, SendQueue> queues_;  // loop thread
+  std::vector<Dropped> dropped_;                   // answered by drop_timer_
+  uv_timer_t drop_timer_{};                        // made at the first drop
+  bool drop_timer_open_ = false;
 };
 
 // Makes a node's I/O for its loop (which only runs after Node::start()).

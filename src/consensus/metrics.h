@@ -40,7 +40,9 @@
 //   etcd_network_peer_sent_failures_total{To}     counter: a connection to a
 //       member that could not be made, so what libraft had to send was
 //       dropped (etcd counts each dropped message; libraft drops the
-//       messages of a failed connect and retries 100 ms later)
+//       messages of a failed connect and retries 100 ms later), or a
+//       message dropped because too much to the member waits to be
+//       written (consensus/io.h, UvIo::kMaxSendQueueBytes)
 //   etcd_network_peer_round_trip_time_seconds{To} histogram (etcd's buckets,
 //       0.1 ms to 3.3 s): member/peer_prober.h's probe of each member
 //

@@ -12,7 +12,9 @@
 //             resolved with uv_getaddrinfo), then write the hello below;
 //             once it is written, libraft gets the uv_tcp_t itself and
 //             writes its messages straight to the socket (no copy, as with
-//             libraft's own TCP transport);
+//             libraft's own TCP transport); what waits in libuv's write
+//             queue for one member is bounded a level up (consensus/io.h,
+//             UvIo::kMaxSendQueueBytes);
 //   incoming: the mux thread hands the socket over (adopt); on the loop, a
 //             pump (consensus/inbound.h) reads the hello, then reads the socket,
 //             checks every byte with consensus/wire_check.h (libraft trusts what
