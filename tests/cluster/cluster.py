@@ -75,6 +75,19 @@ def varint(n):
             return out + bytes([b])
 
 
+def read_varint(buf, i):
+    """A protobuf varint in `buf` at `i`: (value, index after it). For tests that read a
+    message's wire bytes themselves."""
+    value = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
 # ---- etcd 3.4/3.5 messages python-etcd3 0.12 lacks ----------------------------
 
 def _build_v35():
@@ -737,6 +750,20 @@ class Writer:
 
 
 # ---- test case base --------------------------------------------------------------------------
+
+def first_linearizable_read_s(member, since, timeout=60):
+    """Seconds from `since` (time.monotonic()) until `member` answers a linearizable
+    Range (each try on a fresh channel with a 0.5 s deadline, tries 10 ms apart)."""
+    deadline = since + timeout
+    while time.monotonic() < deadline:
+        try:
+            with grpc.insecure_channel(member.endpoint, options=CHANNEL_OPTIONS) as ch:
+                rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=0.5)
+            return time.monotonic() - since
+        except grpc.RpcError:
+            time.sleep(0.01)
+    raise AssertionError("%r answered no linearizable read within %d s" % (member, timeout))
+
 
 class ClusterTestCase(harness.CleanupTestCase):
     """Clusters made with self.new_cluster() are cleaned up after the test, those made

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import ClusterTestCase, main  # noqa: E402
+from cluster import ClusterTestCase, main, read_varint  # noqa: E402
 import grpc  # noqa: E402
 
 import harness  # noqa: E402
@@ -26,27 +26,16 @@ def varints(buf):
     """The varint fields of a protobuf message (field number -> value)."""
     out, i = {}, 0
     while i < len(buf):
-        key, i = _varint(buf, i)
+        key, i = read_varint(buf, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            out[field], i = _varint(buf, i)
+            out[field], i = read_varint(buf, i)
         elif wire == 2:
-            n, i = _varint(buf, i)
+            n, i = read_varint(buf, i)
             i += n
         else:
             raise ValueError("unexpected wire type %d" % wire)
     return out
-
-
-def _varint(buf, i):
-    shift = value = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, i
 
 
 def auth_status(member):

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 
-from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc, sanitized  # noqa: E402
+from cluster import CHANNEL_OPTIONS, ClusterTestCase, first_linearizable_read_s, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc, sanitized  # noqa: E402,F401
 
 HEARTBEAT_MS, ELECTION_MS = 100, 1000
 if sanitized():
@@ -85,19 +85,6 @@ class FullSpeedWriter:
 def log_count(member, text):
     with open(member.log_path, errors="replace") as f:
         return f.read().count(text)
-
-
-def first_linearizable_read_s(member, since, timeout=60):
-    """Seconds from `since` until `member` answers a linearizable Range (fresh channel, every 10 ms)."""
-    deadline = since + timeout
-    while time.monotonic() < deadline:
-        try:
-            with grpc.insecure_channel(member.endpoint, options=CHANNEL_OPTIONS) as ch:
-                rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"foo"), timeout=0.5)
-            return time.monotonic() - since
-        except grpc.RpcError:
-            time.sleep(0.01)
-    raise AssertionError("%r answered no linearizable read within %d s" % (member, timeout))
 
 
 class CatchUpTest(ClusterTestCase):

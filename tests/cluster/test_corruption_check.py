@@ -41,7 +41,7 @@ import unittest  # noqa: E402
 
 import grpc  # noqa: E402
 
-from cluster import ClusterTestCase, binary_under_test, is_reference_etcd, main, rpc_pb2, varint  # noqa: E402
+from cluster import ClusterTestCase, binary_under_test, is_reference_etcd, main, read_varint, rpc_pb2, varint  # noqa: E402
 
 HEARTBEAT_MS, ELECTION_MS = 50, 500
 CHECK_TIME = "1s"
@@ -66,23 +66,8 @@ def parse_varints(data):
     """{field number: value} of a message of varint fields only (HashKVResponse)."""
     out, i = {}, 0
     while i < len(data):
-        key, shift = 0, 0
-        while True:
-            b = data[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        v, shift = 0, 0
-        while True:
-            b = data[i]
-            i += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        out[key >> 3] = v
+        key, i = read_varint(data, i)
+        out[key >> 3], i = read_varint(data, i)
     return out
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 
-from cluster import CHANNEL_OPTIONS, ClusterTestCase, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from cluster import CHANNEL_OPTIONS, ClusterTestCase, first_linearizable_read_s, is_reference_etcd, main, rpc_pb2, rpc_pb2_grpc  # noqa: E402,F401
 
 WRITE_MB = int(os.environ.get("PAUSED_WRITE_MB", "64"))
 VALUE = os.urandom(4000)
@@ -92,18 +92,6 @@ def sent_failures(member, to_id):
     text = urllib.request.urlopen(member.client_url + "/metrics", timeout=15).read().decode()
     match = re.search(r'^etcd_network_peer_sent_failures_total\{To="%x"\} (\S+)$' % to_id, text, re.M)
     return float(match.group(1)) if match else 0.0
-
-
-def first_linearizable_read_s(member, since, timeout=60):
-    deadline = since + timeout
-    while time.monotonic() < deadline:
-        try:
-            with grpc.insecure_channel(member.endpoint, options=CHANNEL_OPTIONS) as ch:
-                rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"p/0"), timeout=0.5)
-            return time.monotonic() - since
-        except grpc.RpcError:
-            time.sleep(0.01)
-    raise AssertionError("%r answered no linearizable read within %d s" % (member, timeout))
 
 
 class PausedFollowerMemoryTest(ClusterTestCase):

@@ -28,40 +28,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
 
-from cluster import ClusterTestCase, harness, is_reference_etcd, main, rpc_pb2  # noqa: E402
+from cluster import ClusterTestCase, harness, is_reference_etcd, main, read_varint, rpc_pb2, varint  # noqa: E402
 
 FETCH = "/etcdq.peer.Peer/FetchSnapshot"
-
-
-def _varint(n):
-    out = b""
-    while True:
-        b, n = n & 0x7F, n >> 7
-        if not n:
-            return out + bytes([b])
-        out += bytes([b | 0x80])
-
-
-def _read_varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
 
 
 def packed_of(chunk):
     """SnapshotChunk.packed (field 3) of a serialized chunk (proto/etcdq/peer.proto)."""
     i, packed = 0, b""
     while i < len(chunk):
-        tag, i = _read_varint(chunk, i)
+        tag, i = read_varint(chunk, i)
         if tag & 7 == 0:
-            _, i = _read_varint(chunk, i)
+            _, i = read_varint(chunk, i)
         else:
-            ln, i = _read_varint(chunk, i)
+            ln, i = read_varint(chunk, i)
             if tag >> 3 == 3:
                 packed = chunk[i:i + ln]
             i += ln
@@ -69,7 +49,7 @@ def packed_of(chunk):
 
 
 def make_chunk(packed, last):
-    return (b"\x10\x01" if last else b"") + (b"\x1a" + _varint(len(packed)) + packed if packed else b"")
+    return (b"\x10\x01" if last else b"") + (b"\x1a" + varint(len(packed)) + packed if packed else b"")
 
 
 def records(packed):
