@@ -88,13 +88,15 @@ class Applier {
   // files. Owned by one thread at a time.
   class Staged;
   // restore in two steps: stage fetches the whole state (`fetch` streams its
-  // pairs) into table files beside the database and leaves the state as it
-  // is, so that the transfer can run while libraft stores the snapshot's
+  // pairs: meta, then history, in column family then key order; latest and
+  // revlog pairs are ignored, for they are rebuilt from history:
+  // mvcc/derive.h) into table files beside the database and leaves the
+  // state as it is, so that the transfer can run while libraft stores the snapshot's
   // metadata (issue #36); restore_staged then replaces the state with it.
   // stage may run on any thread while the apply thread goes on, one call at
   // a time and never beside another stage or restore (they share the files'
   // directory). Errors: the fetch's, the file system's, a state without an
-  // applied index; the state is unchanged.
+  // applied index, a malformed history pair; the state is unchanged.
   Error stage(const std::function<Error(const PairSink&)>& fetch, std::unique_ptr<Staged>* out);
   // Apply thread. Errors and *damaged as restore's.
   Error restore_staged(Staged& staged, bool* damaged);
@@ -124,7 +126,7 @@ class Applier::Staged {
   std::unique_ptr<storage::BulkLoad> load_;
   std::string applied_;    // the applied_index pair's value, written last
   uint64_t applied_index_ = 0;
-  int64_t live_keys_ = 0;  // pairs of `latest`: the store's key count
+  int64_t live_keys_ = 0;  // pairs of `latest` rebuilt: the store's key count
 };
 
 }  // namespace etcdq::apply

@@ -5,6 +5,7 @@
 
 #include "apply/applier.h"
 #include "mvcc/codec.h"
+#include "mvcc/derive.h"
 #include "storage/batch.h"
 #include "storage/bulk_load.h"
 
@@ -64,27 +65,49 @@ Error Applier::restore(const std::function<Error(const PairSink&)>& fetch, bool*
 
 Error Applier::stage(const std::function<Error(const PairSink&)>& fetch, std::unique_ptr<Staged>* out) {
   // Written as table files, ingested whole by restore_staged
-  // (storage/bulk_load.h): the pairs come in column family then key order.
+  // (storage/bulk_load.h).
   auto s = std::make_unique<Staged>();
   s->load_ = std::make_unique<storage::BulkLoad>(store_->engine());
   // The memtables flush while the new state arrives, on RocksDB's threads:
   // restore_staged's flush, on the install's path, then has little to do.
   store_->engine()->start_flush();
   bool any = false;
+  int64_t compact_finished = -1;  // from meta, which comes before history
+  std::unique_ptr<mvcc::HistoryDeriver> derive;
   PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
     any = true;
-    if (cf == storage::Cf::kMeta) {
-      if (is_local_meta(key)) return {};
-      if (key == mvcc::kMetaAppliedIndex) {
-        s->applied_.assign(value);
+    switch (cf) {
+      case storage::Cf::kMeta:
+        if (derive) return errors::internal("the snapshot has meta pairs after history");
+        if (is_local_meta(key)) return {};
+        if (key == mvcc::kMetaAppliedIndex) {
+          s->applied_.assign(value);
+          return {};
+        }
+        if (key == mvcc::kMetaCompactFinished && value.size() == 8) compact_finished = mvcc::decode_i64(value);
+        break;
+      case storage::Cf::kLatest:
+      case storage::Cf::kRevlog:
+        // Rebuilt from history here (an older sender sends them too).
         return {};
-      }
+      case storage::Cf::kHistory:
+        if (!derive) {
+          derive = std::make_unique<mvcc::HistoryDeriver>(
+              compact_finished, [&s](storage::Cf c, std::string_view k, std::string_view v) {
+                return s->load_->add(c, k, v);
+              });
+        }
+        if (Error e = s->load_->add(cf, key, value)) return e;
+        return derive->add(key, value);
     }
-    if (cf == storage::Cf::kLatest) ++s->live_keys_;
     return s->load_->add(cf, key, value);
   };
   if (Error err = fetch(sink)) return err;
   if (!any) return errors::internal("the snapshot is empty");
+  if (derive) {
+    if (Error err = derive->finish()) return err;
+    s->live_keys_ = derive->live_keys();
+  }
   if (s->applied_.empty()) return errors::internal("the snapshot carries no applied index");
   // A sender's bytes: decode_i64 reads a short value as 0, and a state
   // claimed at the wrong index has the entries after it applied again.

@@ -67,7 +67,7 @@ Error ApplierFsm::restore_staged(Staged& staged, bool* damaged) {
   return applier_->restore_staged(*static_cast<StagedPairs&>(staged).staged, damaged);
 }
 
-Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn) {
+Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn, StateParts parts) {
   storage::Snapshot snap(engine);
   std::string applied;
   uint64_t at = 0;
@@ -79,6 +79,8 @@ Error stream_state(const storage::Engine* engine, uint64_t min_index, const Stat
                             std::to_string(min_index));
   }
   for (int c = 0; c < storage::kCfCount; ++c) {
+    const auto cf = static_cast<storage::Cf>(c);
+    if (parts == StateParts::kMetaAndHistory && cf != storage::Cf::kMeta && cf != storage::Cf::kHistory) continue;
     // One pass over everything: bulk reads keep the block cache for clients.
     storage::Iterator it = snap.bulk_iterator(static_cast<storage::Cf>(c));
     for (it.seek_to_first(); it.valid(); it.next()) {

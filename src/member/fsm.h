@@ -55,7 +55,8 @@ class ApplierFsm final : public consensus::Fsm {
 
 // Peer.FetchSnapshot's source: every (column family, key, value) of
 // `engine`'s state as it is now (one RocksDB snapshot), in column family
-// then key order; stops at the first error `fn` returns and returns it.
+// then key order, or with StateParts::kMetaAndHistory those of meta and
+// history only (the installer rebuilds the rest: mvcc/derive.h); stops at the first error `fn` returns and returns it.
 // Each applied entry is one atomic write, so the view is the state at some
 // applied index; its own applied_index pair goes with it. The state
 // holds committed entries only, so any index at or past a Raft snapshot's
@@ -64,7 +65,9 @@ class ApplierFsm final : public consensus::Fsm {
 // `min_index` (this member lags: the installer asks another).
 // Thread-safe: reads a snapshot, never blocks the writers.
 using StateVisitor = std::function<Error(storage::Cf cf, std::string_view key, std::string_view value)>;
-Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn);
+enum class StateParts { kAll, kMetaAndHistory };
+Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn,
+                   StateParts parts = StateParts::kAll);
 
 // How a command proposal ends: the apply::Result its apply gave, or one
 // whose error is consensus's (errors::stopped(), not_leader(),

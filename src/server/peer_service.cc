@@ -34,12 +34,13 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   // `senders` counts the writers alive; one over `limit` finishes at once
   // with RESOURCE_EXHAUSTED (the installing member tries another source,
   // and libraft retries the snapshot later).
-  SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, uint64_t index, bool packed,
+  SnapshotWriter(grpc::CallbackServerContext* call, Context* ctx, const peer::FetchSnapshotRequest& req,
                  std::shared_ptr<std::atomic<int>> senders, int limit)
       : BlockingWriter(call, kReceiverStallLimit),
         ctx_(ctx),
-        index_(index),
-        packed_(packed),
+        index_(req.index()),
+        packed_(req.packed()),
+        history_only_(req.history_only()),
         senders_(std::move(senders)) {
     if (senders_->fetch_add(1) >= limit) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many snapshot transfers at once"));
@@ -66,7 +67,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
     // of its time waiting for chunks when each was filled only after the
     // one before had been taken).
     peer::SnapshotChunk* filling = &chunks_[0];
-    Error e = member::maintenance::read_state(*ctx_, index_, [&](uint32_t cf, std::string_view key,
+    Error e = member::maintenance::read_state(*ctx_, index_, history_only_, [&](uint32_t cf, std::string_view key,
                                                                        std::string_view value) -> Error {
       if (packed_) {
         // One copy a pair, no message a pair (common/state_pairs.h).
@@ -121,6 +122,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   Context* ctx_;
   uint64_t index_;
   bool packed_;  // the installer reads SnapshotChunk.packed
+  bool history_only_;  // the installer rebuilds latest and revlog
   std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunks_[2];
 };
@@ -406,7 +408,7 @@ grpc::ServerUnaryReactor* PeerService::HashKV(grpc::CallbackServerContext* c, co
 
 grpc::ServerWriteReactor<peer::SnapshotChunk>* PeerService::FetchSnapshot(grpc::CallbackServerContext* c,
                                                                           const peer::FetchSnapshotRequest* req) {
-  return new SnapshotWriter(c, ctx_, req->index(), req->packed(), snapshot_senders_, kMaxSnapshotSenders);
+  return new SnapshotWriter(c, ctx_, *req, snapshot_senders_, kMaxSnapshotSenders);
 }
 
 }  // namespace etcdq::server

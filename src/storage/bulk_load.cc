@@ -14,51 +14,58 @@ namespace {
 constexpr uint64_t kBulkFileBytes = 256 << 20;
 }  // namespace
 
-BulkLoad::BulkLoad(Engine* engine) : engine_(engine), dir_(engine->dir() + ".bulk-load"), files_(kCfCount) {
+BulkLoad::BulkLoad(Engine* engine)
+    : engine_(engine),
+      dir_(engine->dir() + ".bulk-load"),
+      writers_(kCfCount),
+      file_bytes_(kCfCount),
+      files_(kCfCount) {
   std::error_code ec;
   fs::remove_all(dir_, ec);
   fs::create_directories(dir_, ec);
 }
 
 BulkLoad::~BulkLoad() {
-  writer_.reset();
+  writers_.clear();
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }
 
-Error BulkLoad::finish_file() {
-  if (!writer_) return {};
-  rocksdb::Status s = writer_->Finish();
-  writer_.reset();
-  file_bytes_ = 0;
+Error BulkLoad::finish_file(int cf) {
+  if (!writers_[cf]) return {};
+  rocksdb::Status s = writers_[cf]->Finish();
+  writers_[cf].reset();
+  file_bytes_[cf] = 0;
   if (!s.ok()) return errors::internal("writing a table file in " + dir_ + ": " + s.ToString());
   return {};
 }
 
 Error BulkLoad::add(Cf cf, std::string_view key, std::string_view value) {
   const int c = static_cast<int>(cf);
-  if (c < cf_) return errors::internal("bulk load: column families out of order");
-  if (c != cf_ || file_bytes_ >= kBulkFileBytes) {
-    if (Error e = finish_file()) return e;
-    cf_ = c;
+  if (c < 0 || c >= kCfCount) return errors::internal("bulk load: no column family " + std::to_string(c));
+  auto& writer = writers_[c];
+  if (!writer || file_bytes_[c] >= kBulkFileBytes) {
+    if (Error e = finish_file(c)) return e;
     rocksdb::Options o(engine_->db()->GetDBOptions(), engine_->db()->GetOptions(engine_->cf(cf)));
-    writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), o, engine_->cf(cf));
+    writer = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), o, engine_->cf(cf));
     std::string path = dir_ + "/" + std::to_string(c) + "-" + std::to_string(files_[c].size()) + ".sst";
-    if (rocksdb::Status s = writer_->Open(path); !s.ok()) {
-      writer_.reset();
+    if (rocksdb::Status s = writer->Open(path); !s.ok()) {
+      writer.reset();
       return errors::internal("cannot create " + path + ": " + s.ToString());
     }
     files_[c].push_back(path);
   }
   // Keys out of order are refused here (SstFileWriter::Put).
-  rocksdb::Status s = writer_->Put(to_slice(key), to_slice(value));
+  rocksdb::Status s = writer->Put(to_slice(key), to_slice(value));
   if (!s.ok()) return errors::internal("bulk load: " + s.ToString());
-  file_bytes_ += key.size() + value.size();
+  file_bytes_[c] += key.size() + value.size();
   return {};
 }
 
 Error BulkLoad::ingest() {
-  if (Error e = finish_file()) return e;
+  for (int c = 0; c < kCfCount; ++c) {
+    if (Error e = finish_file(c)) return e;
+  }
   if (Error e = engine_->fail_stop().error()) return e;
   // Every column family in one call: atomic (all or none), and one write of
   // RocksDB's MANIFEST, where a call a family wrote and synced it for each.

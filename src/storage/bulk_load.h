@@ -5,8 +5,9 @@
 // its time inserting into the memtable's skip list (perf; an install of
 // 50-75 MB took 1.4-2.7 s on a loaded 2-core host, issue #36).
 //
-// Pairs must come in column family order, then key order within each
-// (bytewise), each key once, as Peer.FetchSnapshot streams them. They are
+// Pairs must come in key order (bytewise) within each column family, each
+// key once; column families may interleave (an installer writes latest
+// pairs while it reads history: mvcc/derive.h). They are
 // written to table files in a directory of their own beside the database,
 // and ingest() moves those into it, each column family's newer than
 // anything the database holds (so they win over range deletions written
@@ -39,7 +40,7 @@ class BulkLoad {
   BulkLoad(const BulkLoad&) = delete;
   BulkLoad& operator=(const BulkLoad&) = delete;
 
-  // Adds one pair. Errors: a column family or key out of order
+  // Adds one pair. Errors: a key out of order in its column family
   // (errors::internal), RocksDB's file errors.
   Error add(Cf cf, std::string_view key, std::string_view value);
   // Ingests every pair added. Errors: RocksDB's (the database fails as on
@@ -47,13 +48,14 @@ class BulkLoad {
   Error ingest();
 
  private:
-  Error finish_file();
+  Error finish_file(int cf);
   Engine* engine_;
   std::string dir_;
-  std::unique_ptr<rocksdb::SstFileWriter> writer_;
-  int cf_ = -1;          // the column family being written
-  uint64_t file_bytes_ = 0;
-  std::vector<std::vector<std::string>> files_;  // by column family
+  // By column family: the table file being written, its bytes so far, and
+  // the files written.
+  std::vector<std::unique_ptr<rocksdb::SstFileWriter>> writers_;
+  std::vector<uint64_t> file_bytes_;
+  std::vector<std::vector<std::string>> files_;
 };
 
 }  // namespace etcdq::storage

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "apply/entry.h"
 #include "apply/kv.h"
@@ -16,6 +17,7 @@
 #include "mvcc/store.h"
 #include "storage/batch.h"
 #include "storage/engine.h"
+#include "state_dump.h"
 
 namespace etcdq {
 namespace {
@@ -226,6 +228,156 @@ TEST_F(SnapshotRestore, AStateBehindTheSnapshotIsAnError) {
                                  });
   EXPECT_TRUE(e);
   EXPECT_EQ(pairs, 0);
+}
+
+
+// Every pair of `cf` in `engine`, as text, but the member's own meta pairs.
+std::string dump_cf(storage::Engine* engine, storage::Cf cf) {
+  std::string out;
+  storage::Iterator it = engine->iterator(cf);
+  for (it.seek_to_first(); it.valid(); it.next()) {
+    std::string key(it.key());
+    if (cf == storage::Cf::kMeta && (key == "member_id" || key == "cluster_id" || key == "restored_index" ||
+                                     key == mvcc::kMetaLogFloor)) {
+      continue;
+    }
+    out += ::testing::PrintToString(key) + " = " + ::testing::PrintToString(std::string(it.value())) + "\n";
+  }
+  return out;
+}
+
+// A state with what the derivation must get right: overwritten keys, a
+// deleted one, one deleted and put again, a Txn's changes at one revision
+// (sub revisions), a leased key, keys with 00 bytes (escaped in history),
+// and a finished compaction (history kept below it without revlog entries).
+void write_varied_state(Member& a) {
+  a.put("/k/1", "one");
+  a.put("/k/2", "two");
+  a.put(std::string("/z\0a", 4), "zero byte");
+  a.put(std::string("/z\0", 3), "ends in zero");
+  a.put("/k/1", "uno");
+  apply::Command del;
+  del.mutable_delete_range()->set_key("/k/2");
+  a.apply(del);
+  a.put("/gone", "x");
+  apply::Command del2;
+  del2.mutable_delete_range()->set_key("/gone");
+  a.apply(del2);
+  apply::Command compact;
+  compact.mutable_compaction()->set_revision(a.applier->revision() - 1);
+  a.apply(compact);
+  apply::Command txn;
+  for (const char* k : {"/t/a", "/t/b", "/k/1"}) {
+    auto* put = txn.mutable_txn()->add_success()->mutable_request_put();
+    put->set_key(k);
+    put->set_value(std::string("in txn ") + k);
+  }
+  txn.mutable_txn()->add_success()->mutable_request_delete_range()->set_key(std::string("/z\0", 3));
+  a.apply(txn);
+  apply::Command grant;
+  grant.mutable_lease_grant()->set_id(0x77);
+  grant.mutable_lease_grant()->set_ttl(60);
+  a.apply(grant);
+  a.put("/leased", "l", 0x77);
+  a.put("/k/2", "two again");
+  // The compactor runs on its own thread: wait until it finished, so that
+  // the sender's revlog is final.
+  const std::string want = mvcc::encode_i64(a.store->view()->compact_revision());
+  for (int i = 0; i < 500 && a.meta(std::string(mvcc::kMetaCompactFinished)) != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(a.meta(std::string(mvcc::kMetaCompactFinished)), want);
+}
+
+Error restore_parts(Member& a, Member& b, member::StateParts parts, int* pairs) {
+  bool damaged = true;
+  Error e = b.applier->restore(
+      [&](const apply::Applier::PairSink& sink) {
+        return member::stream_state(
+            a.engine, 0,
+            [&](storage::Cf cf, std::string_view key, std::string_view value) {
+              ++*pairs;
+              return sink(cf, key, value);
+            },
+            parts);
+      },
+      &damaged);
+  EXPECT_FALSE(damaged);
+  return e;
+}
+
+TEST_F(SnapshotRestore, HistoryAloneRebuildsLatestAndRevlogExactly) {
+  // The installer asks for meta and history only and rebuilds the other
+  // two column families (mvcc/derive.h): the result must be the sender's
+  // state byte for byte, as when every family is sent (an older sender).
+  Member a(root_ / "a");
+  write_varied_state(a);
+  fs::create_directories(root_ / "c");
+  Member b(root_ / "b");
+  Member c(root_ / "c");
+  b.put("/old/only/on/b", "gone after restore");
+  int history_only_pairs = 0, all_pairs = 0;
+  ASSERT_FALSE(restore_parts(a, b, member::StateParts::kMetaAndHistory, &history_only_pairs));
+  ASSERT_FALSE(restore_parts(a, c, member::StateParts::kAll, &all_pairs));
+  EXPECT_LT(history_only_pairs, all_pairs);
+  for (int cf = 0; cf < storage::kCfCount; ++cf) {
+    const auto f = static_cast<storage::Cf>(cf);
+    EXPECT_EQ(dump_cf(b.engine, f), dump_cf(a.engine, f)) << storage::kCfNames[cf];
+    EXPECT_EQ(dump_cf(c.engine, f), dump_cf(a.engine, f)) << storage::kCfNames[cf];
+  }
+  EXPECT_EQ(testing::state_dump(*b.store), testing::state_dump(*a.store));
+  EXPECT_EQ(b.store->keys(), a.store->keys());
+  // And it works on: a watch's replay reads revlog, a put reads latest.
+  b.index = b.applier->applied_index();
+  b.put("/k/1", "after");
+  auto got = b.all();
+  ASSERT_GE(got.kvs_size(), 1);
+  EXPECT_EQ(got.kvs(0).key(), "/k/1");
+  EXPECT_EQ(got.kvs(0).version(), 4);
+}
+
+// A's state streamed with each history pair passed through `change`
+// (what a faulty or hostile sender could send).
+Error restore_with_history(Member& a, Member& b,
+                           const std::function<void(std::string* key, std::string* value)>& change) {
+  bool damaged = true;
+  return b.applier->restore(
+      [&](const apply::Applier::PairSink& sink) {
+        return member::stream_state(
+            a.engine, 0,
+            [&](storage::Cf cf, std::string_view key, std::string_view value) {
+              if (cf != storage::Cf::kHistory) return sink(cf, key, value);
+              std::string k(key), v(value);
+              change(&k, &v);
+              return sink(cf, k, v);
+            },
+            member::StateParts::kMetaAndHistory);
+      },
+      &damaged);
+}
+
+TEST_F(SnapshotRestore, AMalformedHistoryPairIsRefusedAndTheStateStays) {
+  Member a(root_ / "a");
+  for (int i = 0; i < 5; ++i) a.put("/k/" + std::to_string(i), "v");
+  Member b(root_ / "b");
+  b.put("/old", "v");
+  const std::string before = testing::state_dump(*b.store);
+  const std::vector<std::pair<std::string, std::function<void(std::string*, std::string*)>>> faults = {
+      {"malformed history key", [](std::string* k, std::string*) { k->resize(k->size() - 3); }},
+      {"neither a put nor a tombstone", [](std::string*, std::string* v) { (*v)[0] = 'X'; }},
+      {"too short", [](std::string*, std::string* v) { v->resize(5); }},
+      {"two history records at revision",
+       [](std::string* k, std::string*) {
+         // Every record claims revision 2: distinct keys, one revision.
+         k->replace(k->size() - 16, 16, mvcc::history_key("", {2, 0}).substr(2));
+       }},
+  };
+  for (const auto& [want, change] : faults) {
+    Error e = restore_with_history(a, b, change);
+    ASSERT_TRUE(e) << want;
+    EXPECT_NE(e.message().find(want), std::string::npos) << e.message();
+    EXPECT_EQ(testing::state_dump(*b.store), before) << want;
+  }
 }
 
 }  // namespace
