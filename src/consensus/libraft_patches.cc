@@ -44,8 +44,8 @@
 // between objects.
 //
 // Relies on libraft 0.15's layout: struct raft_progress (public, raft.h) and
-// its snapshot state's value, 2 (PROGRESS__SNAPSHOT, libraft's internal
-// progress.h). CMakeLists.txt refuses any libraft other than 0.15.0.
+// its states' values, 2 (PROGRESS__SNAPSHOT) and 1 (PROGRESS__PIPELINE,
+// which progressToPipeline only sets), libraft's internal progress.h. CMakeLists.txt refuses any libraft other than 0.15.0.
 
 namespace {
 // libraft 0.15's progress states (src/progress.h).
@@ -62,6 +62,18 @@ extern "C" void __wrap_progressToProbe(struct raft* r, unsigned i) {
   __real_progressToProbe(r, i);
   if (was_snapshot && p->next_index < snapshot_index + 1) {
     p->next_index = snapshot_index + 1;
+  }
+  if (was_snapshot && p->match_index >= snapshot_index) {
+    // The follower reported the snapshot installed (replication.c,
+    // replicationUpdate: progressSnapshotDone): its log is known to end at
+    // or past the snapshot, which is what a successful probe would tell.
+    // So it goes straight to pipeline, as etcd's raft does (raft.go,
+    // stepLeader, MsgAppResp in StateSnapshot: BecomeProbe then
+    // BecomeReplicate), and replicationUpdate sends it the entries past the
+    // snapshot at once. In probe state libraft sent them only at the next
+    // heartbeat tick (progressShouldReplicate): 0-100 ms of a paused
+    // member's catch-up spent waiting (bench/RESULTS.md, "Sixth pass").
+    p->state = kProgressPipeline;
   }
   // Called for a send that failed (replication.c, sendAppendEntriesCb) or a
   // snapshot the follower reported: no answer is coming to wait for (patch 8).

@@ -13,7 +13,8 @@
 //
 // The patches (consensus/libraft_patches.cc, each with the reason in full):
 //   1. progressToProbe (progress.c): a leader resumes replication one
-//      index past a snapshot it sent, not at it.
+//      index past a snapshot it sent, not at it, and at once (pipeline, not
+//      probe) when the follower reported it installed.
 //   2. posix_fallocate (as uv_os.c calls it): log segments are written
 //      with zeros before libraft appends to them.
 //   3. UvFsProbeCapabilities (uv_fs.c): buffered log writes synced on

@@ -24,6 +24,8 @@ TEST(ConsensusProbePastSnapshot, FollowerLeavingTheSnapshotStateIsProbedFromPast
   Leader l;
   l.progress[1] = {kSnapshot, 41, 40, 100, 0, 0, false};
   progressToProbe(&l.r, 1);
+  // Not known to have it (a failed send, a follower that answered below
+  // it): probed, past the snapshot.
   EXPECT_EQ(l.progress[1].state, kProbe);
   // libraft 0.15 alone gives 100: the previous index 99 is below a
   // follower that holds only the snapshot, which then rejects.
@@ -31,12 +33,25 @@ TEST(ConsensusProbePastSnapshot, FollowerLeavingTheSnapshotStateIsProbedFromPast
   EXPECT_EQ(l.progress[1].snapshot_index, 0u);
 }
 
-TEST(ConsensusProbePastSnapshot, FollowerThatReportedMoreThanTheSnapshotIsProbedFromItsMatch) {
+TEST(ConsensusProbePastSnapshot, FollowerThatReportedMoreThanTheSnapshotIsSentToFromItsMatch) {
   Leader l;
   l.progress[1] = {kSnapshot, 151, 150, 100, 0, 0, false};
   progressToProbe(&l.r, 1);
-  EXPECT_EQ(l.progress[1].state, kProbe);
+  // It has the snapshot: pipeline at once (libraft 0.15 alone: probe, and
+  // the entries wait for the next heartbeat tick).
+  EXPECT_EQ(l.progress[1].state, kPipeline);
   EXPECT_EQ(l.progress[1].next_index, 151u);
+}
+
+TEST(ConsensusProbePastSnapshot, FollowerThatReportedTheSnapshotIsSentTheEntriesPastItAtOnce) {
+  // What replicationUpdate does with a follower's answer that it installed
+  // the snapshot at 100 (progressMaybeUpdate sets match 100, next 101).
+  Leader l;
+  l.progress[1] = {kSnapshot, 101, 100, 100, 0, 0, false};
+  progressToProbe(&l.r, 1);
+  EXPECT_EQ(l.progress[1].state, kPipeline);
+  EXPECT_EQ(l.progress[1].next_index, 101u);
+  EXPECT_EQ(l.progress[1].snapshot_index, 0u);
 }
 
 TEST(ConsensusProbePastSnapshot, FollowerOutsideTheSnapshotStateIsProbedFromItsMatchAsBefore) {
