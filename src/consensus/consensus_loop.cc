@@ -38,6 +38,7 @@ void Node::Impl::on_tick(uv_timer_t* t) {
     spdlog::default_logger()->flush();
     std::_Exit(70);
   }
+  self->note_stall(SteadyClock::now());
   self->update_progress();
   self->note_caught_up();
   raft_metrics().proposals_pending.Set(static_cast<double>(self->waiters.size()));

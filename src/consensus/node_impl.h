@@ -305,6 +305,19 @@ struct Node::Impl {
   // True while libraft's log still holds an entry at or below log_floor: a
   // new member would be sent the log from there instead of a snapshot.
   bool log_holds_floor();
+  // A stall of the consensus thread (the process paused or starved) longer
+  // than an election timeout, seen by note_stall from the tick: until
+  // no_snapshot_until a follower takes no snapshot of its own (fsm_snapshot
+  // says RAFT_BUSY, libraft tries again at a later apply). Its appends
+  // queued during the stall cross the snapshot threshold as it resumes, and
+  // taking the snapshot (a memtable flush, on this thread) made libraft
+  // refuse the leader's InstallSnapshot arriving meanwhile, which the
+  // leader sent again only after the answer: 0.15-0.25 s of a paused
+  // member's catch-up (bench/RESULTS.md, "Sixth pass").
+  SteadyClock::time_point last_tick{};
+  SteadyClock::time_point no_snapshot_until{};
+  bool snapshot_deferral_logged = false;
+  void note_stall(SteadyClock::time_point now);
 
   // consensus/snapshots.cc: libraft's snapshot hooks and installing another member's state
   Error install(const consensus::SnapshotMeta& meta);

@@ -263,8 +263,31 @@ void Node::Impl::start_log_floor() {
   raft_set_snapshot_threshold(&raft, 1);
 }
 
+void Node::Impl::note_stall(SteadyClock::time_point now) {
+  const auto election = std::chrono::milliseconds(opts->election_ms);
+  if (last_tick != SteadyClock::time_point{} && now - last_tick > election) {
+    no_snapshot_until = now + election;
+    snapshot_deferral_logged = false;
+    spdlog::info("the consensus thread was stalled for {} ms (the process paused or starved): no snapshot of its own "
+                 "for {} ms as a follower, the leader's may be on its way",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick).count(), opts->election_ms);
+  }
+  last_tick = now;
+}
+
 int Node::Impl::fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[], unsigned* n_bufs) {
   Impl* self = static_cast<Impl*>(fsm->data);
+  // Seen here too: the appends queued during a stall may be applied before
+  // the first tick after it.
+  const auto now = SteadyClock::now();
+  self->note_stall(now);
+  if (raft_state(&self->raft) == RAFT_FOLLOWER && now < self->no_snapshot_until) {
+    if (!self->snapshot_deferral_logged) {
+      self->snapshot_deferral_logged = true;
+      spdlog::info("snapshot at index {} deferred: this member resumed from a stall", raft_last_applied(&self->raft));
+    }
+    return RAFT_BUSY;  // libraft tries again at a later apply (replication.c, takeSnapshot)
+  }
   // libraft reads the trailing count after this call, for this snapshot
   // (replication.c takeSnapshot: the log kept in memory and on disk).
   const raft_index snapshot_index = raft_last_applied(&self->raft);
