@@ -691,7 +691,8 @@ bool Config::client_tls() const {
 
 Error parse_flags(int argc, char** argv, Config* c, bool* exit_now) {
   *exit_now = false;
-  CLI::App app{"etcdq: a key-value store that speaks the etcd v3 API"};
+  // Named here: parse() of a vector (go_style_args) does not take argv[0].
+  CLI::App app{"etcdq: a key-value store that speaks the etcd v3 API", "etcdq"};
   Raw raw;
   define(app, c, &raw, /*with_env=*/true);
   app.add_option("--config-file", c->config_file,

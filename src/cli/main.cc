@@ -27,9 +27,16 @@ using namespace etcdq;
 
 namespace {
 
-int fail(const std::string& msg) {
+// The reason in the log, and on stderr too when the log goes elsewhere
+// (--log-outputs naming only files or stdout): a start that fails says
+// why where the operator looks, once (etcd's zap prints its fatal line
+// once, to its outputs).
+int fail(const cli::Config& cfg, const std::string& msg) {
   spdlog::critical("{}", msg);
-  std::fprintf(stderr, "etcdq: %s\n", msg.c_str());
+  const bool log_on_stderr = std::any_of(cfg.log_outputs.begin(), cfg.log_outputs.end(), [](const std::string& o) {
+    return o == "default" || o == "stderr" || o == "journal";
+  });
+  if (!log_on_stderr) std::fprintf(stderr, "etcdq: %s\n", msg.c_str());
   return 1;
 }
 
@@ -82,7 +89,7 @@ int main(int argc, char** argv) {
   }
 
   host::Config hc;
-  if (Error e = cli::host_config(cfg, &hc)) return fail(e.message());
+  if (Error e = cli::host_config(cfg, &hc)) return fail(cfg, e.message());
   hc.member.stop_requested = [&sigs] { return stop_signal_pending(sigs); };
   static std::atomic<bool> removed{false};
   hc.member.on_removed = [] {
@@ -91,7 +98,7 @@ int main(int argc, char** argv) {
   };
   std::unique_ptr<host::Host> h;
   bool stopped = false;
-  if (Error e = host::Host::start(std::move(hc), &h, &stopped)) return fail(e.message());
+  if (Error e = host::Host::start(std::move(hc), &h, &stopped)) return fail(cfg, e.message());
   if (stopped) return 0;
 
   int sig = 0;

@@ -42,6 +42,10 @@ class FailedStart(harness.MemberTestCase):
         logged = [ln for ln in proc.stderr.splitlines() if ln.startswith("{") and want_reason in ln]
         self.assertTrue(logged, proc.stderr[-2000:])
         json.loads(logged[0])
+        # Once: the log is on stderr here (default --log-outputs), and a plain copy
+        # after it printed the reason twice (a new user's README walk).
+        said = [ln for ln in proc.stderr.splitlines() if want_reason in ln]
+        self.assertEqual(len(said), 1, proc.stderr[-2000:])
         self.last_stderr = proc.stderr
         self.assertFalse(os.path.exists(m.data_dir), "the failed start left %s: %s" % (
             m.data_dir, sorted(os.listdir(m.data_dir)) if os.path.isdir(m.data_dir) else ""))

@@ -167,6 +167,7 @@ class FlagsAsEtcd(harness.MemberTestCase):
         # command is its own entry point (`etcdq snapshot restore`).
         r = subprocess.run([harness.binary_under_test(), "--help"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Usage: etcdq [OPTIONS]", r.stdout)  # it said "Usage: [OPTIONS]"
         # "  --name TEXT=default (Env:ETCD_NAME)": the flag, its type, "=", its default.
         shown = dict(re.findall(r"^\s+(--[a-z-]+) [^=\s]*=(\S+)", r.stdout, re.M))
         self.assertEqual(shown.get("--name"), "default", r.stdout)
