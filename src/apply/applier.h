@@ -88,9 +88,8 @@ class Applier {
   // files. Owned by one thread at a time.
   class Staged;
   // restore in two steps: stage fetches the whole state (`fetch` streams its
-  // pairs: meta, then history, in column family then key order; latest and
-  // revlog pairs are ignored, for they are rebuilt from history:
-  // mvcc/derive.h) into table files beside the database and leaves the
+  // pairs in column family then key order; latest pairs are ignored, for
+  // latest is rebuilt from history: mvcc/derive.h) into table files beside the database and leaves the
   // state as it is, so that the transfer can run while libraft stores the snapshot's
   // metadata (issue #36); restore_staged then replaces the state with it.
   // stage may run on any thread while the apply thread goes on, one call at

@@ -72,42 +72,32 @@ Error Applier::stage(const std::function<Error(const PairSink&)>& fetch, std::un
   // restore_staged's flush, on the install's path, then has little to do.
   store_->engine()->start_flush();
   bool any = false;
-  int64_t compact_finished = -1;  // from meta, which comes before history
-  std::unique_ptr<mvcc::HistoryDeriver> derive;
+  mvcc::LatestFromHistory latest([&s](std::string_view key, std::string_view record) {
+    ++s->live_keys_;
+    return s->load_->add(storage::Cf::kLatest, key, record);
+  });
   PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
     any = true;
     switch (cf) {
       case storage::Cf::kMeta:
-        if (derive) return errors::internal("the snapshot has meta pairs after history");
         if (is_local_meta(key)) return {};
         if (key == mvcc::kMetaAppliedIndex) {
           s->applied_.assign(value);
           return {};
         }
-        if (key == mvcc::kMetaCompactFinished && value.size() == 8) compact_finished = mvcc::decode_i64(value);
         break;
       case storage::Cf::kLatest:
-      case storage::Cf::kRevlog:
-        // Rebuilt from history here (an older sender sends them too).
-        return {};
+        return {};  // rebuilt from history (an older sender sends it too)
       case storage::Cf::kHistory:
-        if (!derive) {
-          derive = std::make_unique<mvcc::HistoryDeriver>(
-              compact_finished, [&s](storage::Cf c, std::string_view k, std::string_view v) {
-                return s->load_->add(c, k, v);
-              });
-        }
         if (Error e = s->load_->add(cf, key, value)) return e;
-        return derive->add(key, value);
+        return latest.add(key, value);
+      case storage::Cf::kRevlog:
+        break;
     }
     return s->load_->add(cf, key, value);
   };
   if (Error err = fetch(sink)) return err;
   if (!any) return errors::internal("the snapshot is empty");
-  if (derive) {
-    if (Error err = derive->finish()) return err;
-    s->live_keys_ = derive->live_keys();
-  }
   if (s->applied_.empty()) return errors::internal("the snapshot carries no applied index");
   // A sender's bytes: decode_i64 reads a short value as 0, and a state
   // claimed at the wrong index has the entries after it applied again.

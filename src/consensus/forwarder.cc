@@ -174,7 +174,7 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
   peer::FetchSnapshotRequest req;
   req.set_index(index);
   req.set_packed(true);  // the pairs packed (common/state_pairs.h)
-  req.set_history_only(true);  // half the bytes (mvcc/derive.h)
+  req.set_without_latest(true);  // each value once (mvcc/derive.h)
   auto reader = stub->FetchSnapshot(&ctx, req);
   // A source that stops sending (stopped, partitioned) must not hold this
   // member forever: cancel after kInactivityLimit without a chunk.

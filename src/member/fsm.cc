@@ -80,7 +80,7 @@ Error stream_state(const storage::Engine* engine, uint64_t min_index, const Stat
   }
   for (int c = 0; c < storage::kCfCount; ++c) {
     const auto cf = static_cast<storage::Cf>(c);
-    if (parts == StateParts::kMetaAndHistory && cf != storage::Cf::kMeta && cf != storage::Cf::kHistory) continue;
+    if (parts == StateParts::kAllButLatest && cf == storage::Cf::kLatest) continue;
     // One pass over everything: bulk reads keep the block cache for clients.
     storage::Iterator it = snap.bulk_iterator(static_cast<storage::Cf>(c));
     for (it.seek_to_first(); it.valid(); it.next()) {

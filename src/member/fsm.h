@@ -55,8 +55,8 @@ class ApplierFsm final : public consensus::Fsm {
 
 // Peer.FetchSnapshot's source: every (column family, key, value) of
 // `engine`'s state as it is now (one RocksDB snapshot), in column family
-// then key order, or with StateParts::kMetaAndHistory those of meta and
-// history only (the installer rebuilds the rest: mvcc/derive.h); stops at the first error `fn` returns and returns it.
+// then key order, or with StateParts::kAllButLatest all but latest's (the
+// installer rebuilds it: mvcc/derive.h); stops at the first error `fn` returns and returns it.
 // Each applied entry is one atomic write, so the view is the state at some
 // applied index; its own applied_index pair goes with it. The state
 // holds committed entries only, so any index at or past a Raft snapshot's
@@ -65,7 +65,7 @@ class ApplierFsm final : public consensus::Fsm {
 // `min_index` (this member lags: the installer asks another).
 // Thread-safe: reads a snapshot, never blocks the writers.
 using StateVisitor = std::function<Error(storage::Cf cf, std::string_view key, std::string_view value)>;
-enum class StateParts { kAll, kMetaAndHistory };
+enum class StateParts { kAll, kAllButLatest };
 Error stream_state(const storage::Engine* engine, uint64_t min_index, const StateVisitor& fn,
                    StateParts parts = StateParts::kAll);
 

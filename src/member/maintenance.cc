@@ -120,13 +120,13 @@ std::string snapshot_dir(const Context& ctx) {
   return std::filesystem::path(ctx.store->engine()->dir()).parent_path().string();
 }
 
-Error read_state(const Context& ctx, uint64_t min_index, bool history_only, const SnapshotVisitor& fn) {
+Error read_state(const Context& ctx, uint64_t min_index, bool without_latest, const SnapshotVisitor& fn) {
   return stream_state(
       ctx.store->engine(), min_index,
       [&fn](storage::Cf cf, std::string_view key, std::string_view value) {
         return fn(static_cast<uint32_t>(cf), key, value);
       },
-      history_only ? StateParts::kMetaAndHistory : StateParts::kAll);
+      without_latest ? StateParts::kAllButLatest : StateParts::kAll);
 }
 
 }  // namespace etcdq::member::maintenance

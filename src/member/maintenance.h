@@ -79,10 +79,10 @@ std::string snapshot_dir(const Context& ctx);
 
 // Peer.FetchSnapshot: every (column family number, key, value) of the
 // state as it is now, at `min_index` or later, in column family then key
-// order (member/fsm.h stream_state), or meta and history only when
-// `history_only`; stops at the first error `fn` returns and returns it.
+// order (member/fsm.h stream_state), all but latest's when
+// `without_latest`; stops at the first error `fn` returns and returns it.
 // Errors: an internal error when the state is behind `min_index`.
 using SnapshotVisitor = std::function<Error(uint32_t cf, std::string_view key, std::string_view value)>;
-Error read_state(const Context& ctx, uint64_t min_index, bool history_only, const SnapshotVisitor& fn);
+Error read_state(const Context& ctx, uint64_t min_index, bool without_latest, const SnapshotVisitor& fn);
 
 }  // namespace etcdq::member::maintenance

@@ -40,7 +40,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
         ctx_(ctx),
         index_(req.index()),
         packed_(req.packed()),
-        history_only_(req.history_only()),
+        without_latest_(req.without_latest()),
         senders_(std::move(senders)) {
     if (senders_->fetch_add(1) >= limit) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many snapshot transfers at once"));
@@ -67,7 +67,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
     // of its time waiting for chunks when each was filled only after the
     // one before had been taken).
     peer::SnapshotChunk* filling = &chunks_[0];
-    Error e = member::maintenance::read_state(*ctx_, index_, history_only_, [&](uint32_t cf, std::string_view key,
+    Error e = member::maintenance::read_state(*ctx_, index_, without_latest_, [&](uint32_t cf, std::string_view key,
                                                                        std::string_view value) -> Error {
       if (packed_) {
         // One copy a pair, no message a pair (common/state_pairs.h).
@@ -122,7 +122,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   Context* ctx_;
   uint64_t index_;
   bool packed_;  // the installer reads SnapshotChunk.packed
-  bool history_only_;  // the installer rebuilds latest and revlog
+  bool without_latest_;  // the installer rebuilds latest
   std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunks_[2];
 };
