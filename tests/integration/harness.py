@@ -375,9 +375,10 @@ def vm_rss_mib(pid):
 def refusal_text(output):
     """What a member that refused to start said, decoded: the "error" field of
     each JSON log line that has one (etcd 3.6 logs a refusal as zap lines:
-    "failed to verify flags" at warn, "discovery failed" at fatal), then each
-    line that is not JSON (Go's flag package prints its errors plain), one a
-    line."""
+    "failed to verify flags" at warn, "discovery failed" at fatal), the "msg"
+    of a fatal line without one (etcdq's reason for a start that failed), then
+    each line that is not JSON (Go's flag package prints its errors plain),
+    one a line."""
     out = []
     for line in output.splitlines():
         try:
@@ -387,6 +388,8 @@ def refusal_text(output):
             continue
         if isinstance(entry, dict) and "error" in entry:
             out.append(str(entry["error"]))
+        elif isinstance(entry, dict) and entry.get("level") == "fatal" and "msg" in entry:
+            out.append(str(entry["msg"]))
     return "\n".join(out)
 
 
