@@ -10,9 +10,12 @@ install reads first: consensus/snapshot_install.h). It takes the real state
 from another member's Peer.FetchSnapshot and changes it the first time:
   - pairs after the chunk marked `last`;
   - an applied index 1 byte long (read as 0 by mvcc::decode_i64);
-  - an applied index below the snapshot's (the plan's min index).
-Each of these was installed before attack4's fixes, and the last two made
-the member apply entries a second time (its HashKV differed).
+  - an applied index below the snapshot's (the plan's min index);
+  - a trickle: a valid pair every 0.5 s and never the last chunk.
+Each of the first three was installed before attack4's fixes, and the
+second and third made the member apply entries a second time (its HashKV
+differed); the trickle held the member for good, its data dir growing
+(issue #36).
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_snapshot_hostile_peer.py
 
@@ -21,6 +24,7 @@ etcdq-only (etcd sends the state inside its snapshot message).
 import os
 import struct
 import sys
+import time
 import unittest
 from concurrent import futures
 
@@ -78,8 +82,17 @@ class HostilePeer:
         self.server.add_insecure_port("127.0.0.1:%d" % self.port)
         self.server.start()
 
-    def fetch(self, req, _ctx):
+    def fetch(self, req, ctx):
         self.calls += 1
+        if self.mode == "trickle" and self.calls == 1:
+            # Meta pairs (column family 0) in key order, one every 0.5 s,
+            # until the member hangs up (or a minute went by).
+            for i in range(120):
+                if not ctx.is_active():
+                    return
+                yield make_chunk(pack([(0, b"trickle/%06d" % i, b"t" * 100)]), False)
+                time.sleep(0.5)
+            return
         with grpc.insecure_channel(self.upstream, options=[("grpc.max_receive_message_length", 64 << 20)]) as ch:
             real = list(ch.unary_stream(FETCH)(req, timeout=30))
         if self.calls > 1:
@@ -115,7 +128,8 @@ class HostilePeerTest(ClusterTestCase):
         m = c.members[f]
         reasons = {"after_last": "went on after its last chunk",
                    "short_index": "applied index is malformed (1 bytes, not 8)",
-                   "index_below": "below the snapshot's"}
+                   "index_below": "below the snapshot's",
+                   "trickle": "is too slow"}
         for mode, reason in reasons.items():
             c.kill9(f)
             kv.Put(rpc_pb2.PutRequest(key=b"while-down/" + mode.encode(), value=b"x"), timeout=10)
