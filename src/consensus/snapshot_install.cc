@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "common/state_pairs.h"
 #include "consensus/metrics.h"
@@ -63,10 +65,11 @@ void remove_plan(const std::string& path) {
 }
 
 Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::unique_ptr<Fsm::Staged>* out,
-                  const std::function<uint64_t(const std::string&)>& member_of, const std::atomic<bool>* cancel) {
+                  const std::function<uint64_t(const std::string&)>& member_of, const std::atomic<bool>* cancel,
+                  bool quiet) {
   Error last = errors::internal("no member to fetch the state from");
   for (const auto& target : plan.targets) {
-    spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
+    if (!quiet) spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
     uint64_t from = member_of ? member_of(target) : 0;
     std::optional<SnapshotReceiveMetrics> counted;
     if (from != 0) counted.emplace(snapshot_receive_metrics(from));
@@ -125,18 +128,94 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
       }
     }
     if (!last) return {};
-    spdlog::warn("fetching the state from {} failed: {}", target, last.message());
+    if (!quiet) spdlog::warn("fetching the state from {} failed: {}", target, last.message());
     if (cancel != nullptr && cancel->load()) break;
   }
   return last;
 }
 
 Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
-                  const std::function<uint64_t(const std::string&)>& member_of) {
+                  const std::function<uint64_t(const std::string&)>& member_of, bool quiet) {
   *damaged = false;
   std::unique_ptr<Fsm::Staged> staged;
-  if (Error e = stage_state(fsm, forwarder, plan, &staged, member_of)) return e;
+  if (Error e = stage_state(fsm, forwarder, plan, &staged, member_of, nullptr, quiet)) return e;
   return fsm->restore_staged(*staged, damaged);
+}
+
+namespace {
+
+void add_install_target(std::vector<std::string>* targets, const std::string& t, const std::string& self) {
+  if (t.empty() || t == self || std::find(targets->begin(), targets->end(), t) != targets->end()) return;
+  targets->push_back(t);
+}
+
+// The peer addresses the members at `targets` list (Peer.Configuration),
+// each asked for at most a second. Blocking calls: a callback on gRPC's
+// thread must not outlive the caller's Forwarder (member/join_id.cc says
+// why).
+std::vector<std::string> addresses_known_to(Forwarder& forwarder, const std::vector<std::string>& targets) {
+  std::vector<std::string> all;
+  for (const auto& t : targets) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    peer::ConfigurationResponse conf;
+    if (peer::Peer::NewStub(forwarder.channel(t))->Configuration(&ctx, peer::ConfigurationRequest(), &conf).ok()) {
+      all.insert(all.end(), conf.addresses().begin(), conf.addresses().end());
+    }
+  }
+  return all;
+}
+
+}  // namespace
+
+void fetch_planned_state(Fsm* fsm, InstallPlan plan, const std::vector<std::string>& more, const std::string& self,
+                         const std::function<bool()>& stop, bool* stopped) {
+  using Clock = std::chrono::steady_clock;
+  *stopped = false;
+  std::vector<std::string> targets;
+  for (const auto& t : plan.targets) add_install_target(&targets, t, self);
+  for (const auto& t : more) add_install_target(&targets, t, self);
+  auto backoff = kStartRetryFirst;
+  const auto first = Clock::now();
+  Clock::time_point logged{};
+  for (int round = 1;; ++round) {
+    // New channels each round: one that failed to connect while its
+    // member was down went on failing ("Connection refused", from gRPC's
+    // reconnect backoff) for 10-30 s after the member was back.
+    Forwarder forwarder;
+    // A target at a time, so that each one's failure can be told.
+    const bool quiet = round > 1;
+    std::string failures;
+    for (const auto& t : targets) {
+      InstallPlan one{plan.min_index, {t}};
+      bool damaged = false;
+      Error e = fetch_state(fsm, forwarder, one, &damaged, {}, quiet);
+      if (!e) return;
+      failures += (failures.empty() ? "" : "; ") + t + ": " + e.message();
+    }
+    // Members added since the install began: any reachable one lists them.
+    const size_t known = targets.size();
+    for (const auto& t : addresses_known_to(forwarder, targets)) add_install_target(&targets, t, self);
+    if (round == 1 || Clock::now() - logged >= kStartLogEvery) {
+      logged = Clock::now();
+      spdlog::warn(
+          "no member could send the state at index {} or later ({} rounds in {:.0f} s; {}){}; trying again every "
+          "{:.1f} s at most",
+          plan.min_index, round, std::chrono::duration<double>(logged - first).count(),
+          failures.empty() ? std::string("no member known") : failures,
+          targets.size() > known ? fmt::format("; {} more members learned from those", targets.size() - known) : "",
+          std::chrono::duration<double>(kStartRetryMax).count());
+    }
+    const auto until = Clock::now() + backoff;
+    while (Clock::now() < until) {
+      if (stop && stop()) {
+        *stopped = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(kStartRetryMax));
+  }
 }
 
 }  // namespace etcdq::consensus

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """A member fetching a snapshot's state from a peer that sends it wrong: the
 state is refused with a logged reason, nothing of it stays, and the member
-fetches it again (here from the same peer, which then sends it right) and
+fetches it from the next member it knows (an --initial-cluster peer) and
 ends with the others' state (HashKV at one revision).
 
 The peer is a gRPC server of this test's own on the address the member's
 install plan names (member/install-plan, which a restart with an unfinished
 install reads first: consensus/snapshot_install.h). It takes the real state
-from another member's Peer.FetchSnapshot and changes it the first time:
+from another member's Peer.FetchSnapshot and changes it:
   - pairs after the chunk marked `last`;
   - an applied index 1 byte long (read as 0 by mvcc::decode_i64);
   - an applied index below the snapshot's (the plan's min index);
@@ -15,7 +15,9 @@ from another member's Peer.FetchSnapshot and changes it the first time:
 Each of the first three was installed before attack4's fixes, and the
 second and third made the member apply entries a second time (its HashKV
 differed); the trickle held the member for good, its data dir growing
-(issue #36).
+(issue #36). Last, a plan naming only a member gone since: the member
+fetches the state from its --initial-cluster peers (it retried the gone
+one for good: issue #36).
 
     ETCDQ_BIN=build/etcdq /usr/bin/python3 tests/cluster/test_snapshot_hostile_peer.py
 
@@ -71,7 +73,7 @@ def pack(recs):
 
 
 class HostilePeer:
-    """Peer.FetchSnapshot on 127.0.0.1:port: `mode` on the first call, the real stream after."""
+    """Peer.FetchSnapshot on 127.0.0.1:port, sending the state changed as `mode` says."""
 
     def __init__(self, upstream, mode):
         self.upstream, self.mode, self.calls = upstream, mode, 0
@@ -84,7 +86,7 @@ class HostilePeer:
 
     def fetch(self, req, ctx):
         self.calls += 1
-        if self.mode == "trickle" and self.calls == 1:
+        if self.mode == "trickle":
             # Meta pairs (column family 0) in key order, one every 0.5 s,
             # until the member hangs up (or a minute went by).
             for i in range(120):
@@ -95,9 +97,6 @@ class HostilePeer:
             return
         with grpc.insecure_channel(self.upstream, options=[("grpc.max_receive_message_length", 64 << 20)]) as ch:
             real = list(ch.unary_stream(FETCH)(req, timeout=30))
-        if self.calls > 1:
-            yield from real
-            return
         recs = [r for c in real for r in records(packed_of(c))]
         if self.mode == "after_last":
             yield make_chunk(pack(recs), True)
@@ -145,8 +144,20 @@ class HostilePeerTest(ClusterTestCase):
                 peer.stop()
             with open(m.log_path, errors="replace") as log:
                 refused = log.read().count(reason) - before
-            # Refused once (with its reason logged), then taken whole.
-            self.assertEqual((mode, peer.calls, refused > 0), (mode, 2, True))
+            # Refused (with its reason logged), then taken whole from the
+            # next member tried (an --initial-cluster peer).
+            self.assertEqual((mode, peer.calls, refused > 0), (mode, 1, True))
+        # A plan that names only a member gone since (nothing listens at
+        # its address): the member fetches the state from its
+        # --initial-cluster peers instead of retrying the plan's for good.
+        c.kill9(f)
+        kv.Put(rpc_pb2.PutRequest(key=b"while-down/stale-plan", value=b"x"), timeout=10)
+        gone = "127.0.0.1:%d" % harness.free_port()
+        with open(os.path.join(m.data_dir, "member", "install-plan"), "w") as plan:
+            plan.write("%d\n%s\n" % (c.status(source).raftAppliedIndex, gone))
+        c.restart(f)
+        with open(m.log_path, errors="replace") as log:
+            self.assertIn("fetching the state from %s failed" % gone, log.read())
         kv.Put(rpc_pb2.PutRequest(key=b"after", value=b"x"), timeout=10)
         c.assert_same_hashkv(self)
 
