@@ -79,6 +79,7 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
     // how many came, and the whole transfer (with writing them aside).
     uint64_t pairs = 0, bytes = 0;
     double first_s = -1, write_s = 0;
+    uint32_t crc = 0;  // of every chunk's packed bytes (SnapshotChunk.packed_crc32)
     last = fsm->stage(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
@@ -100,6 +101,14 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
               return e;
             }
             write_s += metrics::seconds_since(chunk_start);
+            // Before the state is ingested (restore_staged): bytes changed on
+            // the way or by the sender are refused. A sender without the
+            // field (older) is taken unchecked.
+            crc = state_pairs::checksum(crc, c.packed());
+            if (c.last() && c.has_packed_crc32() && c.packed_crc32() != crc) {
+              return errors::internal(fmt::format("the state from {} fails its checksum (crc32 {:08x}, sent {:08x})",
+                                                  target, crc, c.packed_crc32()));
+            }
             return {};
           });
         },

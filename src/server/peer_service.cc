@@ -85,6 +85,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
       ++pairs;
       total += key.size() + value.size();
       if (bytes < kSnapshotChunkBytes) return {};
+      crc_ = state_pairs::checksum(crc_, filling->packed());
       const auto wait_from = std::chrono::steady_clock::now();
       const bool sent = start(filling);
       waited += std::chrono::steady_clock::now() - wait_from;
@@ -99,6 +100,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
     });
     if (!e) {
       filling->set_last(true);
+      if (packed_) filling->set_packed_crc32(state_pairs::checksum(crc_, filling->packed()));
       if (!send(filling)) gone = true;
     } else if (!gone && !wait_written()) {
       gone = true;
@@ -121,6 +123,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   Context* ctx_;
   uint64_t index_;
   bool packed_;  // the installer reads SnapshotChunk.packed
+  uint32_t crc_ = 0;  // of the chunks sent (SnapshotChunk.packed_crc32)
   std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunks_[2];
 };

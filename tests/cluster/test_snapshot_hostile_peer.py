@@ -11,11 +11,13 @@ from another member's Peer.FetchSnapshot and changes it:
   - pairs after the chunk marked `last`;
   - an applied index 1 byte long (read as 0 by mvcc::decode_i64);
   - an applied index below the snapshot's (the plan's min index);
-  - a trickle: a valid pair every 0.5 s and never the last chunk.
+  - a trickle: a valid pair every 0.5 s and never the last chunk;
+  - a bit flipped in a value, the sender's checksum kept.
+A state as an older sender sends it (no checksum) is taken.
 Each of the first three was installed before attack4's fixes, and the
 second and third made the member apply entries a second time (its HashKV
-differed); the trickle held the member for good, its data dir growing
-(issue #36). Last, a plan naming only a member gone since: the member
+differed); the trickle held the member for good, its data dir growing,
+and the flipped bit was installed (issue #36). Last, a plan naming only a member gone since: the member
 fetches the state from its --initial-cluster peers (it retried the gone
 one for good: issue #36).
 
@@ -39,23 +41,27 @@ from cluster import ClusterTestCase, harness, is_reference_etcd, main, read_vari
 FETCH = "/etcdq.peer.Peer/FetchSnapshot"
 
 
-def packed_of(chunk):
-    """SnapshotChunk.packed (field 3) of a serialized chunk (proto/etcdq/peer.proto)."""
-    i, packed = 0, b""
+def fields_of(chunk):
+    """{field number: value} of a serialized SnapshotChunk (proto/etcdq/peer.proto): 3 packed, 4 packed_crc32."""
+    i, out = 0, {}
     while i < len(chunk):
         tag, i = read_varint(chunk, i)
         if tag & 7 == 0:
-            _, i = read_varint(chunk, i)
+            out[tag >> 3], i = read_varint(chunk, i)
         else:
             ln, i = read_varint(chunk, i)
-            if tag >> 3 == 3:
-                packed = chunk[i:i + ln]
+            out[tag >> 3] = chunk[i:i + ln]
             i += ln
-    return packed
+    return out
 
 
-def make_chunk(packed, last):
-    return (b"\x10\x01" if last else b"") + (b"\x1a" + varint(len(packed)) + packed if packed else b"")
+def packed_of(chunk):
+    return fields_of(chunk).get(3, b"")
+
+
+def make_chunk(packed, last, crc=None):
+    return ((b"\x10\x01" if last else b"") + (b"\x1a" + varint(len(packed)) + packed if packed else b"") +
+            (b"\x20" + varint(crc) if crc is not None else b""))
 
 
 def records(packed):
@@ -98,6 +104,18 @@ class HostilePeer:
         with grpc.insecure_channel(self.upstream, options=[("grpc.max_receive_message_length", 64 << 20)]) as ch:
             real = list(ch.unary_stream(FETCH)(req, timeout=30))
         recs = [r for c in real for r in records(packed_of(c))]
+        if self.mode == "no_checksum":
+            # A sender from before SnapshotChunk.packed_crc32: taken as it is.
+            yield make_chunk(pack(recs), True)
+            return
+        if self.mode == "flipped":
+            # One bit of one value changed, the sender's checksum kept.
+            crc = fields_of(real[-1]).get(4)
+            i = next(i for i, (cf, _, v) in enumerate(recs) if cf != 0 and len(v) >= 100)
+            cf, k, v = recs[i]
+            recs[i] = (cf, k, v[:-1] + bytes([v[-1] ^ 1]))
+            yield make_chunk(pack(recs), True, crc)
+            return
         if self.mode == "after_last":
             yield make_chunk(pack(recs), True)
             yield make_chunk(pack([(recs[-1][0], b"\xff\xff\xff\xffafter the last chunk", b"x")]), True)
@@ -128,7 +146,9 @@ class HostilePeerTest(ClusterTestCase):
         reasons = {"after_last": "went on after its last chunk",
                    "short_index": "applied index is malformed (1 bytes, not 8)",
                    "index_below": "below the snapshot's",
-                   "trickle": "is too slow"}
+                   "trickle": "is too slow",
+                   "flipped": "fails its checksum",
+                   "no_checksum": None}
         for mode, reason in reasons.items():
             c.kill9(f)
             kv.Put(rpc_pb2.PutRequest(key=b"while-down/" + mode.encode(), value=b"x"), timeout=10)
@@ -137,16 +157,18 @@ class HostilePeerTest(ClusterTestCase):
                 applied = c.status(source).raftAppliedIndex
                 with open(os.path.join(m.data_dir, "member", "install-plan"), "w") as plan:
                     plan.write("%d\n127.0.0.1:%d\n" % (applied, peer.port))
+                said = "fetched the state from 127.0.0.1:%d:" % peer.port if reason is None else reason
                 with open(m.log_path, errors="replace") as log:
-                    before = log.read().count(reason)
+                    before = log.read().count(said)
                 c.restart(f)
             finally:
                 peer.stop()
             with open(m.log_path, errors="replace") as log:
-                refused = log.read().count(reason) - before
+                logged = log.read().count(said) - before
             # Refused (with its reason logged), then taken whole from the
-            # next member tried (an --initial-cluster peer).
-            self.assertEqual((mode, peer.calls, refused > 0), (mode, 1, True))
+            # next member tried (an --initial-cluster peer); a state
+            # without a checksum is taken from the peer.
+            self.assertEqual((mode, peer.calls, logged > 0), (mode, 1, True))
         # A plan that names only a member gone since (nothing listens at
         # its address): the member fetches the state from its
         # --initial-cluster peers instead of retrying the plan's for good.
