@@ -64,6 +64,54 @@ void remove_plan(const std::string& path) {
   std::filesystem::remove(path, ec);
 }
 
+namespace {
+
+// The bound on a staged state's applied index (stage_state): the last log
+// index of the leader, found through `witnesses` but `source` (each asked
+// for at most a second; a witness that does not lead names the leader,
+// which is asked next). 0 when no leader answered, or when the leader is
+// `source` itself (*why says which).
+//
+// Sound: a leader's log holds every entry committed in its term or before
+// (Raft's leader completeness), and a member applies only committed
+// entries; so any real state read before the question is at or below it.
+// A deposed leader that does not know it yet may answer low; the state is
+// then refused and fetched again, and the next round asks the new leader.
+uint64_t leader_last_index(Forwarder& forwarder, const std::vector<std::string>& witnesses,
+                           const std::string& source, std::string* leader, std::string* why) {
+  auto ask = [&](const std::string& w, peer::ConfigurationResponse* conf) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    return peer::Peer::NewStub(forwarder.channel(w))->Configuration(&ctx, peer::ConfigurationRequest(), conf).ok();
+  };
+  *why = "no leader answered";
+  for (const auto& w : witnesses) {
+    if (w == source) continue;
+    peer::ConfigurationResponse conf;
+    if (!ask(w, &conf)) continue;
+    if (conf.is_leader() && conf.last_index() > 0) {
+      *leader = w;
+      return conf.last_index();
+    }
+    std::string named;
+    for (int i = 0; i < conf.members_size() && i < conf.addresses_size(); ++i) {
+      if (conf.members(i) == conf.leader()) named = conf.addresses(i);
+    }
+    if (named == source) {
+      *why = "its sender leads (as " + w + " says)";
+      return 0;
+    }
+    peer::ConfigurationResponse lead;
+    if (!named.empty() && named != w && ask(named, &lead) && lead.is_leader() && lead.last_index() > 0) {
+      *leader = named;
+      return lead.last_index();
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::unique_ptr<Fsm::Staged>* out,
                   const std::function<uint64_t(const std::string&)>& member_of, const std::atomic<bool>* cancel,
                   bool quiet) {
@@ -119,6 +167,19 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
       last = errors::internal("the state from " + target + " is at index " + std::to_string((*out)->applied_index()) +
                               ", below the snapshot's " + std::to_string(plan.min_index));
       out->reset();
+    }
+    if (!last) {
+      std::string leader, why;
+      const uint64_t bound = leader_last_index(forwarder, plan.witnesses.empty() ? plan.targets : plan.witnesses,
+                                               target, &leader, &why);
+      if (bound == 0) {
+        spdlog::info("the state from {} at index {} is taken without an upper bound: {}", target,
+                     (*out)->applied_index(), why);
+      } else if ((*out)->applied_index() > bound) {
+        last = errors::internal(fmt::format("the state from {} is at index {}, past the last index {} of the leader at {}",
+                                            target, (*out)->applied_index(), bound, leader));
+        out->reset();
+      }
     }
     if (!last) {
       // The rest of the time is the transfer's: waiting for the next chunk.
@@ -196,7 +257,7 @@ void fetch_planned_state(Fsm* fsm, InstallPlan plan, const std::vector<std::stri
     const bool quiet = round > 1;
     std::string failures;
     for (const auto& t : targets) {
-      InstallPlan one{plan.min_index, {t}};
+      InstallPlan one{plan.min_index, {t}, targets};
       bool damaged = false;
       Error e = fetch_state(fsm, forwarder, one, &damaged, {}, quiet);
       if (!e) return;

@@ -32,6 +32,11 @@ namespace etcdq::consensus {
 struct InstallPlan {
   uint64_t min_index = 0;            // the state must be at this applied index or later
   std::vector<std::string> targets;  // Peer targets (host:port), the snapshot's taker first
+  // Asked, once a state is staged, which of them leads and its last Raft
+  // log index: a state past it is refused (a sender's applied index of
+  // 2^62 left the member skipping every entry after it, serving an old
+  // revision: issue #36). Empty: the targets. Not written to the file.
+  std::vector<std::string> witnesses;
 };
 
 // The plan's file in the data dir. Errors: the file system's.
@@ -70,7 +75,12 @@ void fetch_planned_state(Fsm* fsm, InstallPlan plan, const std::vector<std::stri
                          const std::function<bool()>& stop, bool* stopped);
 
 // fetch_state's first half: the state fetched from the first target that
-// has it and kept aside (Fsm::stage), the state in use unchanged. Any
+// has it and kept aside (Fsm::stage), the state in use unchanged. A state
+// whose applied index is past the last index of a leader among the
+// witnesses (other than its sender) is refused; with no leader answering
+// it is taken (logged: nothing else bounds it without a quorum, and
+// requiring one would keep a member whose vote the cluster needs from
+// ever installing). Any
 // thread (Fsm::stage's rule). With `cancel` set, the transfer stops at its
 // next chunk (or once no chunk came for Forwarder::kInactivityLimit).
 Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::unique_ptr<Fsm::Staged>* out,

@@ -343,7 +343,10 @@ grpc::ServerUnaryReactor* PeerService::Configuration(grpc::CallbackServerContext
                                                      const peer::ConfigurationRequest*,
                                                      peer::ConfigurationResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  resp->set_leader(ctx_->consensus->progress().leader_id);
+  const consensus::Progress progress = ctx_->consensus->progress();
+  resp->set_leader(progress.leader_id);
+  resp->set_last_index(progress.last_index);
+  resp->set_is_leader(progress.is_leader);
   for (const auto& m : ctx_->membership->members()) {
     resp->add_members(m.id);
     resp->add_addresses(m.address);

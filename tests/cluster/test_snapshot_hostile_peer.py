@@ -11,13 +11,15 @@ from another member's Peer.FetchSnapshot and changes it:
   - pairs after the chunk marked `last`;
   - an applied index 1 byte long (read as 0 by mvcc::decode_i64);
   - an applied index below the snapshot's (the plan's min index);
+  - an applied index of 2^62, past the leader's last index;
   - a trickle: a valid pair every 0.5 s and never the last chunk;
   - a bit flipped in a value, the sender's checksum kept.
 A state as an older sender sends it (no checksum) is taken.
 Each of the first three was installed before attack4's fixes, and the
 second and third made the member apply entries a second time (its HashKV
 differed); the trickle held the member for good, its data dir growing,
-and the flipped bit was installed (issue #36). Last, a plan naming only a member gone since: the member
+the flipped bit was installed, and so was the index of 2^62, after which
+the member skipped every entry, serving an old revision (issue #36). Last, a plan naming only a member gone since: the member
 fetches the state from its --initial-cluster peers (it retried the gone
 one for good: issue #36).
 
@@ -123,7 +125,8 @@ class HostilePeer:
         changed = []
         for cf, k, v in recs:
             if cf == 0 and k == b"applied_index":
-                v = b"\x05" if self.mode == "short_index" else struct.pack("<q", struct.unpack("<q", v)[0] - 20)
+                v = (b"\x05" if self.mode == "short_index" else struct.pack("<q", 1 << 62) if self.mode == "index_huge"
+                     else struct.pack("<q", struct.unpack("<q", v)[0] - 20))
             changed.append((cf, k, v))
         yield make_chunk(pack(changed), True)
 
@@ -146,6 +149,7 @@ class HostilePeerTest(ClusterTestCase):
         reasons = {"after_last": "went on after its last chunk",
                    "short_index": "applied index is malformed (1 bytes, not 8)",
                    "index_below": "below the snapshot's",
+                   "index_huge": "past the last index",
                    "trickle": "is too slow",
                    "flipped": "fails its checksum",
                    "no_checksum": None}
