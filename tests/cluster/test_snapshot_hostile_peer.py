@@ -13,13 +13,16 @@ from another member's Peer.FetchSnapshot and changes it:
   - an applied index below the snapshot's (the plan's min index);
   - an applied index of 2^62, past the leader's last index;
   - a trickle: a valid pair every 0.5 s and never the last chunk;
-  - a bit flipped in a value, the sender's checksum kept.
+  - a bit flipped in a value, the sender's checksum kept;
+  - a flood: 1 MiB pairs as fast as they go, never the last chunk, into a
+    data dir on a 64 MiB tmpfs (left out where the test may not mount).
 A state as an older sender sends it (no checksum) is taken.
 Each of the first three was installed before attack4's fixes, and the
 second and third made the member apply entries a second time (its HashKV
 differed); the trickle held the member for good, its data dir growing,
 the flipped bit was installed, and so was the index of 2^62, after which
-the member skipped every entry, serving an old revision (issue #36). Last, a plan naming only a member gone since: the member
+the member skipped every entry, serving an old revision; the flood filled
+the disk (issue #36). Last, a plan naming only a member gone since: the member
 fetches the state from its --initial-cluster peers (it retried the gone
 one for good: issue #36).
 
@@ -28,7 +31,9 @@ one for good: issue #36).
 etcdq-only (etcd sends the state inside its snapshot message).
 """
 import os
+import shutil
 import struct
+import subprocess
 import sys
 import time
 import unittest
@@ -94,6 +99,14 @@ class HostilePeer:
 
     def fetch(self, req, ctx):
         self.calls += 1
+        if self.mode == "flood":
+            # 1 MiB pairs that do not compress, as fast as they go, never
+            # the last chunk (at most 256 MiB).
+            for i in range(256):
+                if not ctx.is_active():
+                    return
+                yield make_chunk(pack([(0, b"flood/%06d" % i, os.urandom(1 << 20))]), False)
+            return
         if self.mode == "trickle":
             # Meta pairs (column family 0) in key order, one every 0.5 s,
             # until the member hangs up (or a minute went by).
@@ -152,9 +165,12 @@ class HostilePeerTest(ClusterTestCase):
                    "index_huge": "past the last index",
                    "trickle": "is too slow",
                    "flipped": "fails its checksum",
-                   "no_checksum": None}
+                   "no_checksum": None,
+                   "flood": "it does not fit"}
         for mode, reason in reasons.items():
             c.kill9(f)
+            if mode == "flood" and not self.data_dir_on_tmpfs(m):
+                continue
             kv.Put(rpc_pb2.PutRequest(key=b"while-down/" + mode.encode(), value=b"x"), timeout=10)
             peer = HostilePeer(c.members[source].peer_url.split("://")[1], mode)
             try:
@@ -186,6 +202,29 @@ class HostilePeerTest(ClusterTestCase):
             self.assertIn("fetching the state from %s failed" % gone, log.read())
         kv.Put(rpc_pb2.PutRequest(key=b"after", value=b"x"), timeout=10)
         c.assert_same_hashkv(self)
+
+    def data_dir_on_tmpfs(self, m):
+        """Moves the (stopped) member's data dir onto a 64 MiB tmpfs, for the
+        flood: the staged files must stop short of filling it. False (and
+        why, printed) where this process may not mount."""
+        moved = m.data_dir + ".moved"
+        os.rename(m.data_dir, moved)
+        os.mkdir(m.data_dir)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", m.data_dir],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            print("[test] the flood is left out: cannot mount a tmpfs (%s)" % (p.stderr.strip() or p.returncode))
+            os.rmdir(m.data_dir)
+            os.rename(moved, m.data_dir)
+            return False
+
+        def unmount():
+            m.cluster.kill9(m.cluster.members.index(m))
+            subprocess.run(["umount", "-l", m.data_dir], capture_output=True)
+            shutil.rmtree(moved, ignore_errors=True)
+        self.addCleanup(unmount)
+        shutil.copytree(moved, m.data_dir, dirs_exist_ok=True)
+        return True
 
 
 if __name__ == "__main__":
