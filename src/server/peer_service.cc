@@ -343,7 +343,7 @@ grpc::ServerUnaryReactor* PeerService::Configuration(grpc::CallbackServerContext
                                                      const peer::ConfigurationRequest*,
                                                      peer::ConfigurationResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  const consensus::Progress progress = ctx_->consensus->progress();
+  const auto progress = ctx_->consensus->progress();
   resp->set_leader(progress.leader_id);
   resp->set_last_index(progress.last_index);
   resp->set_is_leader(progress.is_leader);
