@@ -33,6 +33,12 @@ std::shared_ptr<grpc::Channel> Forwarder::make_channel(const std::string& target
   // A restarted leader should be reachable again quickly.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // After a failed connect the channel waits for the target's name to be
+  // resolved again, at most once every 30 s by default: a channel made
+  // while its member was down kept failing ("Connection refused") for
+  // 20-30 s after the member was back (a start-time state fetch served
+  // 23.7 s after its peers did, 3.7 s with this).
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 500);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   {
     std::lock_guard<std::mutex> lock(peer_credentials_mu);

@@ -248,11 +248,8 @@ void fetch_planned_state(Fsm* fsm, InstallPlan plan, const std::vector<std::stri
   auto backoff = kStartRetryFirst;
   const auto first = Clock::now();
   Clock::time_point logged{};
+  Forwarder forwarder;
   for (int round = 1;; ++round) {
-    // New channels each round: one that failed to connect while its
-    // member was down went on failing ("Connection refused", from gRPC's
-    // reconnect backoff) for 10-30 s after the member was back.
-    Forwarder forwarder;
     // A target at a time, so that each one's failure can be told.
     const bool quiet = round > 1;
     std::string failures;
