@@ -11,6 +11,9 @@ PACKAGES=(
   librocksdb-dev libraft-dev libuv1-dev liblz4-dev
   # libraft's checksum, computed by ISA-L (src/consensus/libraft_crc.cc)
   libisal-dev
+  # zlib's crc32 over the streamed snapshot state (src/common/state_pairs.h);
+  # gRPC's and RocksDB's packages pull it in too
+  zlib1g-dev
   libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev
   libssl-dev libcrypt-dev libjwt-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev

@@ -1,5 +1,7 @@
 #include "common/state_pairs.h"
 
+#include <zlib.h>
+
 namespace etcdq::state_pairs {
 
 namespace {
@@ -19,6 +21,10 @@ void append(std::string* out, uint32_t cf, std::string_view key, std::string_vie
   out->append(header, kRecordOverhead);
   out->append(key);
   out->append(value);
+}
+
+uint32_t checksum(uint32_t crc, std::string_view bytes) {
+  return static_cast<uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
 }
 
 namespace detail {

@@ -30,6 +30,13 @@ inline constexpr size_t kRecordOverhead = 9;
 // supported (etcd's own bound on a value is far below: --max-request-bytes).
 void append(std::string* out, uint32_t cf, std::string_view key, std::string_view value);
 
+// `crc` extended over `bytes`: zlib's crc32 (the IEEE polynomial, as
+// Go's hash/crc32.ChecksumIEEE), 0 for no bytes. A whole stream's
+// checksum is every chunk's `packed` fed in order (SnapshotChunk.
+// packed_crc32). zlib's, not common/crc32c.h's: 6.8 GB/s against that
+// table's byte a step (and RocksDB's crc32c 1.6 GB/s) on this host.
+uint32_t checksum(uint32_t crc, std::string_view bytes);
+
 // Calls fn(cf, key, value) for each record of `packed` in order, the views
 // pointing into `packed`; stops at fn's first error and returns it. A
 // record that runs past the end (a length that does not fit what is left,

@@ -1,5 +1,7 @@
 #include "consensus/forwarder.h"
 
+#include <fmt/format.h>
+
 #include <condition_variable>
 #include <thread>
 
@@ -31,6 +33,12 @@ std::shared_ptr<grpc::Channel> Forwarder::make_channel(const std::string& target
   // A restarted leader should be reachable again quickly.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // After a failed connect the channel waits for the target's name to be
+  // resolved again, at most once every 30 s by default: a channel made
+  // while its member was down kept failing ("Connection refused") for
+  // 20-30 s after the member was back (a start-time state fetch served
+  // 23.7 s after its peers did, 3.7 s with this).
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 500);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   {
     std::lock_guard<std::mutex> lock(peer_credentials_mu);
@@ -194,10 +202,14 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
   peer::SnapshotChunk chunk;
   bool last = false;
   Error failed;
+  // The rate floor's window (kProgressFloor).
+  auto window_start = std::chrono::steady_clock::now();
+  uint64_t window_bytes = 0;
   while (reader->Read(&chunk)) {
+    const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(mu);
-      last_progress = std::chrono::steady_clock::now();
+      last_progress = now;
     }
     if (last) {
       // The state was complete: anything after it is not part of it (a
@@ -205,6 +217,19 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
       failed = errors::internal("the snapshot from " + target + " went on after its last chunk");
       ctx.TryCancel();
       break;
+    }
+    window_bytes += chunk.ByteSizeLong();
+    if (const auto took = now - window_start; !chunk.last() && took >= kProgressWindow) {
+      const double s = std::chrono::duration<double>(took).count();
+      if (static_cast<double>(window_bytes) < s * kProgressFloor) {
+        failed = errors::internal(fmt::format(
+            "the snapshot from {} is too slow: {} bytes in the last {:.1f} s, below the floor of {} bytes a second",
+            target, window_bytes, s, kProgressFloor));
+        ctx.TryCancel();
+        break;
+      }
+      window_start = now;
+      window_bytes = 0;
     }
     if (Error e = fn(chunk)) {
       failed = e;

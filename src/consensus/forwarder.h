@@ -72,8 +72,11 @@ class Forwarder {
   // without one is dropped.
   void report(const std::string& target, const google::protobuf::Message& report);
   // Blocks until the whole state at `index` or later arrived (`fn` called
-  // for each chunk in order), `fn` fails, or the transfer fails (also when
-  // no chunk came for kInactivityLimit).
+  // for each chunk in order), `fn` fails, or the transfer fails: also when
+  // no chunk came for kInactivityLimit, or when the chunks that came over
+  // a window of at least kProgressWindow carry less than kProgressFloor
+  // bytes a second (errors::internal with both figures; the caller tries
+  // another member).
   virtual Error fetch_snapshot(const std::string& target, uint64_t index,
                                const std::function<Error(const peer::SnapshotChunk&)>& fn);
 
@@ -87,6 +90,26 @@ class Forwarder {
   static void set_peer_credentials(std::shared_ptr<grpc::ChannelCredentials> creds);
 
   static constexpr std::chrono::seconds kInactivityLimit{5};
+  // A transfer is judged at each chunk once kProgressWindow has passed
+  // since the last judgement: the bytes of the chunks since then (the
+  // new one's included) must reach kProgressFloor a second over that time.
+  //
+  // Why a rate over a window, not a bound on the total or on the whole
+  // transfer's time: the pairs come uncompressed, so no size derived from
+  // the quota or the sender's database bounds a real state, and a
+  // deadline that grows with the bytes received lets a fast start buy a
+  // long trickle afterwards. A window judged afresh each time cuts a
+  // trickle within seconds whenever it starts (issue #36: a peer sending a
+  // valid pair every 0.5 s and never the last chunk held an installer for
+  // good). It refuses no real sender: its
+  // chunks carry 1 MiB of pairs (server/peer_service.cc), each within
+  // kInactivityLimit of the one before or the transfer is cut already,
+  // i.e. 200 KiB/s at least, twice the floor. etcd's receiver has no such
+  // floor (rafthttp's snapshotHandler reads the body with a 5 s deadline
+  // a read, --raft-read-timeout), but it takes a snapshot from its leader
+  // only.
+  static constexpr std::chrono::seconds kProgressWindow{2};
+  static constexpr uint64_t kProgressFloor = 100 << 10;
 
   static Error from_status(const grpc::Status& s);
   // True when the call surely never reached the target (it could not be

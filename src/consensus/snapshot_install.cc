@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "common/state_pairs.h"
 #include "consensus/metrics.h"
@@ -62,11 +64,60 @@ void remove_plan(const std::string& path) {
   std::filesystem::remove(path, ec);
 }
 
+namespace {
+
+// The bound on a staged state's applied index (stage_state): the last log
+// index of the leader, found through `witnesses` but `source` (each asked
+// for at most a second; a witness that does not lead names the leader,
+// which is asked next). 0 when no leader answered, or when the leader is
+// `source` itself (*why says which).
+//
+// Sound: a leader's log holds every entry committed in its term or before
+// (Raft's leader completeness), and a member applies only committed
+// entries; so any real state read before the question is at or below it.
+// A deposed leader that does not know it yet may answer low; the state is
+// then refused and fetched again, and the next round asks the new leader.
+uint64_t leader_last_index(Forwarder& forwarder, const std::vector<std::string>& witnesses,
+                           const std::string& source, std::string* leader, std::string* why) {
+  auto ask = [&](const std::string& w, peer::ConfigurationResponse* conf) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    return peer::Peer::NewStub(forwarder.channel(w))->Configuration(&ctx, peer::ConfigurationRequest(), conf).ok();
+  };
+  *why = "no leader answered";
+  for (const auto& w : witnesses) {
+    if (w == source) continue;
+    peer::ConfigurationResponse conf;
+    if (!ask(w, &conf)) continue;
+    if (conf.is_leader() && conf.last_index() > 0) {
+      *leader = w;
+      return conf.last_index();
+    }
+    std::string named;
+    for (int i = 0; i < conf.members_size() && i < conf.addresses_size(); ++i) {
+      if (conf.members(i) == conf.leader()) named = conf.addresses(i);
+    }
+    if (named == source) {
+      *why = "its sender leads (as " + w + " says)";
+      return 0;
+    }
+    peer::ConfigurationResponse lead;
+    if (!named.empty() && named != w && ask(named, &lead) && lead.is_leader() && lead.last_index() > 0) {
+      *leader = named;
+      return lead.last_index();
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::unique_ptr<Fsm::Staged>* out,
-                  const std::function<uint64_t(const std::string&)>& member_of, const std::atomic<bool>* cancel) {
+                  const std::function<uint64_t(const std::string&)>& member_of, const std::atomic<bool>* cancel,
+                  bool quiet) {
   Error last = errors::internal("no member to fetch the state from");
   for (const auto& target : plan.targets) {
-    spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
+    if (!quiet) spdlog::info("fetching the state at index {} or later from {}", plan.min_index, target);
     uint64_t from = member_of ? member_of(target) : 0;
     std::optional<SnapshotReceiveMetrics> counted;
     if (from != 0) counted.emplace(snapshot_receive_metrics(from));
@@ -76,6 +127,7 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
     // how many came, and the whole transfer (with writing them aside).
     uint64_t pairs = 0, bytes = 0;
     double first_s = -1, write_s = 0;
+    uint32_t crc = 0;  // of every chunk's packed bytes (SnapshotChunk.packed_crc32)
     last = fsm->stage(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
@@ -97,6 +149,14 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
               return e;
             }
             write_s += metrics::seconds_since(chunk_start);
+            // Before the state is ingested (restore_staged): bytes changed on
+            // the way or by the sender are refused. A sender without the
+            // field (older) is taken unchecked.
+            crc = state_pairs::checksum(crc, c.packed());
+            if (c.last() && c.has_packed_crc32() && c.packed_crc32() != crc) {
+              return errors::internal(fmt::format("the state from {} fails its checksum (crc32 {:08x}, sent {:08x})",
+                                                  target, crc, c.packed_crc32()));
+            }
             return {};
           });
         },
@@ -107,6 +167,19 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
       last = errors::internal("the state from " + target + " is at index " + std::to_string((*out)->applied_index()) +
                               ", below the snapshot's " + std::to_string(plan.min_index));
       out->reset();
+    }
+    if (!last) {
+      std::string leader, why;
+      const uint64_t bound = leader_last_index(forwarder, plan.witnesses.empty() ? plan.targets : plan.witnesses,
+                                               target, &leader, &why);
+      if (bound == 0) {
+        spdlog::info("the state from {} at index {} is taken without an upper bound: {}", target,
+                     (*out)->applied_index(), why);
+      } else if ((*out)->applied_index() > bound) {
+        last = errors::internal(fmt::format("the state from {} is at index {}, past the last index {} of the leader at {}",
+                                            target, (*out)->applied_index(), bound, leader));
+        out->reset();
+      }
     }
     if (!last) {
       // The rest of the time is the transfer's: waiting for the next chunk.
@@ -125,18 +198,91 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
       }
     }
     if (!last) return {};
-    spdlog::warn("fetching the state from {} failed: {}", target, last.message());
+    if (!quiet) spdlog::warn("fetching the state from {} failed: {}", target, last.message());
     if (cancel != nullptr && cancel->load()) break;
   }
   return last;
 }
 
 Error fetch_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, bool* damaged,
-                  const std::function<uint64_t(const std::string&)>& member_of) {
+                  const std::function<uint64_t(const std::string&)>& member_of, bool quiet) {
   *damaged = false;
   std::unique_ptr<Fsm::Staged> staged;
-  if (Error e = stage_state(fsm, forwarder, plan, &staged, member_of)) return e;
+  if (Error e = stage_state(fsm, forwarder, plan, &staged, member_of, nullptr, quiet)) return e;
   return fsm->restore_staged(*staged, damaged);
+}
+
+namespace {
+
+void add_install_target(std::vector<std::string>* targets, const std::string& t, const std::string& self) {
+  if (t.empty() || t == self || std::find(targets->begin(), targets->end(), t) != targets->end()) return;
+  targets->push_back(t);
+}
+
+// The peer addresses the members at `targets` list (Peer.Configuration),
+// each asked for at most a second. Blocking calls: a callback on gRPC's
+// thread must not outlive the caller's Forwarder (member/join_id.cc says
+// why).
+std::vector<std::string> addresses_known_to(Forwarder& forwarder, const std::vector<std::string>& targets) {
+  std::vector<std::string> all;
+  for (const auto& t : targets) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    peer::ConfigurationResponse conf;
+    if (peer::Peer::NewStub(forwarder.channel(t))->Configuration(&ctx, peer::ConfigurationRequest(), &conf).ok()) {
+      all.insert(all.end(), conf.addresses().begin(), conf.addresses().end());
+    }
+  }
+  return all;
+}
+
+}  // namespace
+
+void fetch_planned_state(Fsm* fsm, InstallPlan plan, const std::vector<std::string>& more, const std::string& self,
+                         const std::function<bool()>& stop, bool* stopped) {
+  using Clock = std::chrono::steady_clock;
+  *stopped = false;
+  std::vector<std::string> targets;
+  for (const auto& t : plan.targets) add_install_target(&targets, t, self);
+  for (const auto& t : more) add_install_target(&targets, t, self);
+  auto backoff = kStartRetryFirst;
+  const auto first = Clock::now();
+  Clock::time_point logged{};
+  Forwarder forwarder;
+  for (int round = 1;; ++round) {
+    // A target at a time, so that each one's failure can be told.
+    const bool quiet = round > 1;
+    std::string failures;
+    for (const auto& t : targets) {
+      InstallPlan one{plan.min_index, {t}, targets};
+      bool damaged = false;
+      Error e = fetch_state(fsm, forwarder, one, &damaged, {}, quiet);
+      if (!e) return;
+      failures += (failures.empty() ? "" : "; ") + t + ": " + e.message();
+    }
+    // Members added since the install began: any reachable one lists them.
+    const size_t known = targets.size();
+    for (const auto& t : addresses_known_to(forwarder, targets)) add_install_target(&targets, t, self);
+    if (round == 1 || Clock::now() - logged >= kStartLogEvery) {
+      logged = Clock::now();
+      spdlog::warn(
+          "no member could send the state at index {} or later ({} rounds in {:.0f} s; {}){}; trying again every "
+          "{:.1f} s at most",
+          plan.min_index, round, std::chrono::duration<double>(logged - first).count(),
+          failures.empty() ? std::string("no member known") : failures,
+          targets.size() > known ? fmt::format("; {} more members learned from those", targets.size() - known) : "",
+          std::chrono::duration<double>(kStartRetryMax).count());
+    }
+    const auto until = Clock::now() + backoff;
+    while (Clock::now() < until) {
+      if (stop && stop()) {
+        *stopped = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(kStartRetryMax));
+  }
 }
 
 }  // namespace etcdq::consensus

@@ -369,19 +369,15 @@ Error Member::open(Options opts, std::unique_ptr<Member>* out, bool* stopped) {
   if (consensus::read_plan(ro.install_plan_path, &plan)) {
     spdlog::warn("a snapshot install did not finish: fetching the state at index {} or later before starting",
                  plan.min_index);
-    consensus::Forwarder forwarder;
-    for (int attempt = 1;; ++attempt) {
-      bool damaged = false;
-      Error e = consensus::fetch_state(p.fsm.get(), forwarder, plan, &damaged);
-      if (!e) break;
-      if (attempt % 10 == 1) spdlog::warn("no member could send the state yet: {}", e.message());
-      if (o.stop_requested && o.stop_requested()) {
-        spdlog::info("stopped before the state was fetched");
-        *stopped = true;
-        *out = std::move(m);
-        return {};
-      }
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::vector<std::string> initial;
+    for (const auto& peer : peers) initial.push_back(peer.address);
+    bool stopped_first = false;
+    consensus::fetch_planned_state(p.fsm.get(), plan, initial, ro.address, o.stop_requested, &stopped_first);
+    if (stopped_first) {
+      spdlog::info("stopped before the state was fetched");
+      *stopped = true;
+      *out = std::move(m);
+      return {};
     }
     consensus::remove_plan(ro.install_plan_path);
   }

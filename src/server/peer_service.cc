@@ -86,6 +86,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
       ++pairs;
       total += key.size() + value.size();
       if (bytes < kSnapshotChunkBytes) return {};
+      crc_ = state_pairs::checksum(crc_, filling->packed());
       const auto wait_from = std::chrono::steady_clock::now();
       const bool sent = start(filling);
       waited += std::chrono::steady_clock::now() - wait_from;
@@ -100,6 +101,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
     });
     if (!e) {
       filling->set_last(true);
+      if (packed_) filling->set_packed_crc32(state_pairs::checksum(crc_, filling->packed()));
       if (!send(filling)) gone = true;
     } else if (!gone && !wait_written()) {
       gone = true;
@@ -123,6 +125,7 @@ class SnapshotWriter final : public BlockingWriter<peer::SnapshotChunk> {
   uint64_t index_;
   bool packed_;  // the installer reads SnapshotChunk.packed
   bool without_latest_;  // the installer rebuilds latest
+  uint32_t crc_ = 0;  // of the chunks sent (SnapshotChunk.packed_crc32)
   std::shared_ptr<std::atomic<int>> senders_;
   peer::SnapshotChunk chunks_[2];
 };
@@ -342,7 +345,10 @@ grpc::ServerUnaryReactor* PeerService::Configuration(grpc::CallbackServerContext
                                                      const peer::ConfigurationRequest*,
                                                      peer::ConfigurationResponse* resp) {
   auto* reactor = c->DefaultReactor();
-  resp->set_leader(ctx_->consensus->progress().leader_id);
+  const auto progress = ctx_->consensus->progress();
+  resp->set_leader(progress.leader_id);
+  resp->set_last_index(progress.last_index);
+  resp->set_is_leader(progress.is_leader);
   for (const auto& m : ctx_->membership->members()) {
     resp->add_members(m.id);
     resp->add_addresses(m.address);

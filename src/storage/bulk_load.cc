@@ -2,6 +2,7 @@
 
 #include <rocksdb/sst_file_writer.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "storage/fail_stop.h"
@@ -12,6 +13,14 @@ namespace {
 // A new table file past this many bytes of pairs: bounded files, each
 // ingested whole.
 constexpr uint64_t kBulkFileBytes = 256 << 20;
+// The file system's free space is checked at each new file and after each
+// this many bytes of pairs.
+constexpr uint64_t kBulkSpaceCheckBytes = 16 << 20;
+
+// Free space the files may not take (BulkLoad::kKeepFree's rule).
+uint64_t bulk_keep_free(const fs::space_info& s) {
+  return std::max<uint64_t>(BulkLoad::kKeepFreeMin, s.capacity / 100 * BulkLoad::kKeepFreePercent);
+}
 }  // namespace
 
 BulkLoad::BulkLoad(Engine* engine)
@@ -44,6 +53,16 @@ Error BulkLoad::add(Cf cf, std::string_view key, std::string_view value) {
   const int c = static_cast<int>(cf);
   if (c < 0 || c >= kCfCount) return errors::internal("bulk load: no column family " + std::to_string(c));
   auto& writer = writers_[c];
+  if (!writer || file_bytes_[c] >= kBulkFileBytes || since_space_check_ >= kBulkSpaceCheckBytes) {
+    since_space_check_ = 0;
+    std::error_code ec;
+    const fs::space_info s = fs::space(dir_, ec);
+    if (!ec && s.available < bulk_keep_free(s)) {
+      return errors::internal("the state being staged in " + dir_ + " leaves " + std::to_string(s.available) +
+                              " bytes free on its file system, below the " + std::to_string(bulk_keep_free(s)) +
+                              " kept free: it does not fit");
+    }
+  }
   if (!writer || file_bytes_[c] >= kBulkFileBytes) {
     if (Error e = finish_file(c)) return e;
     rocksdb::Options o(engine_->db()->GetDBOptions(), engine_->db()->GetOptions(engine_->cf(cf)));
@@ -59,6 +78,7 @@ Error BulkLoad::add(Cf cf, std::string_view key, std::string_view value) {
   rocksdb::Status s = writer->Put(to_slice(key), to_slice(value));
   if (!s.ok()) return errors::internal("bulk load: " + s.ToString());
   file_bytes_[c] += key.size() + value.size();
+  since_space_check_ += key.size() + value.size();
   return {};
 }
 

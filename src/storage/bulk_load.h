@@ -41,8 +41,19 @@ class BulkLoad {
   BulkLoad& operator=(const BulkLoad&) = delete;
 
   // Adds one pair. Errors: a key out of order in its column family
-  // (errors::internal), RocksDB's file errors.
+  // (errors::internal), RocksDB's file errors, and a file system whose
+  // free space fell below kKeepFree (errors::internal, "it does not fit").
   Error add(Cf cf, std::string_view key, std::string_view value);
+
+  // The files stop short of filling the file system: at least
+  // kKeepFreePercent of it or kKeepFreeMin, whichever is more, stays free
+  // (checked at each new file and every 16 MiB of pairs). The state comes
+  // from a peer, whose pairs are uncompressed and unbounded: without it, a
+  // peer that sent valid pairs without end filled the data dir's disk,
+  // and the member's Raft log and RocksDB with it (issue #36). A real state
+  // that does not fit beside this margin could not be run here anyway.
+  static constexpr uint64_t kKeepFreePercent = 2;
+  static constexpr uint64_t kKeepFreeMin = 32 << 20;
   // Ingests every pair added. Errors: RocksDB's (the database fails as on
   // any failed write: storage/failure.h).
   Error ingest();
@@ -56,6 +67,7 @@ class BulkLoad {
   std::vector<std::unique_ptr<rocksdb::SstFileWriter>> writers_;
   std::vector<uint64_t> file_bytes_;
   std::vector<std::vector<std::string>> files_;
+  uint64_t since_space_check_ = 0;  // bytes of pairs since the free space was checked
 };
 
 }  // namespace etcdq::storage

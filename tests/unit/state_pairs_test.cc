@@ -87,5 +87,18 @@ TEST(StatePairs, TheVisitorsErrorStopsTheWalk) {
   EXPECT_EQ(e.message(), "stop here");
 }
 
+TEST(StatePairs, ChecksumIsZlibsCrc32FedInOrder) {
+  // The IEEE CRC-32 check value (Go's crc32.ChecksumIEEE("123456789")).
+  EXPECT_EQ(state_pairs::checksum(0, "123456789"), 0xCBF43926u);
+  EXPECT_EQ(state_pairs::checksum(0, ""), 0u);
+  // A stream's checksum is its chunks' fed in order, however it is cut.
+  const std::string all = pack(sample());
+  for (size_t cut = 0; cut <= all.size(); cut += 997) {  // 70 cuts, through records and between them
+    const std::string_view v(all);
+    EXPECT_EQ(state_pairs::checksum(state_pairs::checksum(0, v.substr(0, cut)), v.substr(cut)),
+              state_pairs::checksum(0, all));
+  }
+}
+
 }  // namespace
 }  // namespace etcdq
