@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -77,6 +78,11 @@ namespace {
 // entries; so any real state read before the question is at or below it.
 // A deposed leader that does not know it yet may answer low; the state is
 // then refused and fetched again, and the next round asks the new leader.
+struct LeaderBound {
+  uint64_t index = 0;
+  std::string leader, why;
+};
+
 uint64_t leader_last_index(Forwarder& forwarder, const std::vector<std::string>& witnesses,
                            const std::string& source, std::string* leader, std::string* why) {
   auto ask = [&](const std::string& w, peer::ConfigurationResponse* conf) {
@@ -128,11 +134,25 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
     uint64_t pairs = 0, bytes = 0;
     double first_s = -1, write_s = 0;
     uint32_t crc = 0;  // of every chunk's packed bytes (SnapshotChunk.packed_crc32)
+    // The leader's last index is asked beside the transfer, once the first
+    // chunk shows the sender has read its state (so the answer bounds it):
+    // asked after the transfer, its round trip (or a witness's 1 s
+    // deadline) was on every install's path. std::async's future waits for
+    // the question in its destructor, on every path out of this iteration.
+    const std::vector<std::string>& witnesses = plan.witnesses.empty() ? plan.targets : plan.witnesses;
+    std::future<LeaderBound> bound_asked;
     last = fsm->stage(
         [&](const Fsm::PairSink& sink) {
           return forwarder.fetch_snapshot(target, plan.min_index, [&](const peer::SnapshotChunk& c) -> Error {
             if (cancel != nullptr && cancel->load()) return errors::internal("the fetch was cancelled");
-            if (first_s < 0) first_s = metrics::seconds_since(start);
+            if (first_s < 0) {
+              first_s = metrics::seconds_since(start);
+              bound_asked = std::async(std::launch::async, [&forwarder, &witnesses, &target] {
+                LeaderBound b;
+                b.index = leader_last_index(forwarder, witnesses, target, &b.leader, &b.why);
+                return b;
+              });
+            }
             auto chunk_start = std::chrono::steady_clock::now();
             for (const auto& p : c.pairs()) {
               ++pairs;
@@ -168,16 +188,14 @@ Error stage_state(Fsm* fsm, Forwarder& forwarder, const InstallPlan& plan, std::
                               ", below the snapshot's " + std::to_string(plan.min_index));
       out->reset();
     }
-    if (!last) {
-      std::string leader, why;
-      const uint64_t bound = leader_last_index(forwarder, plan.witnesses.empty() ? plan.targets : plan.witnesses,
-                                               target, &leader, &why);
-      if (bound == 0) {
+    if (!last && bound_asked.valid()) {
+      const LeaderBound bound = bound_asked.get();
+      if (bound.index == 0) {
         spdlog::info("the state from {} at index {} is taken without an upper bound: {}", target,
-                     (*out)->applied_index(), why);
-      } else if ((*out)->applied_index() > bound) {
+                     (*out)->applied_index(), bound.why);
+      } else if ((*out)->applied_index() > bound.index) {
         last = errors::internal(fmt::format("the state from {} is at index {}, past the last index {} of the leader at {}",
-                                            target, (*out)->applied_index(), bound, leader));
+                                            target, (*out)->applied_index(), bound.index, bound.leader));
         out->reset();
       }
     }
