@@ -278,12 +278,16 @@ class PeerTlsTest(harness.MemberTestCase):
         time.sleep(3)  # many election timeouts: time to join, were it possible
         outsider = members[2]
         self.assertTrue(outsider.running())
-        # The read and the write each wait out etcdctl's command timeout (5 s)
-        # on a member that never joined: asked side by side (different keys),
-        # the test waits it out once.
+        # The read and the write each wait out etcdctl's command timeout on a
+        # member that never joined: asked side by side (different keys), the
+        # test waits it out once, and 2 s of it (tlslib's 5 s otherwise): a
+        # member that had joined answers both in milliseconds, under the
+        # sanitizers too; the time to join is the sleep above.
+        timeout = "--command-timeout=2s"
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            got = pool.submit(self.ctl, pki, outsider.endpoint, "get", "k", "--consistency=s", "--print-value-only")
-            put = pool.submit(self.ctl, pki, outsider.endpoint, "put", "x", "y")
+            got = pool.submit(self.ctl, pki, outsider.endpoint, timeout, "get", "k", "--consistency=s",
+                              "--print-value-only")
+            put = pool.submit(self.ctl, pki, outsider.endpoint, timeout, "put", "x", "y")
             r, w = got.result(), put.result()
         self.assertEqual(r.stdout.strip(), "", "the outsider learnt a key")
         self.assertNotEqual(w.returncode, 0, "the outsider took a write: " + w.stdout)
