@@ -189,11 +189,13 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  bool silent = false;  // cancelled by the watchdog: said so, not as gRPC's bare CANCELLED
   auto last_progress = std::chrono::steady_clock::now();
   std::thread watchdog([&] {
     std::unique_lock<std::mutex> lock(mu);
     while (!cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return done; })) {
       if (std::chrono::steady_clock::now() - last_progress > kInactivityLimit) {
+        silent = true;
         ctx.TryCancel();
         return;
       }
@@ -246,6 +248,10 @@ Error Forwarder::fetch_snapshot(const std::string& target, uint64_t index,
   cv.notify_all();
   watchdog.join();
   if (failed) return failed;
+  if (silent && !s.ok()) {
+    return errors::internal("the snapshot from " + target + " sent nothing for " +
+                            std::to_string(kInactivityLimit.count()) + " s");
+  }
   if (!s.ok()) return errors::internal("fetching the snapshot at index " + std::to_string(index) + " from " +
                                        target + ": " + s.error_message());
   if (!last) return errors::internal("the snapshot from " + target + " ended early");

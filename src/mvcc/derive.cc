@@ -14,6 +14,13 @@ Error LatestFromHistory::add(std::string_view history_key, std::string_view reco
                          record[0] != static_cast<char>(RecordType::kDelete))) {
     return errors::internal("the snapshot has a history record that is neither a put nor a tombstone");
   }
+  // Checked here, not only by the table file writer (storage/bulk_load.cc),
+  // which sees one file's pairs: the newest version must come first, or
+  // an older one becomes the key's latest while history says otherwise.
+  if (have_key_ && history_key <= last_history_key_) {
+    return errors::internal("the snapshot's history pairs are out of order");
+  }
+  last_history_key_.assign(history_key);
   const bool is_put = record[0] == static_cast<char>(RecordType::kPut);
   if (is_put && record.size() < 1 + 32) {
     return errors::internal("the snapshot has a history record too short for its header");

@@ -10,9 +10,10 @@
 // (revlog is sent rather than rebuilt: rebuilding it needs every change
 // sorted by revision, in memory on a large uncompacted state.)
 //
-// A history pair sent by a peer is checked: a key that does not decode or
-// a record that is neither a put nor a tombstone (or a put too short for
-// its header) is errors::internal and the install fails.
+// A history pair sent by a peer is checked: a key that does not decode, a
+// key not after the one before (bytewise: history's order), or a record
+// that is neither a put nor a tombstone (or a put too short for its
+// header) is errors::internal and the install fails.
 //
 // Thread-safety: none (one install's thread).
 #pragma once
@@ -40,6 +41,7 @@ class LatestFromHistory {
  private:
   Emit emit_;
   std::string user_key_;  // the key of the last history pair
+  std::string last_history_key_;  // the last history pair's whole key
   bool have_key_ = false;
   int64_t live_keys_ = 0;
   std::string scratch_;

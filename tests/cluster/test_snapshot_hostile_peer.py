@@ -13,6 +13,7 @@ from another member's Peer.FetchSnapshot and changes it:
   - an applied index below the snapshot's (the plan's min index);
   - an applied index of 2^62, past the leader's last index;
   - a trickle: a valid pair every 0.5 s and never the last chunk;
+  - silence: one pair, then nothing;
   - a bit flipped in a value, the sender's checksum kept;
   - a flood: 1 MiB pairs as fast as they go, never the last chunk, into a
     data dir on a 64 MiB tmpfs (left out where the test may not mount).
@@ -22,7 +23,8 @@ second and third made the member apply entries a second time (its HashKV
 differed); the trickle held the member for good, its data dir growing,
 the flipped bit was installed, and so was the index of 2^62, after which
 the member skipped every entry, serving an old revision; the flood filled
-the disk (issue #36). Last, a plan naming only a member gone since: the member
+the disk, and silence was cut after 5 s but logged only as gRPC's
+CANCELLED (issue #36). Last, a plan naming only a member gone since: the member
 fetches the state from its --initial-cluster peers (it retried the gone
 one for good: issue #36).
 
@@ -107,6 +109,15 @@ class HostilePeer:
                     return
                 yield make_chunk(pack([(0, b"flood/%06d" % i, os.urandom(1 << 20))]), False)
             return
+        if self.mode == "silent":
+            # One pair, then nothing (a sender paused or cut off), until
+            # the member hangs up (or 10 s went by).
+            yield make_chunk(pack([(0, b"silent/0", b"s")]), False)
+            for _ in range(100):
+                if not ctx.is_active():
+                    return
+                time.sleep(0.1)
+            return
         if self.mode == "trickle":
             # Meta pairs (column family 0) in key order, one every 0.5 s,
             # until the member hangs up (or a minute went by).
@@ -164,6 +175,7 @@ class HostilePeerTest(ClusterTestCase):
                    "index_below": "below the snapshot's",
                    "index_huge": "past the last index",
                    "trickle": "is too slow",
+                   "silent": "sent nothing for 5 s",
                    "flipped": "fails its checksum",
                    "no_checksum": None,
                    "flood": "it does not fit"}
