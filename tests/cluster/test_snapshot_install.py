@@ -60,14 +60,19 @@ def log_count(member, text):
 # What a follower logs as it starts installing a snapshot: etcdq's, and etcd
 # 3.4's rafthttp as the snapshot message arrives.
 INSTALL_STARTS = "receiving database snapshot" if is_reference_etcd() else "installing the snapshot"
+# etcdq: the state transfer starts (as the InstallSnapshot arrives, or at the
+# install), and the state is in (apply/restore.cc).
+FETCH_STARTS = "fetching the state"
+RESTORED = "state restored from a snapshot"
 
 
-def lag_until_install(c, leader, follower, txns, load_fn=None):
+def lag_until_install(c, leader, follower, txns, load_fn=None, starts=INSTALL_STARTS):
     """Kills `follower`, loads the leader, restarts the follower and returns as
-    soon as it starts installing a snapshot. How far the leader's log reaches
-    back depends on when it took its snapshots, so this tries a few times."""
+    soon as it logs `starts` (it starts installing a snapshot). How far the
+    leader's log reaches back depends on when it took its snapshots, so this
+    tries a few times."""
     for attempt in range(3):
-        before = log_count(c.members[follower], INSTALL_STARTS)
+        before = log_count(c.members[follower], starts)
         c.kill9(follower)
         # A leader keeps the log for a follower it sent a snapshot to while
         # that follower was heard from within 5 election timeouts
@@ -89,7 +94,7 @@ def lag_until_install(c, leader, follower, txns, load_fn=None):
         c.restart(follower, wait=False)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if log_count(c.members[follower], INSTALL_STARTS) > before:
+            if log_count(c.members[follower], starts) > before:
                 return
             time.sleep(0.005)
         c.wait_serving()
@@ -181,9 +186,28 @@ class SnapshotInstallTest(ClusterTestCase):
         # restarts on failure had to bring it back); now it keeps trying with
         # backoff, stays up, and finishes once a source is back.
         c, leader, follower, other = self.new()
-        lag_until_install(c, leader, follower, 40)
-        c.kill9(leader, other)
-        time.sleep(6)
+        # The sources die as the transfer starts ("fetching the state", logged as
+        # the InstallSnapshot arrives), not once libraft stored the snapshot
+        # ("installing the snapshot"): the 16 MB state often came whole before
+        # that (0.05 s), and the install then needed no source. If it still
+        # came whole before the kill, the scenario runs again.
+        for attempt in range(3):
+            restored_before = log_count(c.members[follower], RESTORED)
+            lag_until_install(c, leader, follower, 40, starts=FETCH_STARTS)
+            c.kill9(leader, other)
+            time.sleep(0.5)
+            if log_count(c.members[follower], RESTORED) == restored_before:
+                break  # the install waits for a source
+            c.restart(leader, wait=False)
+            c.restart(other, wait=False)
+            c.wait_serving()
+            leader = c.leader_index()
+            if leader == follower:
+                follower = other
+            other = 3 - leader - follower
+        else:
+            self.fail("each install of 3 finished before its sources were killed")
+        time.sleep(5.5)
         self.assertTrue(c.members[follower].running(), "the installing member exited with no source")
         self.assertEqual(log_count(c.members[follower], "trying again") > 0, True)
         c.restart(leader, wait=False)
