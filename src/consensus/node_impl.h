@@ -316,6 +316,7 @@ struct Node::Impl {
   // member's catch-up (bench/RESULTS.md, "Sixth pass").
   SteadyClock::time_point last_tick{};
   SteadyClock::time_point no_snapshot_until{};
+  SteadyClock::time_point deferral_started{};  // the last window's start
   bool snapshot_deferral_logged = false;
   void note_stall(SteadyClock::time_point now);
 

@@ -265,7 +265,13 @@ void Node::Impl::start_log_floor() {
 
 void Node::Impl::note_stall(SteadyClock::time_point now) {
   const auto election = std::chrono::milliseconds(opts->election_ms);
-  if (last_tick != SteadyClock::time_point{} && now - last_tick > election) {
+  // One window in ten election timeouts at most: a member whose thread
+  // stalls again and again (an overloaded host, not a pause) would
+  // otherwise never take a snapshot and its log would grow without bound
+  // (a README walk saw 5x --snapshot-count behind a follower catching up).
+  if (last_tick != SteadyClock::time_point{} && now - last_tick > election &&
+      (deferral_started == SteadyClock::time_point{} || now - deferral_started > 10 * election)) {
+    deferral_started = now;
     no_snapshot_until = now + election;
     snapshot_deferral_logged = false;
     spdlog::info("the consensus thread was stalled for {} ms (the process paused or starved): no snapshot of its own "
