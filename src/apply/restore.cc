@@ -73,7 +73,6 @@ Error Applier::stage(const std::function<Error(const PairSink&)>& fetch, std::un
   store_->engine()->start_flush();
   bool any = false;
   mvcc::LatestFromHistory latest([&s](std::string_view key, std::string_view record) {
-    ++s->live_keys_;
     return s->load_->add(storage::Cf::kLatest, key, record);
   });
   PairSink sink = [&](storage::Cf cf, std::string_view key, std::string_view value) -> Error {
@@ -98,6 +97,7 @@ Error Applier::stage(const std::function<Error(const PairSink&)>& fetch, std::un
   };
   if (Error err = fetch(sink)) return err;
   if (!any) return errors::internal("the snapshot is empty");
+  s->live_keys_ = latest.live_keys();
   if (s->applied_.empty()) return errors::internal("the snapshot carries no applied index");
   // A sender's bytes: decode_i64 reads a short value as 0, and a state
   // claimed at the wrong index has the entries after it applied again.
